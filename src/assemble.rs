@@ -1,0 +1,332 @@
+//! Assembly: turning each lane's record stream back into calls, on the flusher.
+//!
+//! A call is one span instance from its first enter to its last exit. The records of one
+//! instance may come from several lanes (a future created on one thread and polled on Tokio
+//! workers), and the registry reuses span ids once a span closes, so records are routed to the
+//! instance of their id whose creation time is the latest one not after the record's own time.
+//!
+//! Lanes are drained one after the other, so when a `CLOSE` is seen, a record that happened
+//! before it on *another* lane may not have been drained yet. An instance whose records all
+//! came from one lane is complete at its `CLOSE` (program order); one that crossed lanes is
+//! completed after the next complete drain that started after its `CLOSE` was seen, by which
+//! time everything that happened before the close has been published and drained.
+
+use crate::fasthash::FastMap;
+use crate::lane::record::{Record, CLOSE, ENTER, EXIT, NEW};
+use crate::region::RegionTable;
+
+/// A completed call, in raw clock ticks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RawCall {
+    pub region: u32,
+    pub start: u64,
+    pub end: u64,
+    /// Sum of the poll durations (ticks).
+    pub busy: u64,
+    /// Lane of the first poll.
+    pub lane: u32,
+    /// Tokio task id of the first poll (0 = none).
+    pub task: u64,
+    /// Number of polls.
+    pub polls: u32,
+}
+
+/// A span instance still being assembled.
+#[derive(Clone, Debug)]
+struct Inst {
+    region: u32,
+    created: u64,
+    creator_lane: u32,
+    multi_lane: bool,
+    first_enter: Option<(u64, u32, u64)>,
+    last_exit: u64,
+    poll_start: u64,
+    depth: u32,
+    busy: u64,
+    polls: u32,
+    closed_epoch: Option<u64>,
+}
+
+impl Inst {
+    fn into_call(self) -> Option<RawCall> {
+        let (start, lane, task) = self.first_enter?;
+        let end = self.last_exit.max(start);
+        Some(RawCall {
+            region: self.region,
+            start,
+            end,
+            busy: self.busy.min(end - start),
+            lane,
+            task,
+            polls: self.polls,
+        })
+    }
+}
+
+/// The assembler's state: open instances and the region table.
+#[derive(Default)]
+pub(crate) struct Assembler {
+    open: FastMap<u64, Vec<Inst>>,
+    /// Ids with a closed instance waiting for the next complete drain.
+    deferred: Vec<u64>,
+    epoch: u64,
+    /// Records that belonged to no known span instance.
+    pub(crate) orphans: u64,
+    pub(crate) regions: RegionTable,
+}
+
+impl Assembler {
+    /// Marks the start of a complete drain (every published record of every lane).
+    pub(crate) fn begin_complete_drain(&mut self) {
+        self.epoch += 1;
+    }
+
+    /// Feeds one lane's records, in that lane's program order.
+    pub(crate) fn feed(&mut self, lane: u32, records: &[Record], out: &mut Vec<RawCall>) {
+        let mut i = 0;
+        while i < records.len() {
+            // Fast path: a sync span created, entered once, exited and closed on this lane
+            // with nothing in between (`info_span!(..).in_scope(..)` in a loop).
+            if let [n, e, x, c, ..] = &records[i..] {
+                if n.kind() == NEW
+                    && e.kind() == ENTER
+                    && x.kind() == EXIT
+                    && c.kind() == CLOSE
+                    && n.id == e.id
+                    && e.id == x.id
+                    && x.id == c.id
+                {
+                    let end = x.tsc.max(e.tsc);
+                    out.push(RawCall {
+                        region: self.regions.region_of(n.metadata()),
+                        start: e.tsc,
+                        end,
+                        busy: end - e.tsc,
+                        lane,
+                        task: e.task(),
+                        polls: 1,
+                    });
+                    i += 4;
+                    continue;
+                }
+            }
+            self.feed_one(lane, &records[i], out);
+            i += 1;
+        }
+    }
+
+    fn feed_one(&mut self, lane: u32, r: &Record, out: &mut Vec<RawCall>) {
+        if r.kind() == NEW {
+            let inst = Inst {
+                region: self.regions.region_of(r.metadata()),
+                created: r.tsc,
+                creator_lane: lane,
+                multi_lane: false,
+                first_enter: None,
+                last_exit: 0,
+                poll_start: 0,
+                depth: 0,
+                busy: 0,
+                polls: 0,
+                closed_epoch: None,
+            };
+            self.open.entry(r.id).or_default().push(inst);
+            return;
+        }
+        let Some(insts) = self.open.get_mut(&r.id) else {
+            self.orphans += 1;
+            return;
+        };
+        // The instance created last, not after this record.
+        let Some(k) = (0..insts.len())
+            .filter(|&k| insts[k].created <= r.tsc)
+            .max_by_key(|&k| insts[k].created)
+        else {
+            self.orphans += 1;
+            return;
+        };
+        let inst = &mut insts[k];
+        if lane != inst.creator_lane {
+            inst.multi_lane = true;
+        }
+        match r.kind() {
+            ENTER => {
+                inst.depth += 1;
+                if inst.depth == 1 {
+                    inst.poll_start = r.tsc;
+                }
+                if inst.first_enter.is_none() {
+                    inst.first_enter = Some((r.tsc, lane, r.task()));
+                }
+            }
+            EXIT => {
+                if inst.depth > 0 {
+                    inst.depth -= 1;
+                    if inst.depth == 0 {
+                        inst.busy += r.tsc.saturating_sub(inst.poll_start);
+                        inst.polls += 1;
+                    }
+                }
+                inst.last_exit = inst.last_exit.max(r.tsc);
+            }
+            _ => {
+                if inst.multi_lane {
+                    if inst.closed_epoch.is_none() {
+                        inst.closed_epoch = Some(self.epoch);
+                        self.deferred.push(r.id);
+                    }
+                } else {
+                    let inst = insts.swap_remove(k);
+                    if insts.is_empty() {
+                        self.open.remove(&r.id);
+                    }
+                    out.extend(inst.into_call());
+                }
+            }
+        }
+    }
+
+    /// Completes the cross-lane instances closed before the current complete drain began.
+    /// Call after the complete drain has fed every lane.
+    pub(crate) fn end_complete_drain(&mut self, out: &mut Vec<RawCall>) {
+        let epoch = self.epoch;
+        let mut keep = Vec::new();
+        for id in std::mem::take(&mut self.deferred) {
+            let Some(insts) = self.open.get_mut(&id) else {
+                continue;
+            };
+            let mut waiting = false;
+            let mut k = 0;
+            while k < insts.len() {
+                match insts[k].closed_epoch {
+                    Some(e) if e < epoch => out.extend(insts.swap_remove(k).into_call()),
+                    Some(_) => {
+                        waiting = true;
+                        k += 1;
+                    }
+                    None => k += 1,
+                }
+            }
+            if insts.is_empty() {
+                self.open.remove(&id);
+            }
+            if waiting && !keep.contains(&id) {
+                keep.push(id);
+            }
+        }
+        self.deferred = keep;
+    }
+
+    /// Calls started and not yet closed (in flight).
+    pub(crate) fn in_flight(&self) -> u64 {
+        self.open
+            .values()
+            .flatten()
+            .filter(|i| i.first_enter.is_some() && i.closed_epoch.is_none())
+            .count() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracing_core::{callsite::Callsite, Kind, Level, Metadata};
+
+    struct Cs;
+    impl Callsite for Cs {
+        fn set_interest(&self, _: tracing_core::Interest) {}
+        fn metadata(&self) -> &Metadata<'_> {
+            &META
+        }
+    }
+    static CS: Cs = Cs;
+    static META: Metadata<'static> = tracing_core::metadata! {
+        name: "r",
+        target: "t",
+        level: Level::INFO,
+        fields: &[],
+        callsite: &CS,
+        kind: Kind::SPAN,
+    };
+
+    fn new(id: u64, t: u64) -> Record {
+        Record::new_span(id, t, &META)
+    }
+    fn enter(id: u64, t: u64) -> Record {
+        Record::enter(id, t, 0)
+    }
+    fn exit(id: u64, t: u64) -> Record {
+        Record::plain(EXIT, id, t)
+    }
+    fn close(id: u64, t: u64) -> Record {
+        Record::plain(CLOSE, id, t)
+    }
+
+    #[test]
+    fn five_enters_are_one_call() {
+        let mut a = Assembler::default();
+        let mut out = vec![];
+        let mut recs = vec![new(1, 1)];
+        for k in 0..5 {
+            recs.push(enter(1, 10 + 10 * k));
+            recs.push(exit(1, 15 + 10 * k));
+        }
+        recs.push(close(1, 100));
+        a.feed(0, &recs, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            (out[0].start, out[0].end, out[0].busy, out[0].polls),
+            (10, 55, 25, 5)
+        );
+    }
+
+    #[test]
+    fn cross_lane_call_waits_for_next_complete_drain() {
+        let mut a = Assembler::default();
+        let mut out = vec![];
+        a.begin_complete_drain();
+        a.feed(0, &[new(7, 1)], &mut out);
+        a.feed(1, &[enter(7, 5), exit(7, 9)], &mut out);
+        // Close on a third lane, while a poll's exit on lane 1 is not drained yet.
+        a.feed(2, &[close(7, 30)], &mut out);
+        a.end_complete_drain(&mut out);
+        assert!(out.is_empty());
+        a.begin_complete_drain();
+        a.feed(1, &[enter(7, 20), exit(7, 25)], &mut out);
+        a.end_complete_drain(&mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            (out[0].start, out[0].end, out[0].busy, out[0].polls),
+            (5, 25, 9, 2)
+        );
+        assert_eq!(a.in_flight(), 0);
+    }
+
+    #[test]
+    fn reused_ids_route_by_time() {
+        let mut a = Assembler::default();
+        let mut out = vec![];
+        a.begin_complete_drain();
+        // Lane 1 reuses id 3 after lane 0's span closed; lane 1 is drained first.
+        a.feed(1, &[new(3, 50), enter(3, 51), exit(3, 60)], &mut out);
+        a.feed(
+            0,
+            &[new(3, 1), enter(3, 2), exit(3, 4), close(3, 5)],
+            &mut out,
+        );
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].start, out[0].end), (2, 4));
+        a.feed(1, &[close(3, 61)], &mut out);
+        assert_eq!(out.len(), 2);
+        assert_eq!((out[1].start, out[1].end), (51, 60));
+    }
+
+    #[test]
+    fn never_entered_span_is_no_call_and_orphans_are_counted() {
+        let mut a = Assembler::default();
+        let mut out = vec![];
+        a.feed(0, &[new(1, 1), close(1, 2), exit(9, 3)], &mut out);
+        assert!(out.is_empty());
+        assert_eq!(a.orphans, 1);
+    }
+}

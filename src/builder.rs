@@ -1,0 +1,286 @@
+//! `ScopeLayer::builder()`: options, their validation and the environment overrides.
+//!
+//! Everything is checked in [`Builder::build`], so a mistake (an unwritable output path, a
+//! zero flush interval) is an [`Error`] before the program starts, never a panic later.
+//!
+//! Environment overrides, read at `build()` so instrumentation can stay in production code:
+//!
+//! | variable | effect |
+//! |---|---|
+//! | `SCOPE_PROFILER=off` (also `0`, `false`, `disabled`) | forces [`Mode::Disabled`] |
+//! | `SCOPE_PROFILER_OUTPUT=path` | replaces the output path (unless `no_output()` was set) |
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::guard::FlushGuard;
+use crate::layer::ScopeLayer;
+use crate::state::{Config, Shared};
+use crate::Error;
+
+/// What the profiler records.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Records nothing; every span callsite is switched off (interest `never`), so `tracing`
+    /// skips the spans entirely and they cost what they cost without a subscriber. Note that
+    /// this hides those spans from other layers of the same subscriber too.
+    Disabled,
+    /// Exact per-region statistics (count, total, min, max, mean, std) in O(regions) memory;
+    /// no per-call data. Files use the aggregate layout.
+    Aggregate,
+    /// Every call's start and end, per thread lane, plus the statistics (the default).
+    #[default]
+    TimeOnly,
+}
+
+/// Configures and builds a [`ScopeLayer`] and its [`FlushGuard`].
+///
+/// ```no_run
+/// use scope_profiler::{Mode, ScopeLayer};
+/// use tracing_subscriber::prelude::*;
+///
+/// let (layer, guard) = ScopeLayer::builder()
+///     .mode(Mode::TimeOnly)
+///     .output("profiling_data.h5")
+///     .label("my run")
+///     .build()?;
+/// tracing_subscriber::registry().with(layer).init();
+/// // ... instrumented code ...
+/// let report = guard.finalize()?;
+/// # Ok::<(), scope_profiler::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+#[must_use = "call .build() to get the layer"]
+pub struct Builder {
+    mode: Mode,
+    output: Option<PathBuf>,
+    summary: bool,
+    label: Option<String>,
+    flush_interval: Duration,
+    track_threads: bool,
+    track_async: bool,
+    gzip: Option<u8>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            mode: Mode::TimeOnly,
+            output: Some(PathBuf::from("profiling_data.h5")),
+            summary: true,
+            label: None,
+            flush_interval: Duration::from_secs(1),
+            track_threads: false,
+            track_async: false,
+            gzip: None,
+        }
+    }
+}
+
+impl Builder {
+    /// What to record (default [`Mode::TimeOnly`]).
+    pub fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Where finalize writes the HDF5 profile (default `profiling_data.h5`, like the Python
+    /// package). The location is checked at `build()`.
+    pub fn output(mut self, path: impl Into<PathBuf>) -> Self {
+        self.output = Some(path.into());
+        self
+    }
+
+    /// Keeps results in memory only: finalize returns the [`Report`](crate::Report) and
+    /// writes no file.
+    pub fn no_output(mut self) -> Self {
+        self.output = None;
+        self
+    }
+
+    /// Whether finalize prints the summary table to stderr (default `true`).
+    pub fn summary(mut self, on: bool) -> Self {
+        self.summary = on;
+        self
+    }
+
+    /// A label for the run, stored in the file and shown in summaries.
+    pub fn label(mut self, label: impl Into<String>) -> Self {
+        self.label = Some(label.into());
+        self
+    }
+
+    /// How often the flusher drains the buffers being written (default 1 s). Full buffers
+    /// are collected every few milliseconds regardless.
+    pub fn flush_interval(mut self, interval: Duration) -> Self {
+        self.flush_interval = interval;
+        self
+    }
+
+    /// Records the thread of every call (each OS thread is a lane).
+    pub fn track_threads(mut self, on: bool) -> Self {
+        self.track_threads = on;
+        self
+    }
+
+    /// Records the Tokio task of every call and its await-suspended time; implies
+    /// [`track_threads`](Self::track_threads).
+    pub fn track_async(mut self, on: bool) -> Self {
+        self.track_async = on;
+        if on {
+            self.track_threads = true;
+        }
+        self
+    }
+
+    /// Compresses the file's event columns with gzip (deflate + shuffle) at `level` 0-9.
+    pub fn gzip(mut self, level: u8) -> Self {
+        self.gzip = Some(level);
+        self
+    }
+
+    /// Validates the options, applies the environment overrides and starts the flusher.
+    pub fn build(self) -> Result<(ScopeLayer, FlushGuard), Error> {
+        let mut config = Config {
+            mode: self.mode,
+            output: self.output,
+            summary: self.summary,
+            label: self.label,
+            flush_interval: self.flush_interval,
+            track_threads: self.track_threads,
+            track_async: self.track_async,
+            gzip: self.gzip,
+        };
+        apply_env(&mut config, |k| std::env::var(k).ok());
+        if config.flush_interval.is_zero() {
+            return Err(Error::InvalidOption {
+                option: "flush_interval",
+                reason: "must be greater than zero".into(),
+            });
+        }
+        if let Some(level) = config.gzip.filter(|&l| l > 9) {
+            return Err(Error::InvalidOption {
+                option: "gzip",
+                reason: format!("level {level} is not in 0..=9"),
+            });
+        }
+        if config.mode != crate::Mode::Disabled {
+            if let Some(path) = &config.output {
+                check_writable(path)?;
+            }
+        }
+        let shared = Arc::new(Shared::new(config));
+        let guard = FlushGuard::start(shared.clone())?;
+        Ok((ScopeLayer::new(shared), guard))
+    }
+}
+
+fn apply_env(config: &mut Config, var: impl Fn(&str) -> Option<String>) {
+    if let Some(v) = var("SCOPE_PROFILER") {
+        if matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "off" | "0" | "false" | "disabled" | "no"
+        ) {
+            config.mode = crate::Mode::Disabled;
+        }
+    }
+    if let Some(p) = var("SCOPE_PROFILER_OUTPUT").filter(|p| !p.is_empty()) {
+        if config.output.is_some() {
+            config.output = Some(PathBuf::from(p));
+        }
+    }
+}
+
+/// Checks that a file can be created at `path` (by creating and removing a probe beside it).
+fn check_writable(path: &Path) -> Result<(), Error> {
+    let err = |source| Error::OutputPath {
+        path: path.to_path_buf(),
+        source,
+    };
+    if path.as_os_str().is_empty() {
+        return Err(err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the path is empty",
+        )));
+    }
+    if path.is_dir() {
+        return Err(err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the path is a directory",
+        )));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let probe = dir.join(format!(
+        ".scope-profiler-probe.{}.{:x}",
+        std::process::id(),
+        crate::clock::monotonic_ns()
+    ));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .map_err(err)?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> Config {
+        Config {
+            mode: Mode::TimeOnly,
+            output: Some("a.h5".into()),
+            summary: true,
+            label: None,
+            flush_interval: Duration::from_secs(1),
+            track_threads: false,
+            track_async: false,
+            gzip: None,
+        }
+    }
+
+    #[test]
+    fn env_off_disables() {
+        for v in ["off", "OFF", "0", "false", "disabled"] {
+            let mut c = cfg();
+            apply_env(&mut c, |k| (k == "SCOPE_PROFILER").then(|| v.to_owned()));
+            assert_eq!(c.mode, Mode::Disabled, "{v}");
+        }
+        let mut c = cfg();
+        apply_env(&mut c, |k| (k == "SCOPE_PROFILER").then(|| "on".to_owned()));
+        assert_eq!(c.mode, Mode::TimeOnly);
+    }
+
+    #[test]
+    fn env_output_overrides_path_but_not_no_output() {
+        let mut c = cfg();
+        apply_env(&mut c, |k| {
+            (k == "SCOPE_PROFILER_OUTPUT").then(|| "b.h5".into())
+        });
+        assert_eq!(c.output, Some(PathBuf::from("b.h5")));
+        let mut c = cfg();
+        c.output = None;
+        apply_env(&mut c, |k| {
+            (k == "SCOPE_PROFILER_OUTPUT").then(|| "b.h5".into())
+        });
+        assert_eq!(c.output, None);
+    }
+
+    #[test]
+    fn invalid_options_are_errors() {
+        let e = Builder::default()
+            .no_output()
+            .flush_interval(Duration::ZERO)
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("flush_interval"), "{e}");
+        let e = Builder::default().no_output().gzip(12).build().unwrap_err();
+        assert!(e.to_string().contains("gzip"), "{e}");
+    }
+}

@@ -1,0 +1,214 @@
+//! The flusher: a background thread that drains the lanes, assembles calls, folds statistics
+//! and keeps the calls of the current phase, so the instrumented threads only ever append.
+//!
+//! Every [`POLL`] it takes the full chunks lanes handed over (bounded queues, so memory stays
+//! bounded and a thread never waits); every `flush_interval`, and at each finalize, it also
+//! drains the chunks being written ("complete drain"). A finalize is two complete drains, so a
+//! call that closed before `finalize()` was called is always in its report.
+
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::assemble::{Assembler, RawCall};
+use crate::fasthash::FastMap;
+use crate::lane::{Cursor, Lane};
+use crate::output::model::{CallRecord, RegionRow};
+use crate::region::RegionInfo;
+use crate::state::Shared;
+use crate::stats::Stats;
+use crate::Mode;
+
+/// How often the flusher collects full chunks.
+pub(crate) const POLL: Duration = Duration::from_millis(2);
+
+/// Requests from the guard.
+pub(crate) enum Command {
+    /// Drain everything, hand over the phase and start a new one.
+    Finalize(Sender<Snapshot>),
+    /// Stop the thread (after a last drain).
+    Shutdown,
+}
+
+/// One region as seen at a finalize.
+#[derive(Clone, Debug)]
+pub(crate) struct RegionSnapshot {
+    /// This phase's calls and statistics.
+    pub row: RegionRow,
+    /// Calls completed since `build()`.
+    pub lifetime_calls: u64,
+}
+
+/// What a finalize hands to the guard.
+#[derive(Clone, Debug)]
+pub(crate) struct Snapshot {
+    /// Every region with at least one call since `build()`, in region-id order.
+    pub regions: Vec<RegionSnapshot>,
+    /// Calls entered and not yet closed.
+    pub in_flight: u64,
+    /// Records lost so far.
+    pub dropped: u64,
+}
+
+#[derive(Default)]
+struct PhaseRegion {
+    stats: Stats,
+    calls: Vec<CallRecord>,
+    lifetime: u64,
+}
+
+/// The flusher's state (owned by its thread).
+pub(crate) struct Flusher {
+    shared: Arc<Shared>,
+    lanes: Vec<(Arc<Lane>, Cursor)>,
+    asm: Assembler,
+    scratch: Vec<RawCall>,
+    phase: Vec<PhaseRegion>,
+    tasks: FastMap<u64, i64>,
+    keep_calls: bool,
+}
+
+impl Flusher {
+    pub(crate) fn new(shared: Arc<Shared>) -> Flusher {
+        let keep_calls = shared.config.mode == Mode::TimeOnly;
+        Flusher {
+            shared,
+            lanes: Vec::new(),
+            asm: Assembler::default(),
+            scratch: Vec::new(),
+            phase: Vec::new(),
+            tasks: FastMap::default(),
+            keep_calls,
+        }
+    }
+
+    /// The thread's main loop.
+    pub(crate) fn run(mut self, rx: Receiver<Command>) {
+        let interval = self.shared.config.flush_interval;
+        let mut next_complete = Instant::now() + interval;
+        loop {
+            let wait = next_complete
+                .saturating_duration_since(Instant::now())
+                .min(POLL);
+            match rx.recv_timeout(wait) {
+                Ok(Command::Finalize(reply)) => {
+                    let snap = self.finalize();
+                    let _ = reply.send(snap);
+                    next_complete = Instant::now() + interval;
+                }
+                Ok(Command::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
+                    self.complete_drain();
+                    return;
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    if Instant::now() >= next_complete {
+                        self.complete_drain();
+                        next_complete = Instant::now() + interval;
+                    } else {
+                        self.drain(false);
+                    }
+                }
+            }
+        }
+    }
+
+    fn refresh_lanes(&mut self) {
+        let lanes = self.shared.lanes.lock().unwrap_or_else(|e| e.into_inner());
+        for lane in &lanes[self.lanes.len()..] {
+            self.lanes.push((lane.clone(), Cursor::default()));
+        }
+    }
+
+    fn drain(&mut self, partial: bool) {
+        self.refresh_lanes();
+        let Flusher {
+            lanes,
+            asm,
+            scratch,
+            ..
+        } = self;
+        for (lane, cursor) in lanes.iter_mut() {
+            let index = lane.index;
+            lane.drain(cursor, partial, |records| asm.feed(index, records, scratch));
+        }
+        self.fold();
+    }
+
+    fn complete_drain(&mut self) {
+        self.asm.begin_complete_drain();
+        self.drain(true);
+        self.asm.end_complete_drain(&mut self.scratch);
+        self.fold();
+    }
+
+    /// Folds assembled calls into the phase: statistics always, the calls themselves in
+    /// time-only mode.
+    fn fold(&mut self) {
+        let clock = self.shared.clock;
+        let n_regions = self.asm.regions.regions().len();
+        if self.phase.len() < n_regions {
+            self.phase.resize_with(n_regions, PhaseRegion::default);
+        }
+        let track_tasks = self.shared.config.track_async;
+        for c in self.scratch.drain(..) {
+            let start_ns = clock.to_ns(c.start);
+            let dur_ns = (clock.to_ns(c.end) - start_ns).max(0);
+            let busy_ns = clock.ticks_to_ns(c.busy).min(dur_ns);
+            let task = if track_tasks && c.task != 0 {
+                let next = self.tasks.len() as i64;
+                *self.tasks.entry(c.task).or_insert(next)
+            } else {
+                -1
+            };
+            let p = &mut self.phase[c.region as usize];
+            p.stats.add(dur_ns as u64);
+            p.lifetime += 1;
+            if self.keep_calls {
+                p.calls.push(CallRecord {
+                    start_ns,
+                    dur_ns,
+                    thread: c.lane,
+                    task,
+                    await_ns: dur_ns - busy_ns,
+                });
+            }
+        }
+    }
+
+    fn dropped(&self) -> u64 {
+        let lanes: u64 = self
+            .lanes
+            .iter()
+            .map(|(l, _)| l.dropped.load(Ordering::Relaxed))
+            .sum();
+        lanes + self.shared.lost.load(Ordering::Relaxed) + self.asm.orphans
+    }
+
+    fn finalize(&mut self) -> Snapshot {
+        self.complete_drain();
+        self.complete_drain();
+        let infos: Vec<RegionInfo> = self.asm.regions.regions().to_vec();
+        let mut regions = Vec::new();
+        for (info, p) in infos.iter().zip(self.phase.iter_mut()) {
+            if p.lifetime == 0 {
+                continue;
+            }
+            regions.push(RegionSnapshot {
+                row: RegionRow {
+                    name: info.name.to_owned(),
+                    file: info.file.unwrap_or("").to_owned(),
+                    line: info.line.map_or(-1, i64::from),
+                    stats: std::mem::take(&mut p.stats),
+                    calls: std::mem::take(&mut p.calls),
+                },
+                lifetime_calls: p.lifetime,
+            });
+        }
+        Snapshot {
+            regions,
+            in_flight: self.asm.in_flight(),
+            dropped: self.dropped(),
+        }
+    }
+}

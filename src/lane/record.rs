@@ -1,0 +1,140 @@
+//! The 24-byte slot record the hot path appends: span id, raw TSC ticks and one tagged word.
+//!
+//! Four kinds, one per `tracing` callback: `NEW` carries the callsite's `&'static Metadata`
+//! (pointers are 8-aligned, so the low two bits hold the kind), `ENTER` carries the Tokio task id
+//! (shifted left by two; 0 = outside a task), `EXIT` and `CLOSE` carry nothing else. Every record
+//! has a timestamp so the flusher can tell apart successive spans that reuse one id.
+
+use tracing_core::Metadata;
+
+/// Kind tag of a span creation record.
+pub(crate) const NEW: u64 = 0;
+/// Kind tag of an enter (start of a poll).
+pub(crate) const ENTER: u64 = 1;
+/// Kind tag of an exit (end of a poll).
+pub(crate) const EXIT: u64 = 2;
+/// Kind tag of a span close (end of the call).
+pub(crate) const CLOSE: u64 = 3;
+const KIND_MASK: u64 = 3;
+
+/// One slot of a lane buffer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub(crate) struct Record {
+    /// `tracing` span id (`Id::into_u64`).
+    pub id: u64,
+    /// Raw clock ticks ([`crate::clock::Clock::raw`]).
+    pub tsc: u64,
+    /// Kind tag in the low two bits, payload above.
+    pub aux: u64,
+}
+
+impl Record {
+    /// A creation record for a span of callsite `meta`.
+    #[inline(always)]
+    pub(crate) fn new_span(id: u64, tsc: u64, meta: &'static Metadata<'static>) -> Record {
+        let ptr = meta as *const Metadata<'static> as u64;
+        debug_assert_eq!(ptr & KIND_MASK, 0);
+        Record {
+            id,
+            tsc,
+            aux: ptr | NEW,
+        }
+    }
+
+    /// An enter record; `task` is the Tokio task id or 0.
+    #[inline(always)]
+    pub(crate) fn enter(id: u64, tsc: u64, task: u64) -> Record {
+        Record {
+            id,
+            tsc,
+            aux: (task << 2) | ENTER,
+        }
+    }
+
+    /// An exit or close record.
+    #[inline(always)]
+    pub(crate) fn plain(kind: u64, id: u64, tsc: u64) -> Record {
+        Record { id, tsc, aux: kind }
+    }
+
+    /// The kind tag.
+    #[inline(always)]
+    pub(crate) fn kind(&self) -> u64 {
+        self.aux & KIND_MASK
+    }
+
+    /// The Tokio task id of an enter record (0 = none).
+    #[inline(always)]
+    pub(crate) fn task(&self) -> u64 {
+        self.aux >> 2
+    }
+
+    /// The callsite of a creation record.
+    #[inline(always)]
+    pub(crate) fn metadata(&self) -> &'static Metadata<'static> {
+        debug_assert_eq!(self.kind(), NEW);
+        // SAFETY: NEW records are only built by `new_span` from a `&'static Metadata<'static>`,
+        // so the (untagged) word is a valid pointer to static data.
+        unsafe { &*((self.aux & !KIND_MASK) as *const Metadata<'static>) }
+    }
+}
+
+/// The numeric id of a Tokio task, 0 outside a task.
+///
+/// `tokio::task::Id` has no public integer accessor; its derived `Hash` writes exactly its
+/// `NonZeroU64`, which this hasher captures (< 1 ns, no `tokio_unstable`).
+#[inline(always)]
+pub(crate) fn current_task_id() -> u64 {
+    use std::hash::{Hash, Hasher};
+    struct Capture(u64);
+    impl Hasher for Capture {
+        fn finish(&self) -> u64 {
+            self.0
+        }
+        fn write(&mut self, bytes: &[u8]) {
+            for &b in bytes {
+                self.0 = (self.0 << 8) | u64::from(b);
+            }
+        }
+        fn write_u64(&mut self, v: u64) {
+            self.0 = v;
+        }
+    }
+    match tokio::task::try_id() {
+        Some(id) => {
+            let mut h = Capture(0);
+            id.hash(&mut h);
+            h.0 & (u64::MAX >> 2)
+        }
+        None => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_round_trip() {
+        let e = Record::enter(7, 100, 42);
+        assert_eq!((e.kind(), e.task(), e.id, e.tsc), (ENTER, 42, 7, 100));
+        assert_eq!(Record::plain(EXIT, 1, 2).kind(), EXIT);
+        assert_eq!(Record::plain(CLOSE, 1, 2).kind(), CLOSE);
+        assert_eq!(std::mem::size_of::<Record>(), 24);
+    }
+
+    #[test]
+    fn task_ids_are_tokio_ids() {
+        assert_eq!(current_task_id(), 0);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let (a, b) = rt.block_on(async {
+            let h = tokio::spawn(async { (current_task_id(), tokio::task::id().to_string()) });
+            h.await.unwrap()
+        });
+        assert_eq!(a.to_string(), b);
+        assert_ne!(a, 0);
+    }
+}

@@ -1,0 +1,127 @@
+//! `impl Layer for ScopeLayer`: the thin routing from `tracing` callbacks to the lanes.
+//!
+//! This is the hot path. Each callback reads the TSC once and appends one 24-byte record to
+//! the calling thread's lane ([`crate::lane::local`]); nothing is looked up, allocated, locked
+//! or formatted here. Region names, statistics, nesting and files are all the flusher's work.
+
+use std::sync::Arc;
+
+use tracing_core::span::{Attributes, Id};
+use tracing_core::subscriber::Interest;
+use tracing_core::{Metadata, Subscriber};
+use tracing_subscriber::layer::{Context, Layer};
+
+use crate::lane::local::with_local;
+use crate::lane::record::{self, Record};
+use crate::state::Shared;
+use crate::{Builder, Mode};
+
+/// The profiler, as a `tracing_subscriber` [`Layer`].
+///
+/// Build it with [`ScopeLayer::builder`]; see the crate docs for a complete example.
+#[derive(Clone)]
+pub struct ScopeLayer {
+    shared: Arc<Shared>,
+    disabled: bool,
+    track_async: bool,
+}
+
+impl ScopeLayer {
+    /// Starts configuring a profiler.
+    ///
+    /// ```
+    /// let (layer, guard) = scope_profiler::ScopeLayer::builder().no_output().build()?;
+    /// # Ok::<(), scope_profiler::Error>(())
+    /// ```
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    pub(crate) fn new(shared: Arc<Shared>) -> ScopeLayer {
+        ScopeLayer {
+            disabled: shared.config.mode == Mode::Disabled,
+            track_async: shared.config.track_async,
+            shared,
+        }
+    }
+
+    /// The mode this layer records in (after environment overrides).
+    pub fn mode(&self) -> Mode {
+        self.shared.config.mode
+    }
+}
+
+impl std::fmt::Debug for ScopeLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScopeLayer")
+            .field("mode", &self.shared.config.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Subscriber> Layer<S> for ScopeLayer {
+    fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
+        // Disabled: switch span callsites off for good, so `tracing` skips them without
+        // calling any subscriber. Events are none of our business either way.
+        if self.disabled && meta.is_span() {
+            Interest::never()
+        } else {
+            Interest::always()
+        }
+    }
+
+    fn enabled(&self, meta: &Metadata<'_>, _ctx: Context<'_, S>) -> bool {
+        !(self.disabled && meta.is_span())
+    }
+
+    #[inline]
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _ctx: Context<'_, S>) {
+        if self.disabled {
+            return;
+        }
+        let tsc = self.shared.clock.raw();
+        with_local(&self.shared, |l| {
+            l.push(Record::new_span(id.into_u64(), tsc, attrs.metadata()))
+        });
+    }
+
+    #[inline]
+    fn on_enter(&self, id: &Id, _ctx: Context<'_, S>) {
+        if self.disabled {
+            return;
+        }
+        let task = if self.track_async {
+            record::current_task_id()
+        } else {
+            0
+        };
+        with_local(&self.shared, |l| {
+            // Read the clock last, so the call's time excludes our bookkeeping.
+            let tsc = self.shared.clock.raw();
+            l.push(Record::enter(id.into_u64(), tsc, task))
+        });
+    }
+
+    #[inline]
+    fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
+        if self.disabled {
+            return;
+        }
+        // Read the clock first, for the same reason.
+        let tsc = self.shared.clock.raw();
+        with_local(&self.shared, |l| {
+            l.push(Record::plain(record::EXIT, id.into_u64(), tsc))
+        });
+    }
+
+    #[inline]
+    fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
+        if self.disabled {
+            return;
+        }
+        let tsc = self.shared.clock.raw();
+        with_local(&self.shared, |l| {
+            l.push(Record::plain(record::CLOSE, id.into_u64(), tsc))
+        });
+    }
+}

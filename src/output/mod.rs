@@ -1,0 +1,6 @@
+//! Output formats: the schema-3 HDF5 file and the text summary, both built from one
+//! [`model::PhaseData`] per finalize.
+
+pub(crate) mod hdf5;
+pub(crate) mod model;
+pub(crate) mod summary;

@@ -1,0 +1,183 @@
+//! The text summary printed at finalize: one row per region, in the rounded-box layout of the
+//! Python package (`╭─╮ ├─┤ ╰─╯ │`), followed by an "Info" box.
+
+use crate::report::Report;
+
+const HEADERS: [&str; 7] = [
+    "region",
+    "calls",
+    "total [s]",
+    "avg [s]",
+    "min [s]",
+    "max [s]",
+    "std [s]",
+];
+
+/// Renders the report as the summary table (ends with a newline).
+pub(crate) fn render(report: &Report, title: &str) -> String {
+    let secs = |ns: f64| ns / 1e9;
+    let mut rows: Vec<[String; 7]> = report
+        .regions()
+        .iter()
+        .filter(|r| r.calls > 0)
+        .map(|r| {
+            [
+                r.name.clone(),
+                compact(r.calls),
+                format!("{:.6}", secs(r.total_ns as f64)),
+                format!("{:.3e}", secs(r.mean_ns)),
+                format!("{:.3e}", secs(r.min_ns as f64)),
+                format!("{:.3e}", secs(r.max_ns as f64)),
+                format!("{:.3e}", secs(r.std_ns)),
+            ]
+        })
+        .collect();
+    let n_regions = rows.len();
+    if rows.is_empty() {
+        rows.push(std::array::from_fn(|i| {
+            if i == 0 {
+                "(no calls)".to_owned()
+            } else {
+                "-".to_owned()
+            }
+        }));
+    }
+    let mut widths = HEADERS.map(width);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(width(cell));
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut s = String::from("  │ ");
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            let pad = " ".repeat(w - width(cell));
+            if i == 0 {
+                s += &format!("{cell}{pad}");
+            } else {
+                s += &format!("   {pad}{cell}");
+            }
+        }
+        s + " │\n"
+    };
+    let inner = widths.iter().sum::<usize>() + 3 * (widths.len() - 1) + 2;
+    let bar = "─".repeat(inner);
+    let mut out = format!("\n  ╭{bar}╮\n");
+    out += &line(&HEADERS.map(str::to_owned));
+    out += &format!("  ├{bar}┤\n");
+    for row in &rows {
+        out += &line(row);
+    }
+    out += &format!("  ╰{bar}╯\n");
+
+    let mut info = vec![format!("Summary: {title}"), String::new()];
+    info.push(format!(
+        "Wall clock {:.6} s; {} region(s).",
+        report.wall_ns() as f64 / 1e9,
+        n_regions
+    ));
+    if report.dropped() > 0 {
+        info.push(format!(
+            "WARNING: {} record(s) dropped (the flusher fell behind).",
+            report.dropped()
+        ));
+    }
+    if report.in_flight() > 0 {
+        info.push(format!(
+            "{} call(s) still running; a later finalize reports them.",
+            report.in_flight()
+        ));
+    }
+    info.push("Durations are in seconds.".to_owned());
+    if n_regions > 1 {
+        info.push("Regions may nest, so the summed total can exceed the wall-clock time.".into());
+    }
+    let w = info.iter().map(|l| width(l)).max().unwrap_or(0) + 2;
+    out += &format!("\n  ╭─ Info {}╮\n", "─".repeat(w.saturating_sub(7)));
+    for l in &info {
+        out += &format!("  │ {l}{} │\n", " ".repeat(w - 2 - width(l)));
+    }
+    out += &format!("  ╰{}╯\n", "─".repeat(w));
+    out
+}
+
+/// Display width, counting characters (good enough for the names regions have).
+fn width(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// Counts like the Python package: `950`, `1.5k`, `2.0M`, `3.1B`.
+fn compact(n: u64) -> String {
+    match n {
+        0..=999 => n.to_string(),
+        1_000..=999_999 => format!("{:.1}k", n as f64 / 1e3),
+        1_000_000..=999_999_999 => format!("{:.1}M", n as f64 / 1e6),
+        _ => format!("{:.1}B", n as f64 / 1e9),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::RegionStats;
+
+    fn region(name: &str, calls: u64, total_ns: u64) -> RegionStats {
+        RegionStats {
+            name: name.into(),
+            calls,
+            total_ns,
+            min_ns: 1,
+            max_ns: total_ns,
+            mean_ns: total_ns as f64 / calls.max(1) as f64,
+            std_ns: 0.0,
+            file: None,
+            line: None,
+            lifetime_calls: calls,
+        }
+    }
+
+    #[test]
+    fn table_is_a_box_with_one_row_per_region() {
+        let report = Report {
+            regions: vec![
+                region("solve", 10, 2_000_000_000),
+                region("ünïcode/name", 1500, 1_000),
+                region("idle", 0, 0),
+            ],
+            dropped: 3,
+            in_flight: 1,
+            wall_ns: 5_000_000_000,
+        };
+        let s = render(&report, "run - out.h5");
+        let lines: Vec<&str> = s.lines().filter(|l| !l.is_empty()).collect();
+        assert!(lines[0].trim_start().starts_with('╭'));
+        assert!(s.contains("│ solve "));
+        assert!(s.contains("2.000000"));
+        assert!(s.contains("1.5k"));
+        assert!(
+            !s.contains("idle"),
+            "regions without calls this phase are not rows"
+        );
+        assert!(s.contains("3 record(s) dropped"));
+        assert!(s.contains("Summary: run - out.h5"));
+        // Every line of the table box has the same width.
+        let table: Vec<&str> = lines.iter().take(6).copied().collect();
+        let w = width(table[0]);
+        assert!(table.iter().all(|l| width(l) == w), "{s}");
+    }
+
+    #[test]
+    fn empty_report_renders() {
+        let s = render(&Report::default(), "t");
+        assert!(s.contains("(no calls)"));
+        assert!(s.contains("0 region(s)"));
+    }
+
+    #[test]
+    fn compact_counts() {
+        assert_eq!(compact(999), "999");
+        assert_eq!(compact(1500), "1.5k");
+        assert_eq!(compact(21_891), "21.9k");
+        assert_eq!(compact(2_000_000), "2.0M");
+    }
+}

@@ -1,0 +1,105 @@
+//! What a finalize returns: per-region statistics of the calls completed in this phase.
+
+use crate::flush::RegionSnapshot;
+
+/// Exact statistics of one region's calls completed since the previous finalize.
+///
+/// ```
+/// # use scope_profiler::ScopeLayer;
+/// # use tracing_subscriber::prelude::*;
+/// let (layer, guard) = ScopeLayer::builder().no_output().summary(false).build().unwrap();
+/// let subscriber = tracing_subscriber::registry().with(layer);
+/// tracing::subscriber::with_default(subscriber, || {
+///     for _ in 0..3 {
+///         tracing::info_span!("solve").in_scope(|| std::hint::black_box(42));
+///     }
+/// });
+/// let report = guard.finalize().unwrap();
+/// let solve = report.region("solve").unwrap();
+/// assert_eq!(solve.calls, 3);
+/// assert!(solve.min_ns <= solve.max_ns);
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct RegionStats {
+    /// The region's name (the span name; same-named callsites pool into one region).
+    pub name: String,
+    /// Calls completed in this phase.
+    pub calls: u64,
+    /// Sum of the calls' durations (first enter to last exit), in nanoseconds.
+    pub total_ns: u64,
+    /// Shortest call (0 when `calls == 0`).
+    pub min_ns: u64,
+    /// Longest call.
+    pub max_ns: u64,
+    /// Mean duration.
+    pub mean_ns: f64,
+    /// Population standard deviation of the durations.
+    pub std_ns: f64,
+    /// Source file of the region's first callsite.
+    pub file: Option<String>,
+    /// Source line of the region's first callsite.
+    pub line: Option<u32>,
+    /// Calls completed since `build()`, over all phases.
+    pub lifetime_calls: u64,
+}
+
+impl RegionStats {
+    pub(crate) fn from_snapshot(s: &RegionSnapshot) -> RegionStats {
+        let st = &s.row.stats;
+        RegionStats {
+            name: s.row.name.clone(),
+            calls: st.count,
+            total_ns: st.total,
+            min_ns: st.min,
+            max_ns: st.max,
+            mean_ns: st.mean,
+            std_ns: st.std(),
+            file: (!s.row.file.is_empty()).then(|| s.row.file.clone()),
+            line: u32::try_from(s.row.line).ok(),
+            lifetime_calls: s.lifetime_calls,
+        }
+    }
+}
+
+/// The result of one [`FlushGuard::finalize`](crate::FlushGuard::finalize).
+///
+/// It covers the calls completed since the previous finalize (a "phase"); regions that
+/// completed calls only in earlier phases are listed with `calls == 0` and their
+/// `lifetime_calls`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    pub(crate) regions: Vec<RegionStats>,
+    pub(crate) dropped: u64,
+    pub(crate) in_flight: u64,
+    pub(crate) wall_ns: u64,
+}
+
+impl Report {
+    /// Every region that has completed a call since `build()`, sorted by this phase's total
+    /// time, longest first.
+    pub fn regions(&self) -> &[RegionStats] {
+        &self.regions
+    }
+
+    /// The region named `name`.
+    pub fn region(&self, name: &str) -> Option<&RegionStats> {
+        self.regions.iter().find(|r| r.name == name)
+    }
+
+    /// Records lost since `build()` (0 in a healthy run): the flusher fell behind, or a thread
+    /// recorded while it was being torn down.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Calls entered but not closed at this finalize; a later finalize reports them.
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight
+    }
+
+    /// Wall-clock time of this phase (from `build()` or the previous finalize), ns.
+    pub fn wall_ns(&self) -> u64 {
+        self.wall_ns
+    }
+}

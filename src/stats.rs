@@ -1,0 +1,81 @@
+//! Exact aggregate statistics of a stream of durations: count, total, min, max, mean and the
+//! sum of squared deviations (Welford), so the standard deviation needs no per-call storage.
+
+/// Running statistics over durations in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Stats {
+    /// Number of values.
+    pub count: u64,
+    /// Sum of values (ns).
+    pub total: u64,
+    /// Smallest value (0 when empty).
+    pub min: u64,
+    /// Largest value.
+    pub max: u64,
+    /// Running mean (ns).
+    pub mean: f64,
+    /// Sum of squared deviations from the mean (population variance x count).
+    pub m2: f64,
+}
+
+impl Stats {
+    /// Adds one value (Welford's update).
+    #[inline]
+    pub fn add(&mut self, v: u64) {
+        if self.count == 0 {
+            self.min = v;
+            self.max = v;
+        } else {
+            self.min = self.min.min(v);
+            self.max = self.max.max(v);
+        }
+        self.count += 1;
+        self.total += v;
+        let x = v as f64;
+        let delta = x - self.mean;
+        self.mean += delta / self.count as f64;
+        self.m2 += delta * (x - self.mean);
+    }
+
+    /// Population standard deviation (numpy's default), 0 when empty.
+    pub fn std(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            (self.m2 / self.count as f64).max(0.0).sqrt()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_two_pass_formulas() {
+        let values = [5u64, 1, 9, 9, 2, 7, 1000, 3];
+        let mut s = Stats::default();
+        for v in values {
+            s.add(v);
+        }
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<u64>() as f64 / n;
+        let var = values
+            .iter()
+            .map(|&v| (v as f64 - mean).powi(2))
+            .sum::<f64>()
+            / n;
+        assert_eq!(s.count, 8);
+        assert_eq!(s.total, 1036);
+        assert_eq!((s.min, s.max), (1, 1000));
+        assert!((s.mean - mean).abs() < 1e-9);
+        assert!((s.std() - var.sqrt()).abs() < 1e-9);
+    }
+
+    #[test]
+    fn empty_is_zero() {
+        let s = Stats::default();
+        assert_eq!((s.count, s.min, s.max), (0, 0, 0));
+        assert_eq!(s.std(), 0.0);
+    }
+}
