@@ -33,57 +33,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::Criterion;
-
-mod stub {
-    use tracing::Subscriber;
-    #[allow(dead_code)]
-    pub enum Mode {
-        Disabled,
-        Aggregate,
-        TimeOnly,
-    }
-    pub struct ScopeLayer;
-    pub struct Builder;
-    pub struct FlushGuard;
-    pub struct Report;
-    impl ScopeLayer {
-        pub fn builder() -> Builder {
-            Builder
-        }
-    }
-    impl Builder {
-        pub fn mode(self, _: Mode) -> Self {
-            self
-        }
-        pub fn track_threads(self, _: bool) -> Self {
-            self
-        }
-        pub fn track_async(self, _: bool) -> Self {
-            self
-        }
-        pub fn no_output(self) -> Self {
-            self
-        }
-        pub fn summary(self, _: bool) -> Self {
-            self
-        }
-        pub fn build(self) -> Result<(ScopeLayer, FlushGuard), std::io::Error> {
-            Ok((ScopeLayer, FlushGuard))
-        }
-    }
-    impl<S: Subscriber> tracing_subscriber::Layer<S> for ScopeLayer {}
-    impl FlushGuard {
-        pub fn finalize(self) -> Result<Report, std::io::Error> {
-            Ok(Report)
-        }
-    }
-    impl Report {
-        pub fn dropped(&self) -> u64 {
-            0
-        }
-    }
-}
-use stub::{Mode, ScopeLayer};
+use scope_profiler::{Mode, ScopeLayer};
 use tracing::dispatcher::{self, Dispatch};
 use tracing::level_filters::LevelFilter;
 use tracing::{info_span, Span};
@@ -216,6 +166,12 @@ fn main() {
         .warm_up_time(Duration::from_secs(1))
         .sample_size(30)
         .configure_from_args();
+    if let Ok(v) = std::env::var("SCOPE_PROFILER") {
+        eprintln!(
+            "[overhead] warning: SCOPE_PROFILER={v:?} is set; it can force every ScopeLayer \
+             configuration to Mode::Disabled"
+        );
+    }
 
     // First: nothing has ever been installed in this process.
     bench_config!(

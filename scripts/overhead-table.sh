@@ -117,7 +117,7 @@ for g in ("span", "poll"):
         check(f"Disabled {g} within 3 ns", None, "not measured")
     else:
         check(f"Disabled {g} within 3 ns", v - n <= 3.0,
-              f"{v:.1f} ns vs {n:.1f} ns, +{v - n:.1f} ns")
+              f"{v:.1f} ns vs {n:.1f} ns, {v - n:+.1f} ns")
 if stale:
     print()
     print("(stale): estimate predates this run (skipped by a filter?); ratios mix runs.")

@@ -5,11 +5,15 @@
 //! workers), and the registry reuses span ids once a span closes, so records are routed to the
 //! instance of their id whose creation time is the latest one not after the record's own time.
 //!
-//! Lanes are drained one after the other, so when a `CLOSE` is seen, a record that happened
-//! before it on *another* lane may not have been drained yet. An instance whose records all
-//! came from one lane is complete at its `CLOSE` (program order); one that crossed lanes is
-//! completed after the next complete drain that started after its `CLOSE` was seen, by which
-//! time everything that happened before the close has been published and drained.
+//! Lanes are drained one after the other, so a record that happened before another one on a
+//! *different* lane may be drained after it. Two rules make that harmless:
+//! - a record whose instance has not been created yet (its `NEW` is still in another lane's
+//!   buffer) is stashed and replayed as soon as that `NEW` arrives; if no drain that started
+//!   after the stash brings it, the record is an orphan and counted as dropped;
+//! - an instance whose records all came from one lane is complete at its `CLOSE` (program
+//!   order); one that crossed lanes is completed after the next drain that started after its
+//!   `CLOSE` was seen, by which time everything that happened before the close has been
+//!   published and drained.
 
 use crate::fasthash::FastMap;
 use crate::lane::record::{Record, CLOSE, ENTER, EXIT, NEW};
@@ -69,6 +73,8 @@ pub(crate) struct Assembler {
     open: FastMap<u64, Vec<Inst>>,
     /// Ids with a closed instance waiting for the next complete drain.
     deferred: Vec<u64>,
+    /// Records that arrived before their instance's `NEW`: (epoch stashed, lane, record).
+    stash: FastMap<u64, Vec<(u64, u32, Record)>>,
     epoch: u64,
     /// Records that belonged to no known span instance.
     pub(crate) orphans: u64,
@@ -131,20 +137,23 @@ impl Assembler {
                 closed_epoch: None,
             };
             self.open.entry(r.id).or_default().push(inst);
+            if let Some(stashed) = self.stash.remove(&r.id) {
+                self.replay(r.id, r.tsc, stashed, out);
+            }
             return;
         }
-        let Some(insts) = self.open.get_mut(&r.id) else {
-            self.orphans += 1;
-            return;
-        };
         // The instance created last, not after this record.
-        let Some(k) = (0..insts.len())
-            .filter(|&k| insts[k].created <= r.tsc)
-            .max_by_key(|&k| insts[k].created)
-        else {
-            self.orphans += 1;
+        let found = self.open.get(&r.id).and_then(|insts| {
+            (0..insts.len())
+                .filter(|&k| insts[k].created <= r.tsc)
+                .max_by_key(|&k| insts[k].created)
+        });
+        let Some(k) = found else {
+            let epoch = self.epoch;
+            self.stash.entry(r.id).or_default().push((epoch, lane, *r));
             return;
         };
+        let insts = self.open.get_mut(&r.id).expect("found above");
         let inst = &mut insts[k];
         if lane != inst.creator_lane {
             inst.multi_lane = true;
@@ -186,10 +195,38 @@ impl Assembler {
         }
     }
 
-    /// Completes the cross-lane instances closed before the current complete drain began.
+    /// Replays the stashed records of `id` that belong to the instance created at `created`
+    /// (or a later one), keeping the older ones stashed.
+    fn replay(
+        &mut self,
+        id: u64,
+        created: u64,
+        stashed: Vec<(u64, u32, Record)>,
+        out: &mut Vec<RawCall>,
+    ) {
+        let (now, older): (Vec<_>, Vec<_>) =
+            stashed.into_iter().partition(|(_, _, r)| r.tsc >= created);
+        if !older.is_empty() {
+            self.stash.insert(id, older);
+        }
+        for (_, lane, r) in now {
+            self.feed_one(lane, &r, out);
+        }
+    }
+
+    /// Completes the cross-lane instances closed before the current complete drain began,
+    /// and gives up on stashed records that this drain did not resolve.
     /// Call after the complete drain has fed every lane.
     pub(crate) fn end_complete_drain(&mut self, out: &mut Vec<RawCall>) {
         let epoch = self.epoch;
+        let mut orphans = 0;
+        self.stash.retain(|_, v| {
+            let before = v.len();
+            v.retain(|(e, _, _)| *e >= epoch);
+            orphans += (before - v.len()) as u64;
+            !v.is_empty()
+        });
+        self.orphans += orphans;
         let mut keep = Vec::new();
         for id in std::mem::take(&mut self.deferred) {
             let Some(insts) = self.open.get_mut(&id) else {
@@ -325,8 +362,36 @@ mod tests {
     fn never_entered_span_is_no_call_and_orphans_are_counted() {
         let mut a = Assembler::default();
         let mut out = vec![];
+        a.begin_complete_drain();
         a.feed(0, &[new(1, 1), close(1, 2), exit(9, 3)], &mut out);
+        a.end_complete_drain(&mut out);
+        assert_eq!(
+            a.orphans, 0,
+            "an unknown record waits one drain for its NEW"
+        );
+        a.begin_complete_drain();
+        a.end_complete_drain(&mut out);
         assert!(out.is_empty());
         assert_eq!(a.orphans, 1);
+    }
+
+    #[test]
+    fn polls_drained_before_their_new_are_replayed() {
+        let mut a = Assembler::default();
+        let mut out = vec![];
+        a.begin_complete_drain();
+        // A worker lane is drained before the spawning lane that created the span.
+        a.feed(1, &[enter(4, 10), exit(4, 12), enter(4, 20)], &mut out);
+        a.feed(0, &[new(4, 5)], &mut out);
+        a.feed(1, &[exit(4, 26), close(4, 27)], &mut out);
+        a.end_complete_drain(&mut out);
+        a.begin_complete_drain();
+        a.end_complete_drain(&mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            (out[0].start, out[0].end, out[0].busy, out[0].polls),
+            (10, 26, 8, 2)
+        );
+        assert_eq!(a.orphans, 0);
     }
 }

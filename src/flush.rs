@@ -1,15 +1,15 @@
 //! The flusher: a background thread that drains the lanes, assembles calls, folds statistics
 //! and keeps the calls of the current phase, so the instrumented threads only ever append.
 //!
-//! Every [`POLL`] it takes the full chunks lanes handed over (bounded queues, so memory stays
-//! bounded and a thread never waits); every `flush_interval`, and at each finalize, it also
-//! drains the chunks being written ("complete drain"). A finalize is two complete drains, so a
-//! call that closed before `finalize()` was called is always in its report.
+//! Every [`POLL`] it drains every lane: the full chunks they handed over (bounded queues, so
+//! memory stays bounded and a thread never waits) and the published part of the chunks being
+//! written. A finalize is two such drains, so a call that closed before `finalize()` was
+//! called is always in its report (see [`crate::assemble`] for why one is not enough).
 
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::assemble::{Assembler, RawCall};
 use crate::fasthash::FastMap;
@@ -85,30 +85,17 @@ impl Flusher {
 
     /// The thread's main loop.
     pub(crate) fn run(mut self, rx: Receiver<Command>) {
-        let interval = self.shared.config.flush_interval;
-        let mut next_complete = Instant::now() + interval;
         loop {
-            let wait = next_complete
-                .saturating_duration_since(Instant::now())
-                .min(POLL);
-            match rx.recv_timeout(wait) {
+            match rx.recv_timeout(POLL) {
                 Ok(Command::Finalize(reply)) => {
                     let snap = self.finalize();
                     let _ = reply.send(snap);
-                    next_complete = Instant::now() + interval;
                 }
                 Ok(Command::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
                     self.complete_drain();
                     return;
                 }
-                Err(RecvTimeoutError::Timeout) => {
-                    if Instant::now() >= next_complete {
-                        self.complete_drain();
-                        next_complete = Instant::now() + interval;
-                    } else {
-                        self.drain(false);
-                    }
-                }
+                Err(RecvTimeoutError::Timeout) => self.complete_drain(),
             }
         }
     }
@@ -120,7 +107,8 @@ impl Flusher {
         }
     }
 
-    fn drain(&mut self, partial: bool) {
+    fn complete_drain(&mut self) {
+        self.asm.begin_complete_drain();
         self.refresh_lanes();
         let Flusher {
             lanes,
@@ -130,14 +118,8 @@ impl Flusher {
         } = self;
         for (lane, cursor) in lanes.iter_mut() {
             let index = lane.index;
-            lane.drain(cursor, partial, |records| asm.feed(index, records, scratch));
+            lane.drain(cursor, |records| asm.feed(index, records, scratch));
         }
-        self.fold();
-    }
-
-    fn complete_drain(&mut self) {
-        self.asm.begin_complete_drain();
-        self.drain(true);
         self.asm.end_complete_drain(&mut self.scratch);
         self.fold();
     }

@@ -109,17 +109,11 @@ impl Lane {
         self.end_ns.load(Ordering::Acquire) >= 0
     }
 
-    /// Hands every record published since `cursor` to `sink`, in the owner's program order.
-    ///
-    /// With `partial == false` only full (and retired) chunks are taken; the chunk being
-    /// written is left for a later complete drain. Consumed chunks go back to the free queue
-    /// at the end, never during the drain, so a chunk cannot be reused while it is read.
-    pub(crate) fn drain(
-        &self,
-        cursor: &mut Cursor,
-        partial: bool,
-        mut sink: impl FnMut(&[Record]),
-    ) {
+    /// Hands every record published since `cursor` to `sink`, in the owner's program order:
+    /// full chunks, retired chunks, then the published part of the chunk being written.
+    /// Consumed chunks go back to the free queue at the end, never during the drain, so a
+    /// chunk cannot be reused while it is read.
+    pub(crate) fn drain(&self, cursor: &mut Cursor, mut sink: impl FnMut(&[Record])) {
         // Load `current` before popping: if it fills up meanwhile it shows up in `full` below
         // and is recognised by address, so records are never taken out of order.
         let current = self.current.load(Ordering::Acquire);
@@ -138,7 +132,7 @@ impl Lane {
                 .chain(retired.iter())
                 .any(|c| std::ptr::eq(&**c, p))
         };
-        if partial && !current.is_null() && !seen(current) {
+        if !current.is_null() && !seen(current) {
             // SAFETY: `current` was published by the owner with a release store; the chunk is
             // only freed or recycled by this flusher (at the end of a drain), or handed to
             // `retired`, so it is still alive here.
