@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the system packages this crate needs to build and test, when they are missing:
+#   libhdf5-dev + pkg-config  (the HDF5 writer links the system libhdf5)
+#   python3 + python3-venv    (the compatibility tests run the real Python reader)
+# Debian/Ubuntu only (apt-get); runs apt-get through sudo when not root. Idempotent and quiet
+# when everything is present.
+set -euo pipefail
+
+need=()
+pkg-config --exists hdf5 2>/dev/null || need+=(libhdf5-dev pkg-config)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
+command -v cc >/dev/null 2>&1 || need+=(gcc)
+
+if [ ${#need[@]} -eq 0 ]; then
+    exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || {
+        echo "install-deps: need root (or sudo) to install: ${need[*]}" >&2
+        exit 1
+    }
+    sudo="sudo"
+fi
+command -v apt-get >/dev/null 2>&1 || {
+    echo "install-deps: apt-get not found; install these by hand: ${need[*]}" >&2
+    exit 1
+}
+echo "install-deps: installing ${need[*]}" >&2
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null

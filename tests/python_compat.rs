@@ -1,0 +1,204 @@
+//! Compatibility with the real reader: files we write must be accepted by the Python package
+//! scope-profiler 0.7.5 (`scope-profiler inspect`, `diff`, `report`, `read_h5`), and its call
+//! counts must equal our `Report`.
+//!
+//! The reader lives in a venv made by `scripts/py-reader-env.sh` (the test command makes it;
+//! this test makes it too when `SCOPE_PY_VENV` is unset). No skipping: if the venv cannot be
+//! made, the test fails and says why.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use scope_profiler::{Mode, Report, ScopeLayer};
+use tracing::info_span;
+use tracing_subscriber::prelude::*;
+
+fn venv() -> &'static Path {
+    static VENV: OnceLock<PathBuf> = OnceLock::new();
+    VENV.get_or_init(|| {
+        if let Some(v) = std::env::var_os("SCOPE_PY_VENV") {
+            return PathBuf::from(v);
+        }
+        let out = Command::new("bash")
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/py-reader-env.sh"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("run scripts/py-reader-env.sh");
+        assert!(
+            out.status.success(),
+            "cannot create the Python reader venv (needs python3-venv and PyPI): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        PathBuf::from(stdout.lines().last().expect("venv path").trim())
+    })
+}
+
+fn run(program: &str, args: &[&str]) -> String {
+    let exe = venv().join("bin").join(program);
+    let out = Command::new(&exe)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env("COLUMNS", "200")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", exe.display()));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{program} {args:?} failed:\n{text}");
+    text
+}
+
+/// Profiles `work` into `path` and returns our report.
+fn profile(path: &Path, mode: Mode, work: impl FnOnce()) -> Report {
+    let (layer, guard) = ScopeLayer::builder()
+        .mode(mode)
+        .output(path)
+        .summary(false)
+        .label("compat")
+        .build()
+        .unwrap();
+    let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    tracing::dispatcher::with_default(&d, work);
+    guard.finalize().unwrap()
+}
+
+/// `read_h5(path).get_region(name).num_calls` must equal the report for every region.
+fn check_counts(path: &Path, report: &Report) {
+    let expect: BTreeMap<&str, u64> = report
+        .regions()
+        .iter()
+        .filter(|r| r.calls > 0)
+        .map(|r| (r.name.as_str(), r.calls))
+        .collect();
+    assert!(!expect.is_empty());
+    let json = serde_like_json(&expect);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/check_h5.py");
+    let out = run("python", &[script, path.to_str().unwrap(), "--expect-json", &json]);
+    assert!(out.contains("ok"), "{out}");
+}
+
+fn serde_like_json(map: &BTreeMap<&str, u64>) -> String {
+    let body: Vec<String> = map
+        .iter()
+        .map(|(k, v)| {
+            let escaped: String = k
+                .chars()
+                .flat_map(|c| match c {
+                    '"' => "\\\"".chars().collect::<Vec<_>>(),
+                    '\\' => "\\\\".chars().collect(),
+                    c if (c as u32) < 0x20 => format!("\\u{:04x}", c as u32).chars().collect(),
+                    c => vec![c],
+                })
+                .collect();
+            format!("\"{escaped}\": {v}")
+        })
+        .collect();
+    format!("{{{}}}", body.join(", "))
+}
+
+fn inspect(path: &Path) -> String {
+    run("scope-profiler", &["inspect", path.to_str().unwrap()])
+}
+
+fn fib(n: u32) -> u64 {
+    let _s = info_span!("fib").entered();
+    if n < 2 {
+        n as u64
+    } else {
+        fib(n - 1) + fib(n - 2)
+    }
+}
+
+#[test]
+fn every_kind_of_file_we_write_is_read_back_with_our_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name);
+
+    let nested = profile(&p("nested.h5"), Mode::TimeOnly, || {
+        for _ in 0..1000 {
+            let _o = info_span!("outer").entered();
+            for _ in 0..3 {
+                info_span!("inner").in_scope(|| std::hint::black_box(0));
+            }
+        }
+    });
+    let recursive = profile(&p("recursive.h5"), Mode::TimeOnly, || {
+        fib(15);
+    });
+    let threads = profile(&p("threads.h5"), Mode::TimeOnly, || {
+        let d = tracing::dispatcher::get_default(|d| d.clone());
+        let hs: Vec<_> = (0..4)
+            .map(|i| {
+                let d = d.clone();
+                std::thread::Builder::new()
+                    .name(format!("worker-{i}"))
+                    .spawn(move || {
+                        tracing::dispatcher::with_default(&d, || {
+                            for _ in 0..500 {
+                                info_span!("threaded").in_scope(|| ());
+                            }
+                        })
+                    })
+                    .unwrap()
+            })
+            .collect();
+        hs.into_iter().for_each(|h| h.join().unwrap());
+    });
+    let aggregate = profile(&p("aggregate.h5"), Mode::Aggregate, || {
+        for _ in 0..100 {
+            info_span!("agg outer").in_scope(|| info_span!("agg inner").in_scope(|| ()));
+        }
+    });
+    let big = profile(&p("big.h5"), Mode::TimeOnly, || {
+        for _ in 0..200_000 {
+            info_span!("hot").in_scope(|| ());
+        }
+    });
+    let odd = profile(&p("odd.h5"), Mode::TimeOnly, || {
+        info_span!("with space").in_scope(|| ());
+        info_span!("slash/and:colon").in_scope(|| ());
+        info_span!("ünïcödé 名前").in_scope(|| ());
+        info_span!("quote\"back\\slash").in_scope(|| ());
+    });
+    assert_eq!(big.region("hot").unwrap().calls, 200_000);
+    assert_eq!(recursive.region("fib").unwrap().calls, 1973);
+
+    for (file, report) in [
+        ("nested.h5", &nested),
+        ("recursive.h5", &recursive),
+        ("threads.h5", &threads),
+        ("aggregate.h5", &aggregate),
+        ("big.h5", &big),
+        ("odd.h5", &odd),
+    ] {
+        let out = inspect(&p(file));
+        for r in report.regions() {
+            assert!(out.contains(&r.name), "{file}: inspect does not show {}:\n{out}", r.name);
+        }
+        check_counts(&p(file), report);
+    }
+    // Our extra metadata keys are shown, not rejected.
+    let out = inspect(&p("nested.h5"));
+    assert!(out.contains("writer") && out.contains("scope-profiler-rs"), "{out}");
+    assert!(out.contains("compat"), "label shown: {out}");
+
+    run(
+        "scope-profiler",
+        &["diff", p("nested.h5").to_str().unwrap(), p("big.h5").to_str().unwrap()],
+    );
+    let html = p("report.html");
+    run(
+        "scope-profiler",
+        &["report", p("nested.h5").to_str().unwrap(), "-o", html.to_str().unwrap()],
+    );
+    assert!(std::fs::metadata(&html).unwrap().len() > 1000);
+    run(
+        "scope-profiler",
+        &["inspect", "--metadata-only", p("aggregate.h5").to_str().unwrap()],
+    );
+}
