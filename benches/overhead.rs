@@ -10,27 +10,30 @@
 //!
 //! # How the configurations are kept apart
 //!
-//! `tracing` caches, per span callsite, the `Interest` of all *live* dispatchers, and keeps a global
-//! max level that is only recomputed when a dispatcher is created. Two rules follow:
+//! `tracing` caches, per span callsite, the `Interest` of all *live* dispatchers, and keeps a
+//! global max level that is only recomputed when a dispatcher is created. So:
 //!
-//! * every configuration gets its own span callsites: the `bench_config!` macro expands two
-//!   `info_span!` invocations per configuration, so a callsite whose interest was cached under one
-//!   subscriber is never measured under another one;
-//! * configurations run one after another, each installed with a thread-local default
-//!   (`dispatcher::with_default`; criterion runs the measured closure on this thread) and dropped
-//!   before the next one is built, so only one dispatcher is live while its callsites register.
-//!   This is what lets a disabled layer really be measured on tracing's disabled path (a callsite
-//!   whose interest is `never`, or a max level of `OFF`) instead of on `Subscriber::enabled`
-//!   calls forced by some other live dispatcher.
+//! * every configuration gets its own span callsites: the `bench_config!` macro expands its
+//!   `info_span!` invocations once per configuration, so a callsite whose interest was cached
+//!   under one subscriber is never measured under another one;
+//! * every benchmark builds a fresh subscriber, installs it as this thread's default
+//!   (`dispatcher::with_default`; criterion runs the measured closure on this thread) and drops
+//!   it before the next benchmark builds its own, so only one dispatcher is live while its
+//!   callsites register. Only then is a disabled layer measured on tracing's disabled path (a
+//!   callsite whose interest is `never`, or a max level of `OFF`) instead of through
+//!   `Subscriber::enabled` calls forced by some other live dispatcher (combined interest
+//!   `sometimes`).
 //!
-//! `no_subscriber` runs first, before any dispatcher has ever been created, which is the state of
-//! a program that uses `tracing` without installing anything.
+//! `no_subscriber` runs first, before any dispatcher has ever been created: the state of a
+//! program that uses `tracing` without installing anything (max level `OFF`).
 //!
-//! Each configuration prints one diagnostic line to stderr (whether its spans are enabled, the
-//! global max level) and, for `ScopeLayer`, the report's drop counter after `finalize()`.
+//! Each benchmark prints to stderr whether its dispatcher's spans are enabled and the global max
+//! level, and, for `ScopeLayer`, after `finalize()`: operations run (warm-up included), calls in
+//! the report and records dropped because the flusher fell behind. Drops mean the measured loop
+//! partly ran the drop path, not the append path.
 
 use std::hint::black_box;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use scope_profiler::{Mode, ScopeLayer};
@@ -45,75 +48,146 @@ use tracing_subscriber::prelude::*;
 const TRACKING_CONFIGS: bool = true;
 
 /// A configuration, installed: the dispatcher to measure under (`None`: no subscriber at all) and
-/// what to do once its benchmarks ran (flush and report, join writer threads).
+/// what to do once its benchmark ran (flush and report, join writer threads).
 struct Installed {
     dispatch: Option<Dispatch>,
-    finish: Box<dyn FnOnce()>,
+    finish: Box<dyn FnOnce(&Ran)>,
+}
+
+/// What one benchmark did, for the `finish` report.
+struct Ran<'a> {
+    /// `span/<config>` or `poll/<config>`.
+    id: &'a str,
+    /// Span name of the measured callsite.
+    span_name: &'static str,
+    /// Operations run, warm-up included.
+    ops: u64,
+    /// Layer callbacks per operation (4 for a span: new, enter, exit, close; 2 for a poll).
+    callbacks_per_op: u64,
 }
 
 impl Installed {
-    fn new(dispatch: Dispatch) -> Self {
+    fn none() -> Self {
         Installed {
-            dispatch: Some(dispatch),
-            finish: Box::new(|| {}),
+            dispatch: None,
+            finish: Box::new(|_| {}),
         }
     }
 
-    fn finish_with(mut self, finish: impl FnOnce() + 'static) -> Self {
+    fn new(dispatch: Dispatch) -> Self {
+        Installed {
+            dispatch: Some(dispatch),
+            finish: Box::new(|_| {}),
+        }
+    }
+
+    fn finish_with(mut self, finish: impl FnOnce(&Ran) + 'static) -> Self {
         self.finish = Box::new(finish);
         self
     }
 }
 
 /// Builds a `ScopeLayer` from a builder expression (everything but output and build) on top of
-/// the bare registry; `finalize()` runs after the config's benchmarks and prints the drops.
+/// the bare registry; `finalize()` runs after the benchmark and prints the drops.
 macro_rules! scope_config {
-    ($name:literal, $builder:expr) => {{
+    ($builder:expr) => {{
         let (layer, guard) = $builder
             .no_output()
             .summary(false)
             .build()
-            .unwrap_or_else(|e| panic!("{}: ScopeLayer::build failed: {e}", $name));
+            .unwrap_or_else(|e| panic!("ScopeLayer::build failed: {e}"));
         Installed::new(Dispatch::new(tracing_subscriber::registry().with(layer))).finish_with(
-            move || match guard.finalize() {
-                Ok(report) => eprintln!("[overhead] {}: dropped = {}", $name, report.dropped()),
-                Err(e) => eprintln!("[overhead] {}: finalize failed: {e}", $name),
+            move |ran: &Ran| match guard.finalize() {
+                Ok(report) => {
+                    let records = ran.ops.saturating_mul(ran.callbacks_per_op);
+                    eprintln!(
+                        "[overhead] {}: {} ops, {} calls recorded, dropped = {} of ~{} records \
+                         ({:.2}%)",
+                        ran.id,
+                        ran.ops,
+                        report.region(ran.span_name).map_or(0, |r| r.calls),
+                        report.dropped(),
+                        records,
+                        100.0 * report.dropped() as f64 / records.max(1) as f64,
+                    );
+                }
+                Err(e) => eprintln!("[overhead] {}: finalize failed: {e}", ran.id),
             },
         )
     }};
 }
 
-/// Runs both benchmarks of one configuration. Expands its own two `info_span!` callsites (see
-/// the module docs); `$install` is evaluated only after the previous configuration was dropped.
+/// Runs both benchmarks of one configuration, each under a freshly built subscriber (so drops
+/// and flushes are attributed to one benchmark). Expands its own two `info_span!` callsites (see
+/// the module docs); `$install` is evaluated once per benchmark, each time after the previous
+/// subscriber was dropped.
 macro_rules! bench_config {
     ($c:expr, $name:literal, $install:expr) => {{
-        let installed: Installed = $install;
-        run_config(
+        run_bench(
             $c,
-            $name,
-            installed,
-            || {
-                let span = info_span!("bench_span");
-                let _entered = span.enter();
-                black_box(&span);
+            concat!("span/", $name),
+            "bench_span",
+            4,
+            $install,
+            || (),
+            |(), iters| {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    let span = info_span!("bench_span");
+                    let _entered = span.enter();
+                    black_box(&span);
+                }
+                start.elapsed()
             },
+        );
+        run_bench(
+            $c,
+            concat!("poll/", $name),
+            "bench_poll",
+            2,
+            $install,
             || info_span!("bench_poll"),
+            |span: &Span, iters| {
+                let start = Instant::now();
+                for _ in 0..iters {
+                    // black_box: without it, the check of a disabled span is hoisted out of the
+                    // loop and `no_subscriber` measures an empty loop (0.0 ns).
+                    let _entered = black_box(span).enter();
+                }
+                start.elapsed()
+            },
         );
     }};
 }
 
-fn run_config(
+/// Runs one benchmark: installs `installed` on this thread, calls `setup` under it, measures
+/// `timed(&setup_output, iters)`, drops everything, then runs the configuration's `finish`.
+fn run_bench<T>(
     c: &mut Criterion,
-    name: &str,
+    id: &str,
+    span_name: &'static str,
+    callbacks_per_op: u64,
     installed: Installed,
-    mut span_op: impl FnMut(),
-    make_poll_span: impl FnOnce() -> Span,
+    setup: impl FnOnce() -> T,
+    mut timed: impl FnMut(&T, u64) -> Duration,
 ) {
+    let (group, name) = id.split_once('/').expect("id is group/config");
     let Installed { dispatch, finish } = installed;
+    let mut ops = 0u64;
     let body = || {
-        let probe = make_poll_span();
+        let state = setup();
+        let mut group = c.benchmark_group(group);
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                ops = ops.saturating_add(iters);
+                timed(&state, iters)
+            })
+        });
+        group.finish();
+        // Whether this dispatcher's callsites are live, checked on a third callsite.
+        let probe = info_span!("bench_probe");
         eprintln!(
-            "[overhead] {name}: spans {}, max level {}",
+            "[overhead] {id}: spans {}, max level {}",
             if probe.is_disabled() {
                 "disabled"
             } else {
@@ -121,28 +195,21 @@ fn run_config(
             },
             LevelFilter::current(),
         );
-
-        let mut group = c.benchmark_group("span");
-        group.bench_function(name, |b| b.iter(&mut span_op));
-        group.finish();
-
-        let mut group = c.benchmark_group("poll");
-        group.bench_function(name, |b| {
-            b.iter(|| {
-                let _entered = probe.enter();
-            })
-        });
-        group.finish();
-        drop(probe);
+        drop(state);
     };
     match &dispatch {
         Some(dispatch) => dispatcher::with_default(dispatch, body),
         None => body(),
     }
-    // The spans hold clones of the dispatch; they are all closed by now. Drop the subscriber
-    // before finishing so the next configuration starts with no live dispatcher.
+    // The spans held clones of the dispatch and are closed by now. Drop the subscriber before
+    // finishing, so the next benchmark starts with no live dispatcher.
     drop(dispatch);
-    finish();
+    finish(&Ran {
+        id,
+        span_name,
+        ops,
+        callbacks_per_op,
+    });
 }
 
 fn tracing_timing_config() -> Installed {
@@ -157,7 +224,7 @@ fn tracing_chrome_config() -> Installed {
         .writer(std::io::sink())
         .build();
     Installed::new(Dispatch::new(tracing_subscriber::registry().with(layer)))
-        .finish_with(move || drop(guard))
+        .finish_with(move |_| drop(guard))
 }
 
 fn main() {
@@ -174,14 +241,7 @@ fn main() {
     }
 
     // First: nothing has ever been installed in this process.
-    bench_config!(
-        &mut c,
-        "no_subscriber",
-        Installed {
-            dispatch: None,
-            finish: Box::new(|| {}),
-        }
-    );
+    bench_config!(&mut c, "no_subscriber", Installed::none());
     bench_config!(
         &mut c,
         "registry",
@@ -190,43 +250,40 @@ fn main() {
     bench_config!(
         &mut c,
         "scope_disabled",
-        scope_config!("scope_disabled", ScopeLayer::builder().mode(Mode::Disabled))
+        scope_config!(ScopeLayer::builder().mode(Mode::Disabled))
     );
     bench_config!(
         &mut c,
         "scope_aggregate",
-        scope_config!(
-            "scope_aggregate",
-            ScopeLayer::builder().mode(Mode::Aggregate)
-        )
+        scope_config!(ScopeLayer::builder().mode(Mode::Aggregate))
     );
     bench_config!(
         &mut c,
         "scope_timeonly",
-        scope_config!("scope_timeonly", ScopeLayer::builder().mode(Mode::TimeOnly))
+        scope_config!(ScopeLayer::builder().mode(Mode::TimeOnly))
     );
     if TRACKING_CONFIGS {
         bench_config!(
             &mut c,
             "scope_threads",
-            scope_config!(
-                "scope_threads",
-                ScopeLayer::builder()
-                    .mode(Mode::TimeOnly)
-                    .track_threads(true)
-            )
+            scope_config!(ScopeLayer::builder()
+                .mode(Mode::TimeOnly)
+                .track_threads(true))
         );
         bench_config!(
             &mut c,
             "scope_async",
-            scope_config!(
-                "scope_async",
-                ScopeLayer::builder().mode(Mode::TimeOnly).track_async(true)
-            )
+            scope_config!(ScopeLayer::builder().mode(Mode::TimeOnly).track_async(true))
         );
     }
     bench_config!(&mut c, "tracing_timing", tracing_timing_config());
     bench_config!(&mut c, "tracing_chrome", tracing_chrome_config());
+    // The baseline again, to show how much the machine drifted during the run.
+    bench_config!(
+        &mut c,
+        "registry_end",
+        Installed::new(Dispatch::new(tracing_subscriber::registry()))
+    );
 
     c.final_summary();
 }

@@ -53,6 +53,7 @@ configs = [
     "tracing_timing",
     "tracing_chrome",
 ]
+data_only = ["registry_end"]
 stale = set()
 
 def median(group, config):
@@ -66,7 +67,7 @@ def median(group, config):
         stale.add((group, config))
     return est["median"]["point_estimate"]
 
-data = {c: {g: median(g, c) for g in ("span", "poll")} for c in configs}
+data = {c: {g: median(g, c) for g in ("span", "poll")} for c in configs + data_only}
 base = data["registry"]
 
 def ns(v):
@@ -86,6 +87,13 @@ for c in configs:
         mark = " (stale)" if (g, c) in stale else ""
         cells += [ns(d[g]) + mark, ratio(d[g], base[g])]
     print(f"| {c} | " + " | ".join(cells) + " |")
+
+end = data.get("registry_end") or {}
+drift = [f"{g} {100 * (end[g] / base[g] - 1):+.0f}%" for g in ("span", "poll")
+         if end.get(g) is not None and base[g]]
+if drift:
+    print()
+    print("registry drift over the run (registry_end vs registry): " + ", ".join(drift))
 
 print()
 print("targets: TimeOnly span <= 1.5x, poll <= 3.0x; Aggregate span <= 1.3x; "

@@ -10,17 +10,17 @@
 //! - a record whose instance has not been created yet (its `NEW` is still in another lane's
 //!   buffer) is stashed and replayed as soon as that `NEW` arrives; if no drain that started
 //!   after the stash brings it, the record is an orphan and counted as dropped;
-//! - an instance whose records all came from one lane is complete at its `CLOSE` (program
-//!   order); one that crossed lanes is completed after the next drain that started after its
-//!   `CLOSE` was seen, by which time everything that happened before the close has been
-//!   published and drained.
+//! - an instance is completed after the next drain that started after its `CLOSE` was seen, by
+//!   which time everything that happened before the close (a poll on another worker thread,
+//!   say) has been published and drained. Only the commonest shape, a span created, entered
+//!   once, exited and closed with nothing in between on one lane, is completed at once.
 
 use crate::fasthash::FastMap;
-use crate::lane::record::{Record, CLOSE, ENTER, EXIT, NEW};
+use crate::lane::record::{Record, AUX, CLOSE, ENTER, EXIT, NEW};
 use crate::region::RegionTable;
 
 /// A completed call, in raw clock ticks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct RawCall {
     pub region: u32,
     pub start: u64,
@@ -33,6 +33,8 @@ pub(crate) struct RawCall {
     pub task: u64,
     /// Number of polls.
     pub polls: u32,
+    /// Sink payloads recorded during the call (`AUX` records), in order.
+    pub aux: Vec<u64>,
 }
 
 /// A span instance still being assembled.
@@ -40,8 +42,6 @@ pub(crate) struct RawCall {
 struct Inst {
     region: u32,
     created: u64,
-    creator_lane: u32,
-    multi_lane: bool,
     first_enter: Option<(u64, u32, u64)>,
     last_exit: u64,
     poll_start: u64,
@@ -49,6 +49,7 @@ struct Inst {
     busy: u64,
     polls: u32,
     closed_epoch: Option<u64>,
+    aux: Vec<u64>,
 }
 
 impl Inst {
@@ -63,6 +64,7 @@ impl Inst {
             lane,
             task,
             polls: self.polls,
+            aux: self.aux,
         })
     }
 }
@@ -111,6 +113,7 @@ impl Assembler {
                         lane,
                         task: e.task(),
                         polls: 1,
+                        aux: Vec::new(),
                     });
                     i += 4;
                     continue;
@@ -126,8 +129,6 @@ impl Assembler {
             let inst = Inst {
                 region: self.regions.region_of(r.metadata()),
                 created: r.tsc,
-                creator_lane: lane,
-                multi_lane: false,
                 first_enter: None,
                 last_exit: 0,
                 poll_start: 0,
@@ -135,6 +136,7 @@ impl Assembler {
                 busy: 0,
                 polls: 0,
                 closed_epoch: None,
+                aux: Vec::new(),
             };
             self.open.entry(r.id).or_default().push(inst);
             if let Some(stashed) = self.stash.remove(&r.id) {
@@ -155,9 +157,6 @@ impl Assembler {
         };
         let insts = self.open.get_mut(&r.id).expect("found above");
         let inst = &mut insts[k];
-        if lane != inst.creator_lane {
-            inst.multi_lane = true;
-        }
         match r.kind() {
             ENTER => {
                 inst.depth += 1;
@@ -178,18 +177,11 @@ impl Assembler {
                 }
                 inst.last_exit = inst.last_exit.max(r.tsc);
             }
+            AUX => inst.aux.push(r.payload()),
             _ => {
-                if inst.multi_lane {
-                    if inst.closed_epoch.is_none() {
-                        inst.closed_epoch = Some(self.epoch);
-                        self.deferred.push(r.id);
-                    }
-                } else {
-                    let inst = insts.swap_remove(k);
-                    if insts.is_empty() {
-                        self.open.remove(&r.id);
-                    }
-                    out.extend(inst.into_call());
+                if inst.closed_epoch.is_none() {
+                    inst.closed_epoch = Some(self.epoch);
+                    self.deferred.push(r.id);
                 }
             }
         }
@@ -228,6 +220,7 @@ impl Assembler {
         });
         self.orphans += orphans;
         let mut keep = Vec::new();
+        let mut kept = crate::fasthash::FastMap::<u64, ()>::default();
         for id in std::mem::take(&mut self.deferred) {
             let Some(insts) = self.open.get_mut(&id) else {
                 continue;
@@ -247,7 +240,7 @@ impl Assembler {
             if insts.is_empty() {
                 self.open.remove(&id);
             }
-            if waiting && !keep.contains(&id) {
+            if waiting && kept.insert(id, ()).is_none() {
                 keep.push(id);
             }
         }
@@ -309,7 +302,12 @@ mod tests {
             recs.push(exit(1, 15 + 10 * k));
         }
         recs.push(close(1, 100));
+        a.begin_complete_drain();
         a.feed(0, &recs, &mut out);
+        a.end_complete_drain(&mut out);
+        assert!(out.is_empty(), "completed one drain after its close");
+        a.begin_complete_drain();
+        a.end_complete_drain(&mut out);
         assert_eq!(out.len(), 1);
         assert_eq!(
             (out[0].start, out[0].end, out[0].busy, out[0].polls),
@@ -346,16 +344,37 @@ mod tests {
         a.begin_complete_drain();
         // Lane 1 reuses id 3 after lane 0's span closed; lane 1 is drained first.
         a.feed(1, &[new(3, 50), enter(3, 51), exit(3, 60)], &mut out);
+        let lane0 = [
+            new(3, 1),
+            enter(3, 2),
+            exit(3, 4),
+            enter(3, 6),
+            exit(3, 8),
+            close(3, 9),
+        ];
+        a.feed(0, &lane0, &mut out);
+        a.feed(1, &[close(3, 61)], &mut out);
+        a.end_complete_drain(&mut out);
+        assert!(out.is_empty());
+        a.begin_complete_drain();
+        a.end_complete_drain(&mut out);
+        out.sort_by_key(|c| c.start);
+        assert_eq!(out.len(), 2);
+        assert_eq!((out[0].start, out[0].end, out[0].polls), (2, 8, 2));
+        assert_eq!((out[1].start, out[1].end, out[1].polls), (51, 60, 1));
+    }
+
+    #[test]
+    fn the_contiguous_shape_completes_at_once() {
+        let mut a = Assembler::default();
+        let mut out = vec![];
         a.feed(
             0,
             &[new(3, 1), enter(3, 2), exit(3, 4), close(3, 5)],
             &mut out,
         );
         assert_eq!(out.len(), 1);
-        assert_eq!((out[0].start, out[0].end), (2, 4));
-        a.feed(1, &[close(3, 61)], &mut out);
-        assert_eq!(out.len(), 2);
-        assert_eq!((out[1].start, out[1].end), (51, 60));
+        assert_eq!((out[0].start, out[0].end, out[0].busy), (2, 4, 2));
     }
 
     #[test]

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use crate::guard::FlushGuard;
 use crate::layer::ScopeLayer;
+use crate::sink::Sinks;
 use crate::state::{Config, Shared};
 use crate::Error;
 
@@ -61,6 +62,13 @@ pub struct Builder {
     track_threads: bool,
     track_async: bool,
     gzip: Option<u8>,
+    perf_events: Vec<String>,
+    perf_skip_unsupported: bool,
+    likwid: bool,
+    nvtx: bool,
+    cuda_timing: bool,
+    cuda_sync_on_exit: bool,
+    cuda_stream: usize,
 }
 
 impl Default for Builder {
@@ -74,6 +82,13 @@ impl Default for Builder {
             track_threads: false,
             track_async: false,
             gzip: None,
+            perf_events: Vec::new(),
+            perf_skip_unsupported: false,
+            likwid: false,
+            nvtx: false,
+            cuda_timing: false,
+            cuda_sync_on_exit: false,
+            cuda_stream: 0,
         }
     }
 }
@@ -140,6 +155,64 @@ impl Builder {
         self
     }
 
+    /// Linux perf_event counters summed per region, named as for `perf stat -e`: `cycles`,
+    /// `instructions`, `cache-references`, `cache-misses`, `branches`, `branch-misses`,
+    /// `cpu-clock`, `task-clock`, `page-faults`, `context-switches`. Counters are opened once
+    /// per thread and read at every enter and exit; nested regions count inclusively.
+    ///
+    /// An unknown name, or an event this machine cannot count, is an error at `build()`
+    /// (see [`perf_skip_unsupported`](Self::perf_skip_unsupported)). Needs the `perf` feature
+    /// (on by default).
+    pub fn perf_events<I, S>(mut self, events: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.perf_events = events.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// With `true`, perf events the machine cannot count are dropped at `build()` (and named in
+    /// the summary) instead of failing the build.
+    pub fn perf_skip_unsupported(mut self, on: bool) -> Self {
+        self.perf_skip_unsupported = on;
+        self
+    }
+
+    /// LIKWID marker regions named after the regions (`liblikwid` is loaded at run time).
+    /// Needs the `likwid` feature.
+    pub fn likwid(mut self, on: bool) -> Self {
+        self.likwid = on;
+        self
+    }
+
+    /// NVTX ranges named after the regions, for Nsight Systems. Needs the `nvtx` feature.
+    pub fn nvtx(mut self, on: bool) -> Self {
+        self.nvtx = on;
+        self
+    }
+
+    /// CUDA-event device time per call (`libcuda` is loaded at run time; no GPU driver is an
+    /// error at `build()`). Needs the `cuda` feature.
+    pub fn cuda_timing(mut self, on: bool) -> Self {
+        self.cuda_timing = on;
+        self
+    }
+
+    /// With CUDA timing, synchronize the stream at every exit so the CPU end time includes the
+    /// device work.
+    pub fn cuda_sync_on_exit(mut self, on: bool) -> Self {
+        self.cuda_sync_on_exit = on;
+        self
+    }
+
+    /// The CUDA stream to record events on, as its raw `CUstream` handle (default 0: the
+    /// default stream).
+    pub fn cuda_stream(mut self, raw_stream: usize) -> Self {
+        self.cuda_stream = raw_stream;
+        self
+    }
+
     /// Validates the options, applies the environment overrides and starts the flusher.
     pub fn build(self) -> Result<(ScopeLayer, FlushGuard), Error> {
         let mut config = Config {
@@ -151,6 +224,13 @@ impl Builder {
             track_threads: self.track_threads,
             track_async: self.track_async,
             gzip: self.gzip,
+            perf_events: self.perf_events,
+            perf_skip_unsupported: self.perf_skip_unsupported,
+            likwid: self.likwid,
+            nvtx: self.nvtx,
+            cuda_timing: self.cuda_timing,
+            cuda_sync_on_exit: self.cuda_sync_on_exit,
+            cuda_stream: self.cuda_stream,
         };
         apply_env(&mut config, |k| std::env::var(k).ok());
         if config.flush_interval.is_zero() {
@@ -165,12 +245,20 @@ impl Builder {
                 reason: format!("level {level} is not in 0..=9"),
             });
         }
+        if config.cuda_sync_on_exit && !config.cuda_timing {
+            return Err(Error::InvalidOption {
+                option: "cuda_sync_on_exit",
+                reason: "needs cuda_timing(true)".into(),
+            });
+        }
+        let mut sinks = None;
         if config.mode != crate::Mode::Disabled {
             if let Some(path) = &config.output {
                 check_writable(path)?;
             }
+            sinks = Sinks::build(&config)?;
         }
-        let shared = Arc::new(Shared::new(config));
+        let shared = Arc::new(Shared::new(config, sinks));
         let guard = FlushGuard::start(shared.clone())?;
         Ok((ScopeLayer::new(shared), guard))
     }
@@ -242,6 +330,13 @@ mod tests {
             track_threads: false,
             track_async: false,
             gzip: None,
+            perf_events: Vec::new(),
+            perf_skip_unsupported: false,
+            likwid: false,
+            nvtx: false,
+            cuda_timing: false,
+            cuda_sync_on_exit: false,
+            cuda_stream: 0,
         }
     }
 
@@ -282,5 +377,11 @@ mod tests {
         assert!(e.to_string().contains("flush_interval"), "{e}");
         let e = Builder::default().no_output().gzip(12).build().unwrap_err();
         assert!(e.to_string().contains("gzip"), "{e}");
+        let e = Builder::default()
+            .no_output()
+            .cuda_sync_on_exit(true)
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("cuda_timing"), "{e}");
     }
 }

@@ -46,6 +46,39 @@ pub enum Error {
     /// The background flusher is gone (it panicked or was shut down), so no report can be
     /// produced.
     FlusherGone,
+    /// A perf event name that the profiler does not know.
+    UnknownPerfEvent {
+        /// The name as given.
+        event: String,
+        /// The names that are supported.
+        supported: Vec<&'static str>,
+    },
+    /// perf events that this machine cannot count (no PMU in a VM, perf_event_paranoid, ...).
+    PerfUnavailable {
+        /// Each event that failed, with the reason.
+        events: Vec<(String, String)>,
+    },
+    /// A library a sink needs (liblikwid, libcuda, ...) could not be loaded.
+    LibraryMissing {
+        /// The library's name.
+        library: String,
+        /// Why it could not be loaded and what to do.
+        reason: String,
+    },
+    /// A sink failed while it was being set up or read.
+    Sink {
+        /// The sink (`perf`, `likwid`, `nvtx`, `cuda`).
+        sink: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+    /// An option needs a cargo feature this build does not have.
+    FeatureDisabled {
+        /// The builder option.
+        option: &'static str,
+        /// The cargo feature to enable.
+        feature: &'static str,
+    },
 }
 
 impl std::fmt::Display for Error {
@@ -76,6 +109,29 @@ impl std::fmt::Display for Error {
                 path.display()
             ),
             Error::FlusherGone => write!(f, "the profiler's background flusher is not running"),
+            Error::UnknownPerfEvent { event, supported } => write!(
+                f,
+                "unknown perf event `{event}`; supported events: {}",
+                supported.join(", ")
+            ),
+            Error::PerfUnavailable { events } => {
+                write!(f, "perf events this machine cannot count:")?;
+                for (name, reason) in events {
+                    write!(f, " `{name}` ({reason});")?;
+                }
+                write!(
+                    f,
+                    " use Builder::perf_skip_unsupported(true) to continue with the others"
+                )
+            }
+            Error::LibraryMissing { library, reason } => {
+                write!(f, "cannot load {library}: {reason}")
+            }
+            Error::Sink { sink, message } => write!(f, "{sink} sink: {message}"),
+            Error::FeatureDisabled { option, feature } => write!(
+                f,
+                "option `{option}` needs the `{feature}` cargo feature of scope-profiler"
+            ),
         }
     }
 }

@@ -56,6 +56,8 @@ struct PhaseRegion {
     stats: Stats,
     calls: Vec<CallRecord>,
     lifetime: u64,
+    gpu_count: u64,
+    gpu_total: i64,
 }
 
 /// The flusher's state (owned by its thread).
@@ -108,6 +110,7 @@ impl Flusher {
     }
 
     fn complete_drain(&mut self) {
+        self.shared.clock.recalibrate();
         self.asm.begin_complete_drain();
         self.refresh_lanes();
         let Flusher {
@@ -143,9 +146,17 @@ impl Flusher {
             } else {
                 -1
             };
+            let gpu_ns = match &self.shared.sinks {
+                Some(sinks) if !c.aux.is_empty() => sinks.resolve(&c.aux).unwrap_or(-1),
+                _ => -1,
+            };
             let p = &mut self.phase[c.region as usize];
             p.stats.add(dur_ns as u64);
             p.lifetime += 1;
+            if gpu_ns >= 0 {
+                p.gpu_count += 1;
+                p.gpu_total += gpu_ns;
+            }
             if self.keep_calls {
                 p.calls.push(CallRecord {
                     start_ns,
@@ -153,6 +164,7 @@ impl Flusher {
                     thread: c.lane,
                     task,
                     await_ns: dur_ns - busy_ns,
+                    gpu_ns,
                 });
             }
         }
@@ -183,6 +195,8 @@ impl Flusher {
                     line: info.line.map_or(-1, i64::from),
                     stats: std::mem::take(&mut p.stats),
                     calls: std::mem::take(&mut p.calls),
+                    gpu_count: std::mem::take(&mut p.gpu_count),
+                    gpu_total: std::mem::take(&mut p.gpu_total),
                 },
                 lifetime_calls: p.lifetime,
             });

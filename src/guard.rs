@@ -17,7 +17,8 @@ use crate::stats::Stats;
 use crate::{Error, Mode};
 
 /// Name of the synthetic region spanning each phase, which the Python reader's `% session`
-/// column is computed against.
+/// column is computed against. (If the program has a span of that name, its calls are written
+/// instead of the synthetic one.)
 pub const SESSION_REGION: &str = "scope_profiler.session";
 
 /// Keeps the profiler's background flusher alive and writes the results.
@@ -118,10 +119,18 @@ impl FlushGuard {
         state.phase_start_ns = finalize_ns;
         drop(state);
 
+        let config = &self.shared.config;
+        let mut data = self.phase_data(snap.clone(), phase_start_ns, finalize_ns);
+        let mut warnings = Vec::new();
+        let mut result = Ok(());
+        if let Some(sinks) = &self.shared.sinks {
+            result = sinks.finalize(&mut data);
+            warnings = sinks.warnings();
+        }
         let mut regions: Vec<RegionStats> = snap
             .regions
             .iter()
-            .map(RegionStats::from_snapshot)
+            .map(|r| RegionStats::from_snapshot(r, data.perf.as_ref()))
             .collect();
         regions.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
         let report = Report {
@@ -129,14 +138,12 @@ impl FlushGuard {
             dropped: snap.dropped,
             in_flight: snap.in_flight,
             wall_ns: (finalize_ns - phase_start_ns).max(0) as u64,
+            warnings,
         };
-        let config = &self.shared.config;
-        if self.shared.config.mode == Mode::Disabled {
+        if config.mode == Mode::Disabled {
             return Ok(Some(report));
         }
-        let mut result = Ok(());
-        if let Some(path) = &config.output {
-            let data = self.phase_data(snap, phase_start_ns, finalize_ns);
+        if let (Ok(()), Some(path)) = (&result, &config.output) {
             let opts = crate::output::hdf5::WriteOptions { gzip: config.gzip };
             result = crate::output::hdf5::write_phase(path, &data, &opts);
         }
@@ -163,7 +170,9 @@ impl FlushGuard {
         let mut session_stats = Stats::default();
         let session_dur = (finalize_ns - phase_start_ns).max(0);
         session_stats.add(session_dur as u64);
-        let mut regions = vec![RegionRow {
+        let user_session = snap.regions.iter().any(|r| r.row.name == SESSION_REGION);
+        let mut regions = Vec::new();
+        regions.extend((!user_session).then(|| RegionRow {
             name: SESSION_REGION.to_owned(),
             file: String::new(),
             line: -1,
@@ -175,15 +184,18 @@ impl FlushGuard {
                     thread: 0,
                     task: -1,
                     await_ns: 0,
+                    gpu_ns: -1,
                 }]
             } else {
                 Vec::new()
             },
-        }];
+            gpu_count: 0,
+            gpu_total: 0,
+        }));
         regions.extend(
             snap.regions
                 .into_iter()
-                .filter(|r| r.row.stats.count > 0 && r.row.name != SESSION_REGION)
+                .filter(|r| r.row.stats.count > 0)
                 .map(|r| r.row),
         );
         PhaseData {
@@ -194,6 +206,8 @@ impl FlushGuard {
             timestamp: self.shared.timestamp.clone(),
             label: self.shared.config.label.clone(),
             dropped: snap.dropped,
+            perf: None,
+            likwid: None,
         }
     }
 }

@@ -10,6 +10,7 @@ use tracing_core::span::{Attributes, Id};
 use tracing_core::subscriber::Interest;
 use tracing_core::{Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
+use tracing_subscriber::registry::LookupSpan;
 
 use crate::lane::local::with_local;
 use crate::lane::record::{self, Record};
@@ -59,7 +60,10 @@ impl std::fmt::Debug for ScopeLayer {
     }
 }
 
-impl<S: Subscriber> Layer<S> for ScopeLayer {
+impl<S> Layer<S> for ScopeLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
         // Disabled: switch span callsites off for good, so `tracing` skips them without
         // calling any subscriber. Events are none of our business either way.
@@ -86,9 +90,15 @@ impl<S: Subscriber> Layer<S> for ScopeLayer {
     }
 
     #[inline]
-    fn on_enter(&self, id: &Id, _ctx: Context<'_, S>) {
+    fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
         if self.disabled {
             return;
+        }
+        if let Some(sinks) = &self.shared.sinks {
+            // Only with sinks configured: they need the callsite, which costs a lookup.
+            if let Some(meta) = ctx.metadata(id) {
+                sinks.enter(id.into_u64(), meta);
+            }
         }
         let task = if self.track_async {
             record::current_task_id()
@@ -103,15 +113,23 @@ impl<S: Subscriber> Layer<S> for ScopeLayer {
     }
 
     #[inline]
-    fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
+    fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
         if self.disabled {
             return;
         }
         // Read the clock first, for the same reason.
         let tsc = self.shared.clock.raw();
+        let id = id.into_u64();
         with_local(&self.shared, |l| {
-            l.push(Record::plain(record::EXIT, id.into_u64(), tsc))
+            l.push(Record::plain(record::EXIT, id, tsc))
         });
+        if let Some(sinks) = &self.shared.sinks {
+            if let Some(meta) = ctx.metadata(&Id::from_u64(id)) {
+                sinks.exit(id, meta, &mut |payload| {
+                    with_local(&self.shared, |l| l.push(Record::aux(id, tsc, payload)))
+                });
+            }
+        }
     }
 
     #[inline]

@@ -53,6 +53,7 @@ mod layer;
 mod output;
 mod region;
 mod report;
+mod sink;
 mod state;
 mod stats;
 

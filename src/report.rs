@@ -1,6 +1,7 @@
 //! What a finalize returns: per-region statistics of the calls completed in this phase.
 
 use crate::flush::RegionSnapshot;
+use crate::output::model::PerfTotals;
 
 /// Exact statistics of one region's calls completed since the previous finalize.
 ///
@@ -42,11 +43,30 @@ pub struct RegionStats {
     pub line: Option<u32>,
     /// Calls completed since `build()`, over all phases.
     pub lifetime_calls: u64,
+    /// Calls with a CUDA device time (0 without `cuda_timing`).
+    pub gpu_calls: u64,
+    /// Sum of those device times, ns.
+    pub gpu_total_ns: u64,
+    /// perf_event totals of this phase's calls, `(event, total)` in the configured order
+    /// (empty without `perf_events`).
+    pub perf: Vec<(String, u64)>,
 }
 
 impl RegionStats {
-    pub(crate) fn from_snapshot(s: &RegionSnapshot) -> RegionStats {
+    pub(crate) fn from_snapshot(s: &RegionSnapshot, perf: Option<&PerfTotals>) -> RegionStats {
         let st = &s.row.stats;
+        let perf = perf
+            .and_then(|p| {
+                let region = p.regions.iter().find(|r| r.name == s.row.name)?;
+                Some(
+                    p.event_names
+                        .iter()
+                        .cloned()
+                        .zip(region.values.iter().copied())
+                        .collect(),
+                )
+            })
+            .unwrap_or_default();
         RegionStats {
             name: s.row.name.clone(),
             calls: st.count,
@@ -58,6 +78,9 @@ impl RegionStats {
             file: (!s.row.file.is_empty()).then(|| s.row.file.clone()),
             line: u32::try_from(s.row.line).ok(),
             lifetime_calls: s.lifetime_calls,
+            gpu_calls: s.row.gpu_count,
+            gpu_total_ns: s.row.gpu_total.max(0) as u64,
+            perf,
         }
     }
 }
@@ -73,6 +96,7 @@ pub struct Report {
     pub(crate) dropped: u64,
     pub(crate) in_flight: u64,
     pub(crate) wall_ns: u64,
+    pub(crate) warnings: Vec<String>,
 }
 
 impl Report {
@@ -96,6 +120,12 @@ impl Report {
     /// Calls entered but not closed at this finalize; a later finalize reports them.
     pub fn in_flight(&self) -> u64 {
         self.in_flight
+    }
+
+    /// Problems the sinks reported (events that could not be counted, LIKWID without MSR
+    /// access, ...); also printed in the summary.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// Wall-clock time of this phase (from `build()` or the previous finalize), ns.

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::lane::Lane;
+use crate::sink::Sinks;
 use crate::Mode;
 
 /// Options fixed at `build()`.
@@ -21,6 +22,14 @@ pub(crate) struct Config {
     pub track_threads: bool,
     pub track_async: bool,
     pub gzip: Option<u8>,
+    pub perf_events: Vec<String>,
+    pub perf_skip_unsupported: bool,
+    pub likwid: bool,
+    pub nvtx: bool,
+    pub cuda_timing: bool,
+    pub cuda_sync_on_exit: bool,
+    /// Raw `CUstream` handle, 0 = the default stream.
+    pub cuda_stream: usize,
 }
 
 /// State shared by one layer, its lanes, its flusher and its guard.
@@ -38,10 +47,12 @@ pub(crate) struct Shared {
     pub lanes: Mutex<Vec<Arc<Lane>>>,
     /// Records lost because the thread could not reach its lane (thread teardown).
     pub lost: AtomicU64,
+    /// The configured sinks, if any.
+    pub sinks: Option<Sinks>,
 }
 
 impl Shared {
-    pub(crate) fn new(config: Config) -> Shared {
+    pub(crate) fn new(config: Config, sinks: Option<Sinks>) -> Shared {
         static NEXT_UID: AtomicU64 = AtomicU64::new(1);
         let clock = Clock::global();
         Shared {
@@ -52,6 +63,7 @@ impl Shared {
             timestamp: crate::clock::iso8601_now(),
             lanes: Mutex::new(Vec::new()),
             lost: AtomicU64::new(0),
+            sinks,
         }
     }
 

@@ -160,7 +160,11 @@ fn instrumented_async_fns_are_one_call_per_invocation_on_a_multi_thread_runtime(
     let r = guard.finalize().unwrap();
     assert_eq!(calls(&r, "step"), 200);
     // Each call spans at least its 1 ms sleep.
-    assert!(r.region("step").unwrap().min_ns >= 1_000_000);
+    assert!(
+        r.region("step").unwrap().min_ns >= 1_000_000,
+        "{:?}",
+        r.region("step")
+    );
     assert_eq!(r.dropped(), 0);
 }
 

@@ -22,7 +22,10 @@ fn venv() -> &'static Path {
             return PathBuf::from(v);
         }
         let out = Command::new("bash")
-            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/py-reader-env.sh"))
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/scripts/py-reader-env.sh"
+            ))
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .output()
             .expect("run scripts/py-reader-env.sh");
@@ -78,7 +81,10 @@ fn check_counts(path: &Path, report: &Report) {
     assert!(!expect.is_empty());
     let json = serde_like_json(&expect);
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/check_h5.py");
-    let out = run("python", &[script, path.to_str().unwrap(), "--expect-json", &json]);
+    let out = run(
+        "python",
+        &[script, path.to_str().unwrap(), "--expect-json", &json],
+    );
     assert!(out.contains("ok"), "{out}");
 }
 
@@ -178,27 +184,47 @@ fn every_kind_of_file_we_write_is_read_back_with_our_counts() {
     ] {
         let out = inspect(&p(file));
         for r in report.regions() {
-            assert!(out.contains(&r.name), "{file}: inspect does not show {}:\n{out}", r.name);
+            assert!(
+                out.contains(&r.name),
+                "{file}: inspect does not show {}:\n{out}",
+                r.name
+            );
         }
         check_counts(&p(file), report);
     }
     // Our extra metadata keys are shown, not rejected.
     let out = inspect(&p("nested.h5"));
-    assert!(out.contains("writer") && out.contains("scope-profiler-rs"), "{out}");
+    assert!(
+        out.contains("writer") && out.contains("scope-profiler-rs"),
+        "{out}"
+    );
     assert!(out.contains("compat"), "label shown: {out}");
 
     run(
         "scope-profiler",
-        &["diff", p("nested.h5").to_str().unwrap(), p("big.h5").to_str().unwrap()],
+        &[
+            "diff",
+            p("nested.h5").to_str().unwrap(),
+            p("big.h5").to_str().unwrap(),
+        ],
     );
     let html = p("report.html");
     run(
         "scope-profiler",
-        &["report", p("nested.h5").to_str().unwrap(), "-o", html.to_str().unwrap()],
+        &[
+            "report",
+            p("nested.h5").to_str().unwrap(),
+            "-o",
+            html.to_str().unwrap(),
+        ],
     );
     assert!(std::fs::metadata(&html).unwrap().len() > 1000);
     run(
         "scope-profiler",
-        &["inspect", "--metadata-only", p("aggregate.h5").to_str().unwrap()],
+        &[
+            "inspect",
+            "--metadata-only",
+            p("aggregate.h5").to_str().unwrap(),
+        ],
     );
 }

@@ -1,9 +1,11 @@
 //! The 24-byte slot record the hot path appends: span id, raw TSC ticks and one tagged word.
 //!
 //! Four kinds, one per `tracing` callback: `NEW` carries the callsite's `&'static Metadata`
-//! (pointers are 8-aligned, so the low two bits hold the kind), `ENTER` carries the Tokio task id
-//! (shifted left by two; 0 = outside a task), `EXIT` and `CLOSE` carry nothing else. Every record
-//! has a timestamp so the flusher can tell apart successive spans that reuse one id.
+//! (pointers are 8-aligned, so the low three bits hold the kind), `ENTER` carries the Tokio task
+//! id (shifted left by three; 0 = outside a task), `EXIT` and `CLOSE` carry nothing else. A fifth
+//! kind, `AUX`, carries a sink's 56-bit payload for the span (e.g. a CUDA event pair) to the
+//! flusher. Every record has a timestamp so the flusher can tell apart successive spans that
+//! reuse one id.
 
 use tracing_core::Metadata;
 
@@ -15,7 +17,10 @@ pub(crate) const ENTER: u64 = 1;
 pub(crate) const EXIT: u64 = 2;
 /// Kind tag of a span close (end of the call).
 pub(crate) const CLOSE: u64 = 3;
-const KIND_MASK: u64 = 3;
+/// Kind tag of a sink payload attached to the span's current call.
+pub(crate) const AUX: u64 = 4;
+const KIND_MASK: u64 = 7;
+const KIND_BITS: u32 = 3;
 
 /// One slot of a lane buffer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -48,8 +53,24 @@ impl Record {
         Record {
             id,
             tsc,
-            aux: (task << 2) | ENTER,
+            aux: (task << KIND_BITS) | ENTER,
         }
+    }
+
+    /// A sink payload (at most 56 bits) for span `id`.
+    #[inline(always)]
+    pub(crate) fn aux(id: u64, tsc: u64, payload: u64) -> Record {
+        Record {
+            id,
+            tsc,
+            aux: (payload << KIND_BITS) | AUX,
+        }
+    }
+
+    /// The payload of an `AUX` record.
+    #[inline(always)]
+    pub(crate) fn payload(&self) -> u64 {
+        self.aux >> KIND_BITS
     }
 
     /// An exit or close record.
@@ -67,7 +88,7 @@ impl Record {
     /// The Tokio task id of an enter record (0 = none).
     #[inline(always)]
     pub(crate) fn task(&self) -> u64 {
-        self.aux >> 2
+        self.aux >> KIND_BITS
     }
 
     /// The callsite of a creation record.
@@ -105,7 +126,7 @@ pub(crate) fn current_task_id() -> u64 {
         Some(id) => {
             let mut h = Capture(0);
             id.hash(&mut h);
-            h.0 & (u64::MAX >> 2)
+            h.0 & (u64::MAX >> KIND_BITS)
         }
         None => 0,
     }
@@ -121,6 +142,8 @@ mod tests {
         assert_eq!((e.kind(), e.task(), e.id, e.tsc), (ENTER, 42, 7, 100));
         assert_eq!(Record::plain(EXIT, 1, 2).kind(), EXIT);
         assert_eq!(Record::plain(CLOSE, 1, 2).kind(), CLOSE);
+        let a = Record::aux(3, 4, 0xAB_CDEF);
+        assert_eq!((a.kind(), a.payload()), (AUX, 0xAB_CDEF));
         assert_eq!(std::mem::size_of::<Record>(), 24);
     }
 

@@ -64,9 +64,9 @@ struct SummaryRow {
     start_minimum: i64,
     /// Latest absolute end.
     end_maximum: i64,
-    /// Calls with a GPU duration (always 0 here).
+    /// Calls with a GPU duration.
     gpu_count: u64,
-    /// Sum of GPU durations (always 0 here).
+    /// Sum of GPU durations.
     gpu_total: i64,
     /// Mean duration (ns).
     mean: f64,
@@ -279,9 +279,10 @@ fn write_contents(
     let index = ctx.group(file, "rank_region_index")?;
     let events = ctx.group(file, "events")?;
     match data.layout {
-        Layout::Columnar => write_columnar(ctx, &index, &events, &data.regions, opts),
-        Layout::Aggregate => write_aggregate(ctx, &index, &events, &data.regions),
+        Layout::Columnar => write_columnar(ctx, &index, &events, &data.regions, opts)?,
+        Layout::Aggregate => write_aggregate(ctx, &index, &events, &data.regions)?,
     }
+    crate::output::hdf5_aux::write_aux(file, ctx.path, data)
 }
 
 /// The `metadata` group's attributes: the Python package's keys plus this crate's own.
@@ -371,6 +372,8 @@ struct Columns {
     task_ids: Vec<i64>,
     /// `events/await_ns`.
     await_ns: Vec<i64>,
+    /// `events/gpu_durations`.
+    gpu_durations: Vec<i64>,
 }
 
 impl Columns {
@@ -383,6 +386,7 @@ impl Columns {
             thread_ids: Vec::with_capacity(n),
             task_ids: Vec::with_capacity(n),
             await_ns: Vec::with_capacity(n),
+            gpu_durations: Vec::with_capacity(n),
             ..Columns::default()
         };
         for row in regions {
@@ -397,6 +401,7 @@ impl Columns {
                 c.thread_ids.push(i64::from(call.thread));
                 c.task_ids.push(call.task);
                 c.await_ns.push(call.await_ns);
+                c.gpu_durations.push(call.gpu_ns.max(-1));
             }
         }
         c
@@ -426,6 +431,10 @@ fn summarize(row: &RegionRow) -> SummaryRow {
         s.maximum = s.maximum.max(d);
         s.start_minimum = s.start_minimum.min(call.start_ns);
         s.end_maximum = s.end_maximum.max(call.start_ns.saturating_add(d));
+        if call.gpu_ns >= 0 {
+            s.gpu_count += 1;
+            s.gpu_total += call.gpu_ns;
+        }
     }
     let stats = &row.stats;
     if stats.count == calls.len() as u64 && stats.total == s.total as u64 {
@@ -476,6 +485,9 @@ fn write_columnar(
     if c.task_ids.iter().any(|&t| t >= 0) {
         ctx.dataset(events, "task_ids", &c.task_ids, gzip)?;
         ctx.dataset(events, "await_ns", &c.await_ns, gzip)?;
+    }
+    if c.gpu_durations.iter().any(|&g| g >= 0) {
+        ctx.dataset(events, "gpu_durations", &c.gpu_durations, gzip)?;
     }
     Ok(())
 }

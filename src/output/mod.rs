@@ -2,5 +2,6 @@
 //! [`model::PhaseData`] per finalize.
 
 pub(crate) mod hdf5;
+pub(crate) mod hdf5_aux;
 pub(crate) mod model;
 pub(crate) mod summary;

@@ -28,6 +28,8 @@ pub(crate) struct CallRecord {
     pub task: i64,
     /// Time suspended between polls (duration minus busy time), 0 for one-poll calls.
     pub await_ns: i64,
+    /// CUDA-event device time of the call (ns), -1 when not measured.
+    pub gpu_ns: i64,
 }
 
 /// One region with at least one call in this phase.
@@ -43,6 +45,10 @@ pub(crate) struct RegionRow {
     pub stats: Stats,
     /// Every call, in the order they completed (empty in the aggregate layout).
     pub calls: Vec<CallRecord>,
+    /// Calls with a device time.
+    pub gpu_count: u64,
+    /// Sum of their device times (ns).
+    pub gpu_total: i64,
 }
 
 /// Everything one finalize writes.
@@ -62,4 +68,67 @@ pub(crate) struct PhaseData {
     pub label: Option<String>,
     /// Records lost so far (0 in a healthy run).
     pub dropped: u64,
+    /// perf_event totals, when counters were configured.
+    pub perf: Option<PerfTotals>,
+    /// LIKWID results, when LIKWID markers were configured and results were found.
+    pub likwid: Option<LikwidResults>,
+}
+
+/// perf_event counter totals per region (`rank0/perf_events/<region>`, schema spec §4.1).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct PerfTotals {
+    /// Event names as given to the builder (`perf stat -e` spelling), in column order.
+    pub event_names: Vec<String>,
+    /// One entry per region that recorded calls this phase.
+    pub regions: Vec<PerfRegion>,
+}
+
+/// One region's perf totals.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct PerfRegion {
+    /// Region name.
+    pub name: String,
+    /// Calls of the region this phase.
+    pub calls: u64,
+    /// Counter totals over all the region's polls (inclusive of nested regions), in the order
+    /// of `event_names`.
+    pub values: Vec<u64>,
+}
+
+/// LIKWID marker results read back after a `likwid-perfctr -m` run (schema spec §4.4).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct LikwidResults {
+    /// Every `LIKWID_*` environment variable of the process.
+    pub env: Vec<(String, String)>,
+    /// One entry per marker region.
+    pub regions: Vec<LikwidRegion>,
+}
+
+/// One LIKWID marker region (`rank0/likwid/regions/<tag>`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct LikwidRegion {
+    /// The region's real name.
+    pub tag: String,
+    /// Event group id, -1 unknown.
+    pub group_id: i64,
+    /// Event group name, e.g. `CLOCK`.
+    pub group_name: String,
+    /// `full_api`, `marker_file` or `marker_api`.
+    pub source: String,
+    /// Event names (rows of `events`).
+    pub event_names: Vec<String>,
+    /// Counter names.
+    pub counter_names: Vec<String>,
+    /// Metric names (rows of `metrics`).
+    pub metric_names: Vec<String>,
+    /// Hardware threads (columns).
+    pub cpus: Vec<i64>,
+    /// Seconds per hardware thread.
+    pub times: Vec<f64>,
+    /// Calls per hardware thread.
+    pub call_counts: Vec<i64>,
+    /// Event values, `events[e][t]`.
+    pub events: Vec<Vec<f64>>,
+    /// Metric values, `metrics[m][t]`.
+    pub metrics: Vec<Vec<f64>>,
 }

@@ -133,6 +133,9 @@ mod tests {
             file: None,
             line: None,
             lifetime_calls: calls,
+            gpu_calls: 0,
+            gpu_total_ns: 0,
+            perf: Vec::new(),
         }
     }
 
@@ -147,6 +150,7 @@ mod tests {
             dropped: 3,
             in_flight: 1,
             wall_ns: 5_000_000_000,
+            warnings: vec!["perf: `cycles` dropped".into()],
         };
         let s = render(&report, "run - out.h5");
         let lines: Vec<&str> = s.lines().filter(|l| !l.is_empty()).collect();

@@ -21,6 +21,7 @@ fn row(name: &str, calls: &[(i64, i64, u32, i64)]) -> RegionRow {
                 thread,
                 task,
                 await_ns: if task >= 0 { 7 } else { 0 },
+                gpu_ns: -1,
             }
         })
         .collect();
@@ -30,6 +31,8 @@ fn row(name: &str, calls: &[(i64, i64, u32, i64)]) -> RegionRow {
         line: 42,
         stats,
         calls,
+        gpu_count: 0,
+        gpu_total: 0,
     }
 }
 
@@ -42,6 +45,8 @@ fn phase(layout: Layout, regions: Vec<RegionRow>) -> PhaseData {
         timestamp: "2026-01-01T00:00:00+00:00".to_string(),
         label: Some("demo".to_string()),
         dropped: 3,
+        perf: None,
+        likwid: None,
     }
 }
 

@@ -1,0 +1,148 @@
+//! Sinks: things driven at every poll besides timing (perf counters, LIKWID markers, NVTX
+//! ranges, CUDA events), each behind one small trait and one cargo feature.
+//!
+//! The layer calls [`Sink::enter`] for each sink in order just before it reads the clock at
+//! enter, and [`Sink::exit`] in reverse order just after it reads the clock at exit, so sinks
+//! nest inside one another and the timing brackets them all. Sinks are only consulted when at
+//! least one is configured; without sinks the hot path does not even look up the span's
+//! callsite.
+//!
+//! Data flows out three ways: a sink may attach 56-bit payloads to the current call through the
+//! `emit` callback of [`Sink::exit`] (they travel in the lane to the flusher, which hands a
+//! completed call's payloads to [`Sink::resolve`], e.g. for CUDA event times); at finalize,
+//! [`Sink::finalize`] adds its phase data (perf totals, LIKWID results) to the file's
+//! [`PhaseData`]; and [`Sink::warnings`] go into the printed summary.
+
+use tracing_core::Metadata;
+
+use crate::output::model::PhaseData;
+use crate::state::Config;
+use crate::Error;
+
+#[cfg(feature = "cuda")]
+pub(crate) mod cuda;
+#[cfg(feature = "likwid")]
+pub(crate) mod likwid;
+#[cfg(feature = "nvtx")]
+pub(crate) mod nvtx;
+#[cfg(all(feature = "perf", target_os = "linux"))]
+pub(crate) mod perf;
+
+/// Something driven at enter/exit besides timing.
+pub(crate) trait Sink: Send + Sync {
+    /// Start of a poll of span `id` (callsite `meta`) on the calling thread.
+    fn enter(&self, id: u64, meta: &'static Metadata<'static>);
+
+    /// End of the poll of span `id` on the calling thread. `emit` attaches a payload (at most
+    /// 56 bits) to the span's current call; it reaches [`Sink::resolve`] on the flusher.
+    fn exit(&self, id: u64, meta: &'static Metadata<'static>, emit: &mut dyn FnMut(u64));
+
+    /// On the flusher: turns one completed call's payloads into its device time in ns.
+    /// `None` when this sink does not measure device time.
+    fn resolve(&self, _payloads: &[u64]) -> Option<i64> {
+        None
+    }
+
+    /// At finalize: adds this phase's data to the file and resets the phase.
+    fn finalize(&self, _phase: &mut PhaseData) -> Result<(), Error> {
+        Ok(())
+    }
+
+    /// Problems to show in the summary (e.g. LIKWID reporting no MSR access).
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// The configured sinks, outermost first.
+pub(crate) struct Sinks {
+    list: Vec<Box<dyn Sink>>,
+}
+
+impl Sinks {
+    /// Builds the sinks the configuration asks for; `None` when it asks for none.
+    pub(crate) fn build(config: &Config) -> Result<Option<Sinks>, Error> {
+        #[allow(unused_mut)]
+        let mut list: Vec<Box<dyn Sink>> = Vec::new();
+        if config.nvtx {
+            #[cfg(feature = "nvtx")]
+            list.push(Box::new(nvtx::NvtxSink::new(config)?));
+            #[cfg(not(feature = "nvtx"))]
+            return Err(Error::FeatureDisabled {
+                option: "nvtx",
+                feature: "nvtx",
+            });
+        }
+        if config.likwid {
+            #[cfg(feature = "likwid")]
+            list.push(Box::new(likwid::LikwidSink::new(config)?));
+            #[cfg(not(feature = "likwid"))]
+            return Err(Error::FeatureDisabled {
+                option: "likwid",
+                feature: "likwid",
+            });
+        }
+        if config.cuda_timing {
+            #[cfg(feature = "cuda")]
+            list.push(Box::new(cuda::CudaSink::new(config)?));
+            #[cfg(not(feature = "cuda"))]
+            return Err(Error::FeatureDisabled {
+                option: "cuda_timing",
+                feature: "cuda",
+            });
+        }
+        if !config.perf_events.is_empty() {
+            #[cfg(all(feature = "perf", target_os = "linux"))]
+            list.push(Box::new(perf::PerfSink::new(config)?));
+            #[cfg(not(all(feature = "perf", target_os = "linux")))]
+            return Err(Error::FeatureDisabled {
+                option: "perf_events",
+                feature: "perf",
+            });
+        }
+        Ok((!list.is_empty()).then_some(Sinks { list }))
+    }
+
+    /// Calls every sink's `enter`, outermost first.
+    #[inline]
+    pub(crate) fn enter(&self, id: u64, meta: &'static Metadata<'static>) {
+        for s in &self.list {
+            s.enter(id, meta);
+        }
+    }
+
+    /// Calls every sink's `exit`, innermost first.
+    #[inline]
+    pub(crate) fn exit(
+        &self,
+        id: u64,
+        meta: &'static Metadata<'static>,
+        emit: &mut dyn FnMut(u64),
+    ) {
+        for s in self.list.iter().rev() {
+            s.exit(id, meta, emit);
+        }
+    }
+
+    /// The device time of a call, from the first sink that measures one.
+    pub(crate) fn resolve(&self, payloads: &[u64]) -> Option<i64> {
+        self.list.iter().find_map(|s| s.resolve(payloads))
+    }
+
+    /// Lets every sink add its phase data; the first error is returned after all have run.
+    pub(crate) fn finalize(&self, phase: &mut PhaseData) -> Result<(), Error> {
+        let mut first = Ok(());
+        for s in &self.list {
+            let r = s.finalize(phase);
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+
+    /// Every sink's warnings.
+    pub(crate) fn warnings(&self) -> Vec<String> {
+        self.list.iter().flat_map(|s| s.warnings()).collect()
+    }
+}
