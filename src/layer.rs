@@ -87,6 +87,9 @@ where
         with_local(&self.shared, |l| {
             l.push(Record::new_span(id.into_u64(), tsc, attrs.metadata()))
         });
+        if let Some(sinks) = &self.shared.sinks {
+            sinks.new_span(id.into_u64(), attrs.metadata());
+        }
     }
 
     #[inline]
@@ -138,8 +141,14 @@ where
             return;
         }
         let tsc = self.shared.clock.raw();
-        with_local(&self.shared, |l| {
-            l.push(Record::plain(record::CLOSE, id.into_u64(), tsc))
-        });
+        let id = id.into_u64();
+        if let Some(sinks) = &self.shared.sinks {
+            // Sink payloads go before the CLOSE record, so they reach the call before the
+            // flusher completes it.
+            sinks.close(id, &mut |payload| {
+                with_local(&self.shared, |l| l.push(Record::aux(id, tsc, payload)))
+            });
+        }
+        with_local(&self.shared, |l| l.push(Record::plain(record::CLOSE, id, tsc)));
     }
 }

@@ -30,12 +30,19 @@ pub(crate) mod perf;
 
 /// Something driven at enter/exit besides timing.
 pub(crate) trait Sink: Send + Sync {
+    /// A span of callsite `meta` was created (on the calling thread).
+    fn new_span(&self, _id: u64, _meta: &'static Metadata<'static>) {}
+
     /// Start of a poll of span `id` (callsite `meta`) on the calling thread.
     fn enter(&self, id: u64, meta: &'static Metadata<'static>);
 
     /// End of the poll of span `id` on the calling thread. `emit` attaches a payload (at most
     /// 56 bits) to the span's current call; it reaches [`Sink::resolve`] on the flusher.
     fn exit(&self, id: u64, meta: &'static Metadata<'static>, emit: &mut dyn FnMut(u64));
+
+    /// The span closed (its call is over), possibly on another thread than its polls. `emit`
+    /// works as in [`Sink::exit`].
+    fn close(&self, _id: u64, _emit: &mut dyn FnMut(u64)) {}
 
     /// On the flusher: turns one completed call's payloads into its device time in ns.
     /// `None` when this sink does not measure device time.
@@ -101,6 +108,22 @@ impl Sinks {
             });
         }
         Ok((!list.is_empty()).then_some(Sinks { list }))
+    }
+
+    /// Calls every sink's `new_span`.
+    #[inline]
+    pub(crate) fn new_span(&self, id: u64, meta: &'static Metadata<'static>) {
+        for s in &self.list {
+            s.new_span(id, meta);
+        }
+    }
+
+    /// Calls every sink's `close`, innermost first.
+    #[inline]
+    pub(crate) fn close(&self, id: u64, emit: &mut dyn FnMut(u64)) {
+        for s in self.list.iter().rev() {
+            s.close(id, emit);
+        }
     }
 
     /// Calls every sink's `enter`, outermost first.
