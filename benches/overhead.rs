@@ -27,12 +27,23 @@
 //! `no_subscriber` runs first, before any dispatcher has ever been created: the state of a
 //! program that uses `tracing` without installing anything (max level `OFF`).
 //!
-//! Each benchmark prints to stderr whether its dispatcher's spans are enabled and the global max
-//! level, and, for `ScopeLayer`, after `finalize()`: operations run (warm-up included), calls in
-//! the report and records dropped because the flusher fell behind. Drops mean the measured loop
-//! partly ran the drop path, not the append path.
+//! # What else it reports
+//!
+//! One stderr line per benchmark (and a JSON line appended to `$OVERHEAD_EXTRA` when set, which
+//! `scripts/overhead-table.sh` reads): whether the dispatcher's spans are enabled, the global max
+//! level, operations run (warm-up included), the CPU time the process's *other* threads (the
+//! `ScopeLayer` flusher, tracing-chrome's writer) spent per operation meanwhile, and, for
+//! `ScopeLayer`, after `finalize()`: calls in the report and records dropped because the flusher
+//! fell behind (then the loop partly measured the drop path, not the append path).
+//!
+//! The background threads matter on a 2-core machine: when another job holds the second core,
+//! the flusher shares the benchmark's core and its time shows up in wall-clock ns/op.
+//! `OVERHEAD_CLOCK=thread` times the loops with this thread's CPU time instead (hot path alone,
+//! robust to other jobs); the default, `wall`, is what DESIGN.md's table uses.
 
 use std::hint::black_box;
+use std::io::Write as _;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
@@ -47,48 +58,145 @@ use tracing_subscriber::prelude::*;
 /// Both use `Mode::TimeOnly` (the schema forbids tracking lanes in aggregate mode).
 const TRACKING_CONFIGS: bool = true;
 
+/// What the measured loops are timed with: `OVERHEAD_CLOCK=wall` (default) or `thread` (this
+/// thread's CPU time, Linux only: excludes time the thread was descheduled, so a flusher or
+/// another job sharing the core does not count; use it on a busy machine for the hot path alone).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum ClockKind {
+    Wall,
+    ThreadCpu,
+}
+
+impl ClockKind {
+    fn name(self) -> &'static str {
+        match self {
+            ClockKind::Wall => "wall",
+            ClockKind::ThreadCpu => "thread",
+        }
+    }
+}
+
+fn clock_kind() -> ClockKind {
+    static KIND: OnceLock<ClockKind> = OnceLock::new();
+    *KIND.get_or_init(|| match std::env::var("OVERHEAD_CLOCK").as_deref() {
+        Ok("thread") | Ok("thread-cpu") if cpu_time::thread_ns().is_some() => ClockKind::ThreadCpu,
+        Ok("thread") | Ok("thread-cpu") => {
+            eprintln!("[overhead] warning: no thread CPU clock here; timing with the wall clock");
+            ClockKind::Wall
+        }
+        Ok("wall") | Ok("") | Err(_) => ClockKind::Wall,
+        Ok(other) => panic!("OVERHEAD_CLOCK={other:?}: expected `wall` or `thread`"),
+    })
+}
+
+/// Times one batch of iterations with the selected clock.
+enum Timer {
+    Wall(Instant),
+    ThreadCpu(u64),
+}
+
+impl Timer {
+    #[inline]
+    fn start() -> Timer {
+        match clock_kind() {
+            ClockKind::Wall => Timer::Wall(Instant::now()),
+            ClockKind::ThreadCpu => Timer::ThreadCpu(cpu_time::thread_ns().unwrap_or(0)),
+        }
+    }
+
+    #[inline]
+    fn elapsed(&self) -> Duration {
+        match self {
+            Timer::Wall(t) => t.elapsed(),
+            Timer::ThreadCpu(t0) => {
+                Duration::from_nanos(cpu_time::thread_ns().unwrap_or(0).saturating_sub(*t0))
+            }
+        }
+    }
+}
+
+/// CPU time of this thread and of the whole process, in ns (None where not available).
+mod cpu_time {
+    #[cfg(target_os = "linux")]
+    fn read(clock: libc::clockid_t) -> Option<u64> {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes to it.
+        let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+        (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+    }
+
+    #[cfg(target_os = "linux")]
+    pub fn thread_ns() -> Option<u64> {
+        read(libc::CLOCK_THREAD_CPUTIME_ID)
+    }
+
+    #[cfg(target_os = "linux")]
+    pub fn process_ns() -> Option<u64> {
+        read(libc::CLOCK_PROCESS_CPUTIME_ID)
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn thread_ns() -> Option<u64> {
+        None
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn process_ns() -> Option<u64> {
+        None
+    }
+}
+
 /// A configuration, installed: the dispatcher to measure under (`None`: no subscriber at all) and
 /// what to do once its benchmark ran (flush and report, join writer threads).
 struct Installed {
     dispatch: Option<Dispatch>,
-    finish: Box<dyn FnOnce(&Ran)>,
+    finish: Finish,
 }
 
-/// What one benchmark did, for the `finish` report.
+/// Runs after a benchmark, once its subscriber is dropped.
+type Finish = Box<dyn FnOnce(&Ran) -> Option<Recorded>>;
+
+/// What one benchmark did, for `finish`.
 struct Ran<'a> {
     /// `span/<config>` or `poll/<config>`.
     id: &'a str,
     /// Span name of the measured callsite.
     span_name: &'static str,
-    /// Operations run, warm-up included.
-    ops: u64,
-    /// Layer callbacks per operation (4 for a span: new, enter, exit, close; 2 for a poll).
-    callbacks_per_op: u64,
+}
+
+/// What a `ScopeLayer` recorded during one benchmark, from its report.
+struct Recorded {
+    calls: u64,
+    dropped: u64,
 }
 
 impl Installed {
     fn none() -> Self {
         Installed {
             dispatch: None,
-            finish: Box::new(|_| {}),
+            finish: Box::new(|_| None),
         }
     }
 
     fn new(dispatch: Dispatch) -> Self {
         Installed {
             dispatch: Some(dispatch),
-            finish: Box::new(|_| {}),
+            finish: Box::new(|_| None),
         }
     }
 
-    fn finish_with(mut self, finish: impl FnOnce(&Ran) + 'static) -> Self {
+    fn finish_with(mut self, finish: impl FnOnce(&Ran) -> Option<Recorded> + 'static) -> Self {
         self.finish = Box::new(finish);
         self
     }
 }
 
 /// Builds a `ScopeLayer` from a builder expression (everything but output and build) on top of
-/// the bare registry; `finalize()` runs after the benchmark and prints the drops.
+/// the bare registry; `finalize()` runs after the benchmark, then the guard's drop stops the
+/// flusher.
 macro_rules! scope_config {
     ($builder:expr) => {{
         let (layer, guard) = $builder
@@ -98,29 +206,23 @@ macro_rules! scope_config {
             .unwrap_or_else(|e| panic!("ScopeLayer::build failed: {e}"));
         Installed::new(Dispatch::new(tracing_subscriber::registry().with(layer))).finish_with(
             move |ran: &Ran| match guard.finalize() {
-                Ok(report) => {
-                    let records = ran.ops.saturating_mul(ran.callbacks_per_op);
-                    eprintln!(
-                        "[overhead] {}: {} ops, {} calls recorded, dropped = {} of ~{} records \
-                         ({:.2}%)",
-                        ran.id,
-                        ran.ops,
-                        report.region(ran.span_name).map_or(0, |r| r.calls),
-                        report.dropped(),
-                        records,
-                        100.0 * report.dropped() as f64 / records.max(1) as f64,
-                    );
+                Ok(report) => Some(Recorded {
+                    calls: report.region(ran.span_name).map_or(0, |r| r.calls),
+                    dropped: report.dropped(),
+                }),
+                Err(e) => {
+                    eprintln!("[overhead] {}: finalize failed: {e}", ran.id);
+                    None
                 }
-                Err(e) => eprintln!("[overhead] {}: finalize failed: {e}", ran.id),
             },
         )
     }};
 }
 
 /// Runs both benchmarks of one configuration, each under a freshly built subscriber (so drops
-/// and flushes are attributed to one benchmark). Expands its own two `info_span!` callsites (see
-/// the module docs); `$install` is evaluated once per benchmark, each time after the previous
-/// subscriber was dropped.
+/// and background work are attributed to one benchmark). Expands its own `info_span!` callsites
+/// (see the module docs); `$install` is evaluated once per benchmark, each time after the
+/// previous subscriber was dropped.
 macro_rules! bench_config {
     ($c:expr, $name:literal, $install:expr) => {{
         run_bench(
@@ -131,13 +233,13 @@ macro_rules! bench_config {
             $install,
             || (),
             |(), iters| {
-                let start = Instant::now();
+                let timer = Timer::start();
                 for _ in 0..iters {
                     let span = info_span!("bench_span");
                     let _entered = span.enter();
                     black_box(&span);
                 }
-                start.elapsed()
+                timer.elapsed()
             },
         );
         run_bench(
@@ -148,20 +250,21 @@ macro_rules! bench_config {
             $install,
             || info_span!("bench_poll"),
             |span: &Span, iters| {
-                let start = Instant::now();
+                let timer = Timer::start();
                 for _ in 0..iters {
                     // black_box: without it, the check of a disabled span is hoisted out of the
                     // loop and `no_subscriber` measures an empty loop (0.0 ns).
                     let _entered = black_box(span).enter();
                 }
-                start.elapsed()
+                timer.elapsed()
             },
         );
     }};
 }
 
 /// Runs one benchmark: installs `installed` on this thread, calls `setup` under it, measures
-/// `timed(&setup_output, iters)`, drops everything, then runs the configuration's `finish`.
+/// `timed(&setup_output, iters)`, drops everything, runs the configuration's `finish`, then
+/// reports (stderr, and a JSON line to `$OVERHEAD_EXTRA` when set).
 fn run_bench<T>(
     c: &mut Criterion,
     id: &str,
@@ -174,8 +277,12 @@ fn run_bench<T>(
     let (group, name) = id.split_once('/').expect("id is group/config");
     let Installed { dispatch, finish } = installed;
     let mut ops = 0u64;
+    let mut enabled = false;
+    // CPU time of the other threads of this process (flusher, writer threads) while measuring.
+    let mut background_ns = None;
     let body = || {
         let state = setup();
+        let cpu0 = cpu_time::process_ns().zip(cpu_time::thread_ns());
         let mut group = c.benchmark_group(group);
         group.bench_function(name, |b| {
             b.iter_custom(|iters| {
@@ -184,17 +291,12 @@ fn run_bench<T>(
             })
         });
         group.finish();
-        // Whether this dispatcher's callsites are live, checked on a third callsite.
-        let probe = info_span!("bench_probe");
-        eprintln!(
-            "[overhead] {id}: spans {}, max level {}",
-            if probe.is_disabled() {
-                "disabled"
-            } else {
-                "enabled"
-            },
-            LevelFilter::current(),
-        );
+        let cpu1 = cpu_time::process_ns().zip(cpu_time::thread_ns());
+        if let (Some((p0, t0)), Some((p1, t1))) = (cpu0, cpu1) {
+            background_ns = Some((p1 - p0).saturating_sub(t1 - t0));
+        }
+        // Whether this dispatcher's span callsites are live, checked on a third callsite.
+        enabled = !info_span!("bench_probe").is_disabled();
         drop(state);
     };
     match &dispatch {
@@ -204,12 +306,53 @@ fn run_bench<T>(
     // The spans held clones of the dispatch and are closed by now. Drop the subscriber before
     // finishing, so the next benchmark starts with no live dispatcher.
     drop(dispatch);
-    finish(&Ran {
-        id,
-        span_name,
-        ops,
-        callbacks_per_op,
-    });
+    let recorded = finish(&Ran { id, span_name });
+    if ops == 0 {
+        return; // filtered out
+    }
+
+    let bg_per_op = background_ns.map(|ns| ns as f64 / ops as f64);
+    let mut line = format!(
+        "[overhead] {id}: spans {}, max level {}, {ops} ops",
+        if enabled { "enabled" } else { "disabled" },
+        LevelFilter::current(),
+    );
+    if let Some(bg) = bg_per_op {
+        line += &format!(", background CPU {bg:.1} ns/op");
+    }
+    if let Some(r) = &recorded {
+        let records = ops.saturating_mul(callbacks_per_op);
+        line += &format!(
+            ", {} calls recorded, dropped {} of ~{records} records ({:.2}%)",
+            r.calls,
+            r.dropped,
+            100.0 * r.dropped as f64 / records as f64
+        );
+    }
+    eprintln!("{line}");
+
+    if let Some(path) = std::env::var_os("OVERHEAD_EXTRA").filter(|p| !p.is_empty()) {
+        let opt = |v: Option<String>| v.unwrap_or_else(|| "null".into());
+        let json = format!(
+            "{{\"id\":\"{id}\",\"clock\":\"{}\",\"ops\":{ops},\"enabled\":{enabled},\
+             \"background_ns_per_op\":{},\"calls\":{},\"dropped\":{}}}\n",
+            clock_kind().name(),
+            opt(bg_per_op.map(|v| format!("{v:.3}"))),
+            opt(recorded.as_ref().map(|r| r.calls.to_string())),
+            opt(recorded.as_ref().map(|r| r.dropped.to_string())),
+        );
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(json.as_bytes()));
+        if let Err(e) = written {
+            eprintln!(
+                "[overhead] cannot append to {}: {e}",
+                path.to_string_lossy()
+            );
+        }
+    }
 }
 
 fn tracing_timing_config() -> Installed {
@@ -223,8 +366,12 @@ fn tracing_chrome_config() -> Installed {
     let (layer, guard) = tracing_chrome::ChromeLayerBuilder::new()
         .writer(std::io::sink())
         .build();
-    Installed::new(Dispatch::new(tracing_subscriber::registry().with(layer)))
-        .finish_with(move |_| drop(guard))
+    Installed::new(Dispatch::new(tracing_subscriber::registry().with(layer))).finish_with(
+        move |_| {
+            drop(guard);
+            None
+        },
+    )
 }
 
 fn main() {
@@ -233,6 +380,7 @@ fn main() {
         .warm_up_time(Duration::from_secs(1))
         .sample_size(30)
         .configure_from_args();
+    eprintln!("[overhead] timing with the {} clock", clock_kind().name());
     if let Ok(v) = std::env::var("SCOPE_PROFILER") {
         eprintln!(
             "[overhead] warning: SCOPE_PROFILER={v:?} is set; it can force every ScopeLayer \

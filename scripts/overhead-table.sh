@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# Run the hot-path overhead bench and print a Markdown table of ns/op and ratios against the bare
-# registry measured in the same run (DESIGN.md, "Hot-path rules").
+# Run the hot-path overhead bench (benches/overhead.rs) and print a Markdown table of ns/op and
+# ratios against the bare registry measured in the same run (DESIGN.md, "Hot-path rules").
 #
 # Usage:
 #   bash scripts/overhead-table.sh [EXTRA CARGO BENCH ARGS...]
 #       e.g. bash scripts/overhead-table.sh -- --measurement-time 5
-#   bash scripts/overhead-table.sh --table-only     # only print the table of the last run
+#            bash scripts/overhead-table.sh -- 'registry|scope_timeonly'   (criterion filter)
+#   bash scripts/overhead-table.sh --table-only     # print the tables of the last run again
 #
-# Reads criterion's median point estimates from <criterion dir>/{span,poll}/<config>/new/estimates.json.
-# Results older than this invocation (for example configurations skipped by a filter) are marked
-# "(stale)". Set OVERHEAD_STRICT=1 to exit with status 1 when a target is missed.
+# Environment:
+#   OVERHEAD_CLOCK=wall|thread  time the loops with the wall clock (default) or the bench
+#                               thread's CPU time (hot path alone; robust on a busy machine)
+#   OVERHEAD_STRICT=1           exit with status 1 when a target is missed
+#
+# Reads criterion's median point estimates from <criterion dir>/{span,poll}/<config>/new/estimates.json
+# and the bench's extra data (background CPU, drops) from <criterion dir>/overhead-extra.jsonl.
+# Estimates older than this invocation (configurations skipped by a filter) are marked "(stale)".
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -20,28 +26,29 @@ if [[ "${1:-}" == "--table-only" ]]; then
     shift
 fi
 
-start_epoch=$(date +%s)
-if [[ $table_only -eq 0 ]]; then
-    t0=$(date +%s)
-    cargo bench --bench overhead "$@"
-    t1=$(date +%s)
-    echo
-    echo "bench wall time: $((t1 - t0)) s (including build)"
-else
-    start_epoch=0
-fi
-
 if [[ -n "${CRITERION_HOME:-}" ]]; then
     crit_dir="$CRITERION_HOME"
 else
     crit_dir="${CARGO_TARGET_DIR:-target}/criterion"
 fi
+extra="$crit_dir/overhead-extra.jsonl"
+
+start_epoch=0
+if [[ $table_only -eq 0 ]]; then
+    mkdir -p "$crit_dir"
+    : > "$extra"
+    start_epoch=$(date +%s)
+    OVERHEAD_EXTRA="$(cd "$crit_dir" && pwd)/overhead-extra.jsonl" cargo bench --bench overhead "$@"
+    end_epoch=$(date +%s)
+    echo
+    echo "bench wall time: $((end_epoch - start_epoch)) s (including build); clock: ${OVERHEAD_CLOCK:-wall}"
+fi
 
 echo
-python3 - "$crit_dir" "$start_epoch" <<'PY'
+python3 - "$crit_dir" "$start_epoch" "$extra" <<'PY'
 import json, os, sys
 
-crit_dir, start_epoch = sys.argv[1], int(sys.argv[2])
+crit_dir, start_epoch, extra_path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 configs = [
     "no_subscriber",
     "registry",
@@ -53,7 +60,8 @@ configs = [
     "tracing_timing",
     "tracing_chrome",
 ]
-data_only = ["registry_end"]
+data_only = ["registry_end"]  # the baseline again at the end of the run: drift check
+groups = ("span", "poll")
 stale = set()
 
 def median(group, config):
@@ -67,8 +75,18 @@ def median(group, config):
         stale.add((group, config))
     return est["median"]["point_estimate"]
 
-data = {c: {g: median(g, c) for g in ("span", "poll")} for c in configs + data_only}
+data = {c: {g: median(g, c) for g in groups} for c in configs + data_only}
 base = data["registry"]
+
+extra = {}
+try:
+    with open(extra_path) as f:
+        for line in f:
+            if line.strip():
+                rec = json.loads(line)
+                extra[rec["id"]] = rec
+except (OSError, ValueError):
+    pass
 
 def ns(v):
     return "n/a" if v is None else (f"{v:.1f}" if v < 100 else f"{v:.0f}")
@@ -76,6 +94,10 @@ def ns(v):
 def ratio(v, b):
     return "n/a" if v is None or not b else f"{v / b:.2f}x"
 
+clocks = sorted({r.get("clock", "?") for r in extra.values()})
+if clocks:
+    print(f"clock: {', '.join(clocks)}; median ns per operation")
+    print()
 print("| config | span ns | span / registry | poll ns | poll / registry |")
 print("|---|---:|---:|---:|---:|")
 for c in configs:
@@ -83,17 +105,44 @@ for c in configs:
     if d["span"] is None and d["poll"] is None:
         continue
     cells = []
-    for g in ("span", "poll"):
+    for g in groups:
         mark = " (stale)" if (g, c) in stale else ""
         cells += [ns(d[g]) + mark, ratio(d[g], base[g])]
     print(f"| {c} | " + " | ".join(cells) + " |")
 
-end = data.get("registry_end") or {}
-drift = [f"{g} {100 * (end[g] / base[g] - 1):+.0f}%" for g in ("span", "poll")
-         if end.get(g) is not None and base[g]]
+end = data["registry_end"]
+drift = [f"{g} {100 * (end[g] / base[g] - 1):+.0f}%" for g in groups
+         if end[g] is not None and base[g]]
 if drift:
     print()
-    print("registry drift over the run (registry_end vs registry): " + ", ".join(drift))
+    print("baseline drift over the run (registry measured again at the end): " + ", ".join(drift))
+
+# Background CPU (other threads of the process: flusher, writer threads) and drops.
+rows = []
+for c in configs:
+    recs = [extra.get(f"{g}/{c}") for g in groups]
+    if not any(r and (r.get("calls") is not None or (r.get("background_ns_per_op") or 0) >= 0.5)
+               for r in recs):
+        continue
+    cells = []
+    for r in recs:
+        if r is None:
+            cells += ["n/a", "n/a"]
+            continue
+        bg = r.get("background_ns_per_op")
+        cells.append("n/a" if bg is None else f"{bg:.1f}")
+        if r.get("dropped") is None:
+            cells.append("-")
+        else:
+            records = r["ops"] * (4 if r["id"].startswith("span/") else 2)
+            cells.append(f"{r['dropped']} ({100 * r['dropped'] / max(records, 1):.2f}%)")
+    rows.append(f"| {c} | " + " | ".join(cells) + " |")
+if rows:
+    print()
+    print("| config | span background CPU ns/op | span records dropped | "
+          "poll background CPU ns/op | poll records dropped |")
+    print("|---|---:|---:|---:|---:|")
+    print("\n".join(rows))
 
 print()
 print("targets: TimeOnly span <= 1.5x, poll <= 3.0x; Aggregate span <= 1.3x; "
@@ -119,16 +168,16 @@ def ratio_target(label, config, group, limit):
 ratio_target("TimeOnly span <= 1.5x", "scope_timeonly", "span", 1.5)
 ratio_target("TimeOnly poll <= 3.0x", "scope_timeonly", "poll", 3.0)
 ratio_target("Aggregate span <= 1.3x", "scope_aggregate", "span", 1.3)
-for g in ("span", "poll"):
+for g in groups:
     v, n = data["scope_disabled"][g], data["no_subscriber"][g]
     if v is None or n is None:
         check(f"Disabled {g} within 3 ns", None, "not measured")
     else:
-        check(f"Disabled {g} within 3 ns", v - n <= 3.0,
+        check(f"Disabled {g} within 3 ns of no subscriber", v - n <= 3.0,
               f"{v:.1f} ns vs {n:.1f} ns, {v - n:+.1f} ns")
 if stale:
     print()
-    print("(stale): estimate predates this run (skipped by a filter?); ratios mix runs.")
+    print("(stale): estimate predates this run (skipped by a filter?); its ratios mix runs.")
 
 if os.environ.get("OVERHEAD_STRICT") == "1" and missed:
     sys.exit(1)

@@ -33,8 +33,21 @@ pub(crate) struct RawCall {
     pub task: u64,
     /// Number of polls.
     pub polls: u32,
+    /// Lane of the latest poll.
+    pub last_lane: u32,
     /// Sink payloads recorded during the call (`AUX` records), in order.
     pub aux: Vec<u64>,
+}
+
+/// One poll (enter -> exit at depth 0) of a span, in raw ticks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RawPoll {
+    pub region: u32,
+    pub start: u64,
+    pub end: u64,
+    pub lane: u32,
+    /// Tokio task id at the enter (0 = none).
+    pub task: u64,
 }
 
 /// A span instance still being assembled.
@@ -45,6 +58,9 @@ struct Inst {
     first_enter: Option<(u64, u32, u64)>,
     last_exit: u64,
     poll_start: u64,
+    poll_lane: u32,
+    poll_task: u64,
+    last_lane: u32,
     depth: u32,
     busy: u64,
     polls: u32,
@@ -64,6 +80,7 @@ impl Inst {
             lane,
             task,
             polls: self.polls,
+            last_lane: self.last_lane,
             aux: self.aux,
         })
     }
@@ -80,6 +97,10 @@ pub(crate) struct Assembler {
     epoch: u64,
     /// Records that belonged to no known span instance.
     pub(crate) orphans: u64,
+    /// Whether to keep every poll in `polls`.
+    pub(crate) keep_polls: bool,
+    /// Polls completed since the caller last took them (when `keep_polls`).
+    pub(crate) polls: Vec<RawPoll>,
     pub(crate) regions: RegionTable,
 }
 
@@ -105,14 +126,25 @@ impl Assembler {
                     && x.id == c.id
                 {
                     let end = x.tsc.max(e.tsc);
+                    let region = self.regions.region_of(n.metadata());
+                    if self.keep_polls {
+                        self.polls.push(RawPoll {
+                            region,
+                            start: e.tsc,
+                            end,
+                            lane,
+                            task: e.task(),
+                        });
+                    }
                     out.push(RawCall {
-                        region: self.regions.region_of(n.metadata()),
+                        region,
                         start: e.tsc,
                         end,
                         busy: end - e.tsc,
                         lane,
                         task: e.task(),
                         polls: 1,
+                        last_lane: lane,
                         aux: Vec::new(),
                     });
                     i += 4;
@@ -132,6 +164,9 @@ impl Assembler {
                 first_enter: None,
                 last_exit: 0,
                 poll_start: 0,
+                poll_lane: lane,
+                poll_task: 0,
+                last_lane: lane,
                 depth: 0,
                 busy: 0,
                 polls: 0,
@@ -162,6 +197,8 @@ impl Assembler {
                 inst.depth += 1;
                 if inst.depth == 1 {
                     inst.poll_start = r.tsc;
+                    inst.poll_lane = lane;
+                    inst.poll_task = r.task();
                 }
                 if inst.first_enter.is_none() {
                     inst.first_enter = Some((r.tsc, lane, r.task()));
@@ -173,6 +210,16 @@ impl Assembler {
                     if inst.depth == 0 {
                         inst.busy += r.tsc.saturating_sub(inst.poll_start);
                         inst.polls += 1;
+                        inst.last_lane = lane;
+                        if self.keep_polls {
+                            self.polls.push(RawPoll {
+                                region: inst.region,
+                                start: inst.poll_start,
+                                end: r.tsc.max(inst.poll_start),
+                                lane: inst.poll_lane,
+                                task: inst.poll_task,
+                            });
+                        }
                     }
                 }
                 inst.last_exit = inst.last_exit.max(r.tsc);

@@ -8,23 +8,43 @@
 //!
 //! The tick length starts as `quanta`'s calibration (a few ms of measuring, easily off by a
 //! fraction of a percent on a loaded machine) and is refined by [`Clock::recalibrate`], which
-//! the flusher calls at every drain: the ratio of elapsed `CLOCK_MONOTONIC` time to elapsed
-//! ticks since the anchor, whose error shrinks as the run goes on.
+//! the flusher calls at every drain: at 20 ms, 80 ms, 320 ms, ... after the anchor it measures
+//! the tick length over the whole elapsed time and starts a new linear segment there. Segments
+//! join continuously, so the mapping from ticks to ns is monotonic: two calls converted at
+//! different times never appear to overlap because the scale changed between them.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::cell::UnsafeCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+/// One linear piece of the tick -> ns mapping, from `raw` on.
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    raw: u64,
+    ns: f64,
+    ns_per_tick: f64,
+}
+
+const MAX_SEGMENTS: usize = 24;
 
 /// The process-wide profiler clock.
 pub(crate) struct Clock {
     inner: quanta::Clock,
     anchor_raw: u64,
     anchor_ns: i64,
-    /// Nanoseconds per tick (f64 bits); 0 until the first recalibration.
-    ns_per_tick: AtomicU64,
+    /// Segments, published by bumping `count` (release) after writing; never changed again.
+    segments: [UnsafeCell<Segment>; MAX_SEGMENTS],
+    count: AtomicUsize,
+    /// Serializes recalibrations.
+    recal: Mutex<()>,
 }
 
-/// Elapsed time after which the measured tick length replaces quanta's calibration.
-const MIN_CALIBRATION_NS: i64 = 20_000_000;
+// SAFETY: a segment is written once, under `recal`, before `count` is raised past it with a
+// release store; readers only read segments below the `count` they loaded with acquire.
+unsafe impl Sync for Clock {}
+
+/// Elapsed time at the first recalibration; later ones come at 4x that, 16x, ...
+const FIRST_CALIBRATION_NS: i64 = 20_000_000;
 
 impl Clock {
     /// The one clock of this process (calibrated on first use).
@@ -33,11 +53,20 @@ impl Clock {
         CLOCK.get_or_init(|| {
             let inner = quanta::Clock::new();
             let (anchor_raw, anchor_ns) = paired_reading(&inner);
+            // quanta's calibration: ns for 2^32 ticks.
+            let scale = inner.delta_as_nanos(0, 1 << 32) as f64 / (1u64 << 32) as f64;
+            let first = Segment {
+                raw: anchor_raw,
+                ns: anchor_ns as f64,
+                ns_per_tick: if scale > 0.0 { scale } else { 1.0 },
+            };
             Clock {
                 inner,
                 anchor_raw,
                 anchor_ns,
-                ns_per_tick: AtomicU64::new(0),
+                segments: std::array::from_fn(|_| UnsafeCell::new(first)),
+                count: AtomicUsize::new(1),
+                recal: Mutex::new(()),
             }
         })
     }
@@ -48,41 +77,57 @@ impl Clock {
         self.inner.raw()
     }
 
+    fn segment(&self, k: usize) -> Segment {
+        // SAFETY: only called with k < count (acquire-loaded), so the segment is published
+        // and never written again.
+        unsafe { *self.segments[k].get() }
+    }
+
     /// Converts raw ticks to nanoseconds on the `CLOCK_MONOTONIC` time line.
     #[inline]
     pub(crate) fn to_ns(&self, raw: u64) -> i64 {
-        let scale = f64::from_bits(self.ns_per_tick.load(Ordering::Relaxed));
-        if scale > 0.0 {
-            let delta = raw as f64 - self.anchor_raw as f64;
-            return self.anchor_ns + (delta * scale).round() as i64;
+        let n = self.count.load(Ordering::Acquire);
+        let mut k = n - 1;
+        while k > 0 && self.segment(k).raw > raw {
+            k -= 1;
         }
-        if raw >= self.anchor_raw {
-            self.anchor_ns + self.inner.delta_as_nanos(self.anchor_raw, raw) as i64
-        } else {
-            self.anchor_ns - self.inner.delta_as_nanos(raw, self.anchor_raw) as i64
-        }
+        let seg = self.segment(k);
+        (seg.ns + (raw as f64 - seg.raw as f64) * seg.ns_per_tick).round() as i64
     }
 
     /// Converts a tick count (a difference of raw values) to nanoseconds.
     #[inline]
     pub(crate) fn ticks_to_ns(&self, ticks: u64) -> i64 {
-        let scale = f64::from_bits(self.ns_per_tick.load(Ordering::Relaxed));
-        if scale > 0.0 {
-            (ticks as f64 * scale).round() as i64
-        } else {
-            self.inner.delta_as_nanos(0, ticks) as i64
-        }
+        let n = self.count.load(Ordering::Acquire);
+        (ticks as f64 * self.segment(n - 1).ns_per_tick).round() as i64
     }
 
-    /// Refines the tick length from the time elapsed since the anchor (flusher only).
+    /// Refines the tick length when the next calibration point is reached (flusher only).
     pub(crate) fn recalibrate(&self) {
+        let Ok(_guard) = self.recal.try_lock() else {
+            return;
+        };
+        let n = self.count.load(Ordering::Acquire);
+        if n >= MAX_SEGMENTS {
+            return;
+        }
         let (raw, ns) = paired_reading(&self.inner);
         let elapsed_ns = ns - self.anchor_ns;
-        if elapsed_ns < MIN_CALIBRATION_NS || raw <= self.anchor_raw {
+        let due = FIRST_CALIBRATION_NS.saturating_mul(1i64 << (2 * (n as u32 - 1)).min(60));
+        if elapsed_ns < due || raw <= self.anchor_raw {
             return;
         }
         let scale = elapsed_ns as f64 / (raw - self.anchor_raw) as f64;
-        self.ns_per_tick.store(scale.to_bits(), Ordering::Relaxed);
+        let last = self.segment(n - 1);
+        let seg = Segment {
+            raw,
+            ns: last.ns + (raw as f64 - last.raw as f64) * last.ns_per_tick,
+            ns_per_tick: scale,
+        };
+        // SAFETY: segment `n` is not yet published (count == n) and `recal` is held, so no
+        // one reads or writes it concurrently.
+        unsafe { *self.segments[n].get() = seg };
+        self.count.store(n + 1, Ordering::Release);
     }
 
     /// The current time in nanoseconds.
@@ -105,6 +150,21 @@ fn paired_reading(clock: &quanta::Clock) -> (u64, i64) {
         }
     }
     (best.1, best.2)
+}
+
+/// CPU time of another thread of this process, by OS thread id; `None` once it has exited.
+///
+/// Uses the kernel's per-thread CPU clock id (`MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)`),
+/// which, unlike `pthread_getcpuclockid`, is safe to ask about a thread that is gone.
+pub(crate) fn other_thread_cpu_ns(tid: i64) -> Option<i64> {
+    let clock = ((!(tid as libc::clockid_t)) << 3) | 6;
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; an invalid clock id only makes the call fail.
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
+    (rc == 0).then(|| ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64)
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds.
@@ -177,10 +237,11 @@ mod tests {
             t >= before - 1_000_000 && t <= after + 1_000_000,
             "{before} {t} {after}"
         );
+        std::thread::sleep(std::time::Duration::from_millis(25));
+        c.recalibrate();
         let r1 = c.raw();
         let m1 = monotonic_ns();
         std::thread::sleep(std::time::Duration::from_millis(30));
-        c.recalibrate();
         let r2 = c.raw();
         let m2 = monotonic_ns();
         let dt = c.to_ns(r2) - c.to_ns(r1);
@@ -188,6 +249,21 @@ mod tests {
         // After recalibration ticks agree with CLOCK_MONOTONIC to well under 0.1 %.
         let err = (dt - (m2 - m1)).abs() as f64 / (m2 - m1) as f64;
         assert!(err < 1e-3, "relative error {err}");
+    }
+
+    #[test]
+    fn recalibration_keeps_the_mapping_monotonic() {
+        let c = Clock::global();
+        let before: Vec<u64> = (0..1000).map(|_| c.raw()).collect();
+        std::thread::sleep(std::time::Duration::from_millis(90));
+        c.recalibrate();
+        c.recalibrate();
+        let mut last = i64::MIN;
+        for r in before.into_iter().chain((0..1000).map(|_| c.raw())) {
+            let ns = c.to_ns(r);
+            assert!(ns >= last, "{ns} < {last}");
+            last = ns;
+        }
     }
 
     #[test]

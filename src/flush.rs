@@ -12,12 +12,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::assemble::{Assembler, RawCall};
-use crate::fasthash::FastMap;
 use crate::lane::{Cursor, Lane};
-use crate::output::model::{CallRecord, RegionRow};
+use crate::output::model::{CallRecord, PollRecord, RegionRow, TaskRow, ThreadRow};
 use crate::region::RegionInfo;
 use crate::state::Shared;
 use crate::stats::Stats;
+use crate::task::{TaskCall, Tasks};
 use crate::Mode;
 
 /// How often the flusher collects full chunks.
@@ -41,10 +41,18 @@ pub(crate) struct RegionSnapshot {
 }
 
 /// What a finalize hands to the guard.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Snapshot {
     /// Every region with at least one call since `build()`, in region-id order.
     pub regions: Vec<RegionSnapshot>,
+    /// Every thread that recorded, in index order.
+    pub threads: Vec<ThreadRow>,
+    /// Tasks with calls this phase.
+    pub tasks: Vec<TaskRow>,
+    /// Polls of this phase (when tasks are tracked).
+    pub polls: Vec<PollRecord>,
+    /// Every region name, by region id (what `PollRecord::region` indexes).
+    pub region_names: Vec<String>,
     /// Calls entered and not yet closed.
     pub in_flight: u64,
     /// Records lost so far.
@@ -67,20 +75,24 @@ pub(crate) struct Flusher {
     asm: Assembler,
     scratch: Vec<RawCall>,
     phase: Vec<PhaseRegion>,
-    tasks: FastMap<u64, i64>,
+    tasks: Tasks,
+    polls: Vec<PollRecord>,
     keep_calls: bool,
 }
 
 impl Flusher {
     pub(crate) fn new(shared: Arc<Shared>) -> Flusher {
         let keep_calls = shared.config.mode == Mode::TimeOnly;
+        let mut asm = Assembler::default();
+        asm.keep_polls = keep_calls && shared.config.track_async;
         Flusher {
             shared,
             lanes: Vec::new(),
-            asm: Assembler::default(),
+            asm,
             scratch: Vec::new(),
             phase: Vec::new(),
-            tasks: FastMap::default(),
+            tasks: Tasks::default(),
+            polls: Vec::new(),
             keep_calls,
         }
     }
@@ -141,8 +153,15 @@ impl Flusher {
             let dur_ns = (clock.to_ns(c.end) - start_ns).max(0);
             let busy_ns = clock.ticks_to_ns(c.busy).min(dur_ns);
             let task = if track_tasks && c.task != 0 {
-                let next = self.tasks.len() as i64;
-                *self.tasks.entry(c.task).or_insert(next)
+                self.tasks.add_call(&TaskCall {
+                    tokio_id: c.task,
+                    start_ns,
+                    end_ns: start_ns + dur_ns,
+                    polls: c.polls,
+                    busy_ns,
+                    region: c.region,
+                    last_thread: c.last_lane,
+                })
             } else {
                 -1
             };
@@ -165,9 +184,49 @@ impl Flusher {
                     task,
                     await_ns: dur_ns - busy_ns,
                     gpu_ns,
+                    call_id: -1,
+                    parent_id: -1,
                 });
             }
         }
+        for p in self.asm.polls.drain(..) {
+            let start_ns = clock.to_ns(p.start);
+            self.polls.push(PollRecord {
+                region: p.region,
+                start_ns,
+                dur_ns: (clock.to_ns(p.end) - start_ns).max(0),
+                thread: p.lane,
+                task: if p.task != 0 {
+                    self.tasks.index(p.task)
+                } else {
+                    -1
+                },
+            });
+        }
+    }
+
+    /// The thread table: every lane, live threads' CPU time sampled now.
+    fn threads(&self) -> Vec<ThreadRow> {
+        self.lanes
+            .iter()
+            .map(|(l, _)| {
+                let end_ns = l.end_ns.load(Ordering::Acquire);
+                let cpu_ns = if end_ns < 0 {
+                    crate::clock::other_thread_cpu_ns(l.native_id)
+                        .unwrap_or_else(|| l.cpu_ns.load(Ordering::Relaxed))
+                } else {
+                    l.cpu_ns.load(Ordering::Relaxed)
+                };
+                ThreadRow {
+                    index: l.index,
+                    name: l.name.clone(),
+                    native_id: l.native_id,
+                    start_ns: l.start_ns,
+                    end_ns,
+                    cpu_ns,
+                }
+            })
+            .collect()
     }
 
     fn dropped(&self) -> u64 {
@@ -197,12 +256,18 @@ impl Flusher {
                     calls: std::mem::take(&mut p.calls),
                     gpu_count: std::mem::take(&mut p.gpu_count),
                     gpu_total: std::mem::take(&mut p.gpu_total),
+                    exclusive_ns: -1,
                 },
                 lifetime_calls: p.lifetime,
             });
         }
+        let region_names: Vec<String> = infos.iter().map(|i| i.name.to_owned()).collect();
         Snapshot {
             regions,
+            threads: self.threads(),
+            tasks: self.tasks.take_rows(|r| region_names[r as usize].clone()),
+            polls: std::mem::take(&mut self.polls),
+            region_names,
             in_flight: self.asm.in_flight(),
             dropped: self.dropped(),
         }

@@ -49,6 +49,8 @@ pub struct FlushGuard {
 struct GuardState {
     finalized: bool,
     phase_start_ns: i64,
+    /// First call id of the next phase (ids continue across finalizes, as in Python).
+    next_call_id: i64,
 }
 
 impl FlushGuard {
@@ -75,6 +77,7 @@ impl FlushGuard {
             state: Mutex::new(GuardState {
                 finalized: false,
                 phase_start_ns,
+                next_call_id: 0,
             }),
         })
     }
@@ -92,11 +95,7 @@ impl FlushGuard {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let finalize_ns = self.shared.clock.now_ns();
         let snap = match &self.tx {
-            None => Snapshot {
-                regions: Vec::new(),
-                in_flight: 0,
-                dropped: 0,
-            },
+            None => Snapshot::default(),
             Some(tx) => {
                 let (reply_tx, reply_rx) = mpsc::channel();
                 let sent = tx
@@ -117,10 +116,19 @@ impl FlushGuard {
         let phase_start_ns = state.phase_start_ns;
         state.finalized = true;
         state.phase_start_ns = finalize_ns;
-        drop(state);
 
         let config = &self.shared.config;
         let mut data = self.phase_data(snap.clone(), phase_start_ns, finalize_ns);
+        let tree = match crate::nesting::nest(&mut data, state.next_call_id) {
+            Ok(next) => {
+                state.next_call_id = next;
+                // The tree is only for the printed summary.
+                (config.summary && data.layout == Layout::Columnar)
+                    .then(|| crate::nesting::call_tree(&data))
+            }
+            Err(_) => None,
+        };
+        drop(state);
         let mut warnings = Vec::new();
         let mut result = Ok(());
         if let Some(sinks) = &self.shared.sinks {
@@ -139,6 +147,7 @@ impl FlushGuard {
             in_flight: snap.in_flight,
             wall_ns: (finalize_ns - phase_start_ns).max(0) as u64,
             warnings,
+            tree,
         };
         if config.mode == Mode::Disabled {
             return Ok(Some(report));
@@ -167,8 +176,27 @@ impl FlushGuard {
             Mode::Aggregate => Layout::Aggregate,
             _ => Layout::Columnar,
         };
+        // The session row spans the phase; widened to cover calls that started before it (in
+        // flight at the previous finalize) or ended during this finalize, so that it contains
+        // every call of its lane and nesting stays valid.
+        let calls = snap.regions.iter().flat_map(|r| r.row.calls.iter());
+        let first_start = calls
+            .clone()
+            .map(|c| c.start_ns)
+            .min()
+            .unwrap_or(phase_start_ns);
+        let last_end = calls
+            .map(|c| c.start_ns + c.dur_ns)
+            .max()
+            .unwrap_or(finalize_ns);
+        let session_start = phase_start_ns.min(first_start);
+        let session_dur = (finalize_ns.max(last_end) - session_start).max(0);
+        let session_thread = snap
+            .threads
+            .iter()
+            .find(|t| t.name == "main")
+            .map_or(0, |t| t.index);
         let mut session_stats = Stats::default();
-        let session_dur = (finalize_ns - phase_start_ns).max(0);
         session_stats.add(session_dur as u64);
         let user_session = snap.regions.iter().any(|r| r.row.name == SESSION_REGION);
         let mut regions = Vec::new();
@@ -179,18 +207,21 @@ impl FlushGuard {
             stats: session_stats,
             calls: if layout == Layout::Columnar {
                 vec![CallRecord {
-                    start_ns: phase_start_ns,
+                    start_ns: session_start,
                     dur_ns: session_dur,
-                    thread: 0,
+                    thread: session_thread,
                     task: -1,
                     await_ns: 0,
                     gpu_ns: -1,
+                    call_id: -1,
+                    parent_id: -1,
                 }]
             } else {
                 Vec::new()
             },
             gpu_count: 0,
             gpu_total: 0,
+            exclusive_ns: -1,
         }));
         regions.extend(
             snap.regions
@@ -198,16 +229,23 @@ impl FlushGuard {
                 .filter(|r| r.row.stats.count > 0)
                 .map(|r| r.row),
         );
+        let config = &self.shared.config;
         PhaseData {
             layout,
             regions,
             start_time_ns: phase_start_ns,
             finalize_time_ns: finalize_ns,
             timestamp: self.shared.timestamp.clone(),
-            label: self.shared.config.label.clone(),
+            label: config.label.clone(),
             dropped: snap.dropped,
             perf: None,
             likwid: None,
+            threads: snap.threads,
+            tasks: snap.tasks,
+            polls: snap.polls,
+            region_names: snap.region_names,
+            track_threads: config.track_threads,
+            track_async: config.track_async,
         }
     }
 }

@@ -149,6 +149,8 @@ where
                 with_local(&self.shared, |l| l.push(Record::aux(id, tsc, payload)))
             });
         }
-        with_local(&self.shared, |l| l.push(Record::plain(record::CLOSE, id, tsc)));
+        with_local(&self.shared, |l| {
+            l.push(Record::plain(record::CLOSE, id, tsc))
+        });
     }
 }

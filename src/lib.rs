@@ -50,12 +50,14 @@ mod flush;
 mod guard;
 mod lane;
 mod layer;
+mod nesting;
 mod output;
 mod region;
 mod report;
 mod sink;
 mod state;
 mod stats;
+mod task;
 
 pub use builder::{Builder, Mode};
 pub use error::Error;

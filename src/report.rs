@@ -97,6 +97,7 @@ pub struct Report {
     pub(crate) in_flight: u64,
     pub(crate) wall_ns: u64,
     pub(crate) warnings: Vec<String>,
+    pub(crate) tree: Option<Vec<crate::nesting::TreeRow>>,
 }
 
 impl Report {

@@ -142,14 +142,14 @@ fn publish(tmp: &Path, path: &Path) -> Result<(), Error> {
 }
 
 /// Maps HDF5 errors to [`Error::Hdf5`] for one target file.
-struct Ctx<'a> {
+pub(super) struct Ctx<'a> {
     /// The published path (what the user asked for), named in every error.
-    path: &'a Path,
+    pub(super) path: &'a Path,
 }
 
 impl Ctx<'_> {
     /// Converts an HDF5 result, naming `context` (the object being written) on failure.
-    fn h5<T>(&self, context: &str, result: ::hdf5::Result<T>) -> Result<T, Error> {
+    pub(super) fn h5<T>(&self, context: &str, result: ::hdf5::Result<T>) -> Result<T, Error> {
         result.map_err(|e| Error::Hdf5 {
             path: self.path.to_path_buf(),
             context: context.to_string(),
@@ -158,13 +158,13 @@ impl Ctx<'_> {
     }
 
     /// Creates the group `name` under the root.
-    fn group(&self, file: &File, name: &str) -> Result<Group, Error> {
+    pub(super) fn group(&self, file: &File, name: &str) -> Result<Group, Error> {
         self.h5(name, file.create_group(name))
     }
 
     /// Writes a 1-D dataset `group/name` holding `values`; compressed (shuffle + deflate) when
     /// `gzip` is set and there is at least one element.
-    fn dataset<T: H5Type>(
+    pub(super) fn dataset<T: H5Type>(
         &self,
         group: &Group,
         name: &str,
@@ -188,7 +188,7 @@ impl Ctx<'_> {
     }
 
     /// Writes a 1-D variable-length UTF-8 string dataset.
-    fn strings<'s>(
+    pub(super) fn strings<'s>(
         &self,
         group: &Group,
         name: &str,
@@ -199,7 +199,12 @@ impl Ctx<'_> {
     }
 
     /// Writes a scalar attribute of any fixed type.
-    fn attr<T: H5Type>(&self, loc: &Location, name: &str, value: &T) -> Result<(), Error> {
+    pub(super) fn attr<T: H5Type>(
+        &self,
+        loc: &Location,
+        name: &str,
+        value: &T,
+    ) -> Result<(), Error> {
         let context = format!("{}@{name}", loc.name().trim_start_matches('/'));
         let written = loc
             .new_attr::<T>()
@@ -210,7 +215,7 @@ impl Ctx<'_> {
     }
 
     /// Writes a scalar variable-length UTF-8 string attribute, truncated to 60,000 characters.
-    fn attr_str(&self, loc: &Location, name: &str, value: &str) -> Result<(), Error> {
+    pub(super) fn attr_str(&self, loc: &Location, name: &str, value: &str) -> Result<(), Error> {
         self.attr(loc, name, &vlen(&truncate(value)))
     }
 }
@@ -279,7 +284,10 @@ fn write_contents(
     let index = ctx.group(file, "rank_region_index")?;
     let events = ctx.group(file, "events")?;
     match data.layout {
-        Layout::Columnar => write_columnar(ctx, &index, &events, &data.regions, opts)?,
+        Layout::Columnar => {
+            write_columnar(ctx, &index, &events, &data.regions, opts)?;
+            crate::output::hdf5_lanes::write_lanes(ctx, file, data)?;
+        }
         Layout::Aggregate => write_aggregate(ctx, &index, &events, &data.regions)?,
     }
     crate::output::hdf5_aux::write_aux(file, ctx.path, data)
@@ -374,6 +382,10 @@ struct Columns {
     await_ns: Vec<i64>,
     /// `events/gpu_durations`.
     gpu_durations: Vec<i64>,
+    /// `events/call_ids`.
+    call_ids: Vec<i64>,
+    /// `events/parent_ids`.
+    parent_ids: Vec<i64>,
 }
 
 impl Columns {
@@ -402,6 +414,8 @@ impl Columns {
                 c.task_ids.push(call.task);
                 c.await_ns.push(call.await_ns);
                 c.gpu_durations.push(call.gpu_ns.max(-1));
+                c.call_ids.push(call.call_id);
+                c.parent_ids.push(call.parent_id);
             }
         }
         c
@@ -475,7 +489,8 @@ fn write_columnar(
     )?;
     ctx.strings(index, "source_texts", regions.iter().map(|_| ""))?;
     ctx.strings(index, "tags", regions.iter().map(|_| "[]"))?;
-    ctx.dataset(index, "exclusive_totals", &vec![-1i64; r], None)?;
+    let exclusive: Vec<i64> = regions.iter().map(|row| row.exclusive_ns).collect();
+    ctx.dataset(index, "exclusive_totals", &exclusive, None)?;
     ctx.dataset(index, "summary_statistics", &c.summary, None)?;
 
     let gzip = opts.gzip;
@@ -485,6 +500,11 @@ fn write_columnar(
     if c.task_ids.iter().any(|&t| t >= 0) {
         ctx.dataset(events, "task_ids", &c.task_ids, gzip)?;
         ctx.dataset(events, "await_ns", &c.await_ns, gzip)?;
+    }
+    // Ids only when nesting succeeded (never an all-sentinel column, spec §1.7).
+    if c.call_ids.iter().any(|&id| id >= 0) {
+        ctx.dataset(events, "call_ids", &c.call_ids, gzip)?;
+        ctx.dataset(events, "parent_ids", &c.parent_ids, gzip)?;
     }
     if c.gpu_durations.iter().any(|&g| g >= 0) {
         ctx.dataset(events, "gpu_durations", &c.gpu_durations, gzip)?;

@@ -3,5 +3,6 @@
 
 pub(crate) mod hdf5;
 pub(crate) mod hdf5_aux;
+pub(crate) mod hdf5_lanes;
 pub(crate) mod model;
 pub(crate) mod summary;

@@ -30,6 +30,65 @@ pub(crate) struct CallRecord {
     pub await_ns: i64,
     /// CUDA-event device time of the call (ns), -1 when not measured.
     pub gpu_ns: i64,
+    /// Call id (unique per process, parents before children), -1 when nesting failed.
+    pub call_id: i64,
+    /// Call id of the directly enclosing call on the same lane, -1 for a lane root.
+    pub parent_id: i64,
+}
+
+/// One recording thread (`thread_table`), times absolute on the profiler clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ThreadRow {
+    /// Dense thread index (what `CallRecord::thread` holds).
+    pub index: u32,
+    /// Thread name.
+    pub name: String,
+    /// OS thread id.
+    pub native_id: i64,
+    /// Registration time (ns).
+    pub start_ns: i64,
+    /// Exit time (ns), -1 while alive.
+    pub end_ns: i64,
+    /// CPU time (ns).
+    pub cpu_ns: i64,
+}
+
+/// One Tokio task (`task_table`), times absolute on the profiler clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TaskRow {
+    /// Dense task index (what `CallRecord::task` holds).
+    pub index: i64,
+    /// Tokio's task id.
+    pub tokio_id: u64,
+    /// Thread index of the task's latest poll.
+    pub thread_index: u32,
+    /// Start of the task's first outermost call (ns).
+    pub created_ns: i64,
+    /// End of its last outermost call (ns), -1 while one is still running.
+    pub done_ns: i64,
+    /// Polls of its outermost calls.
+    pub steps: i64,
+    /// Time its outermost calls held a thread (ns).
+    pub running_ns: i64,
+    /// Time its outermost calls were suspended in `.await` (ns).
+    pub suspended_ns: i64,
+    /// Region name of its first outermost call.
+    pub root_region: String,
+}
+
+/// One poll: an enter -> exit interval of a span on one thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PollRecord {
+    /// Index into [`PhaseData::region_names`].
+    pub region: u32,
+    /// Absolute start (ns).
+    pub start_ns: i64,
+    /// Duration (ns).
+    pub dur_ns: i64,
+    /// Thread index.
+    pub thread: u32,
+    /// Task index, -1 outside a task.
+    pub task: i64,
 }
 
 /// One region with at least one call in this phase.
@@ -49,6 +108,8 @@ pub(crate) struct RegionRow {
     pub gpu_count: u64,
     /// Sum of their device times (ns).
     pub gpu_total: i64,
+    /// Sum of the calls' exclusive times (ns), -1 when nesting is unknown.
+    pub exclusive_ns: i64,
 }
 
 /// Everything one finalize writes.
@@ -72,6 +133,18 @@ pub(crate) struct PhaseData {
     pub perf: Option<PerfTotals>,
     /// LIKWID results, when LIKWID markers were configured and results were found.
     pub likwid: Option<LikwidResults>,
+    /// Recording threads (written as `thread_table` when threads are tracked).
+    pub threads: Vec<ThreadRow>,
+    /// Tokio tasks with calls this phase (written as `task_table` when tasks are tracked).
+    pub tasks: Vec<TaskRow>,
+    /// Every poll of this phase (kept when tasks are tracked).
+    pub polls: Vec<PollRecord>,
+    /// Every region name known to the profiler, indexed by [`PollRecord::region`].
+    pub region_names: Vec<String>,
+    /// Whether to write the thread table.
+    pub track_threads: bool,
+    /// Whether to write the task table and task columns.
+    pub track_async: bool,
 }
 
 /// perf_event counter totals per region (`rank0/perf_events/<region>`, schema spec §4.1).

@@ -1,48 +1,119 @@
 //! The text summary printed at finalize: one row per region, in the rounded-box layout of the
 //! Python package (`╭─╮ ├─┤ ╰─╯ │`), followed by an "Info" box.
 
-use crate::report::Report;
+use crate::guard::SESSION_REGION;
+use crate::report::{RegionStats, Report};
 
-const HEADERS: [&str; 7] = [
-    "region",
-    "calls",
-    "total [s]",
-    "avg [s]",
-    "min [s]",
-    "max [s]",
-    "std [s]",
-];
-
-/// Renders the report as the summary table (ends with a newline).
+/// Renders the report as the summary table (ends with a newline): the call tree with `(own)`
+/// rows when nesting is known, else one flat row per region; GPU and perf columns when any
+/// region has them.
 pub(crate) fn render(report: &Report, title: &str) -> String {
     let secs = |ns: f64| ns / 1e9;
-    let mut rows: Vec<[String; 7]> = report
-        .regions()
+    let regions: Vec<&RegionStats> = report.regions().iter().filter(|r| r.calls > 0).collect();
+    let gpu = regions.iter().any(|r| r.gpu_calls > 0);
+    let perf_names: Vec<String> = regions
         .iter()
-        .filter(|r| r.calls > 0)
-        .map(|r| {
-            [
-                r.name.clone(),
-                compact(r.calls),
-                format!("{:.6}", secs(r.total_ns as f64)),
-                format!("{:.3e}", secs(r.mean_ns)),
-                format!("{:.3e}", secs(r.min_ns as f64)),
-                format!("{:.3e}", secs(r.max_ns as f64)),
-                format!("{:.3e}", secs(r.std_ns)),
-            ]
-        })
-        .collect();
-    let n_regions = rows.len();
-    if rows.is_empty() {
-        rows.push(std::array::from_fn(|i| {
-            if i == 0 {
-                "(no calls)".to_owned()
-            } else {
-                "-".to_owned()
+        .find(|r| !r.perf.is_empty())
+        .map(|r| r.perf.iter().map(|(n, _)| n.clone()).collect())
+        .unwrap_or_default();
+    let by_name = |name: &str| regions.iter().find(|r| r.name == name).copied();
+    // Extra columns of a region: GPU totals and perf counters.
+    let extras = |r: Option<&RegionStats>| {
+        let mut cells = Vec::new();
+        if gpu {
+            match r.filter(|r| r.gpu_calls > 0) {
+                Some(r) => {
+                    cells.push(format!("{:.6}", secs(r.gpu_total_ns as f64)));
+                    cells.push(format!(
+                        "{:.3e}",
+                        secs(r.gpu_total_ns as f64 / r.gpu_calls as f64)
+                    ));
+                }
+                None => cells.extend(["-".to_owned(), "-".to_owned()]),
             }
-        }));
+        }
+        for name in &perf_names {
+            let v = r.and_then(|r| r.perf.iter().find(|(n, _)| n == name));
+            cells.push(v.map_or_else(|| "-".to_owned(), |(_, v)| v.to_string()));
+        }
+        cells
+    };
+
+    let mut headers: Vec<String> = vec!["region".into(), "calls".into()];
+    let session_ns = report.tree.as_ref().and_then(|t| {
+        t.iter()
+            .find(|r| r.depth == 0 && r.name == SESSION_REGION)
+            .map(|r| r.coverage_ns)
+    });
+    if session_ns.is_some() {
+        headers.push("% session".into());
     }
-    let mut widths = HEADERS.map(width);
+    headers.extend(["total [s]", "avg [s]", "min [s]", "max [s]", "std [s]"].map(String::from));
+    if gpu {
+        headers.extend(["gpu total [s]".to_owned(), "gpu avg [s]".to_owned()]);
+    }
+    headers.extend(perf_names.iter().cloned());
+
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    match &report.tree {
+        Some(tree) => {
+            for t in tree {
+                let prefix = if t.depth == 0 {
+                    String::new()
+                } else {
+                    format!("{}└─ ", "│ ".repeat(t.depth - 1))
+                };
+                let mut row = vec![
+                    format!("{prefix}{}{}", t.name, if t.recursive { " ↻" } else { "" }),
+                    if t.own { "-".into() } else { compact(t.calls) },
+                ];
+                if let Some(session) = session_ns {
+                    let pct = 100.0 * t.coverage_ns as f64 / session.max(1) as f64;
+                    row.push(format!("{pct:.2}%"));
+                }
+                row.push(format!("{:.6}", secs(t.total_ns as f64)));
+                if t.own {
+                    row.extend(std::iter::repeat_n("-".to_owned(), 4));
+                    row.extend(std::iter::repeat_n("-".to_owned(), extras(None).len()));
+                } else {
+                    let st = &t.stats;
+                    row.push(format!("{:.3e}", secs(st.mean)));
+                    row.push(format!("{:.3e}", secs(st.min as f64)));
+                    row.push(format!("{:.3e}", secs(st.max as f64)));
+                    row.push(format!("{:.3e}", secs(st.std())));
+                    // Region-wide extras on the region's first (shallowest) row only.
+                    let first = tree.iter().find(|o| !o.own && o.name == t.name);
+                    let r = std::ptr::eq(first.unwrap_or(t), t)
+                        .then(|| by_name(&t.name))
+                        .flatten();
+                    row.extend(extras(r));
+                }
+                rows.push(row);
+            }
+        }
+        None => {
+            for r in &regions {
+                let mut row = vec![
+                    r.name.clone(),
+                    compact(r.calls),
+                    format!("{:.6}", secs(r.total_ns as f64)),
+                    format!("{:.3e}", secs(r.mean_ns)),
+                    format!("{:.3e}", secs(r.min_ns as f64)),
+                    format!("{:.3e}", secs(r.max_ns as f64)),
+                    format!("{:.3e}", secs(r.std_ns)),
+                ];
+                row.extend(extras(Some(r)));
+                rows.push(row);
+            }
+        }
+    }
+    let n_regions = regions.len();
+    if rows.is_empty() {
+        let mut row = vec!["(no calls)".to_owned()];
+        row.extend(std::iter::repeat_n("-".to_owned(), headers.len() - 1));
+        rows.push(row);
+    }
+    let mut widths: Vec<usize> = headers.iter().map(|h| width(h)).collect();
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(width(cell));
@@ -50,7 +121,7 @@ pub(crate) fn render(report: &Report, title: &str) -> String {
     }
     let line = |cells: &[String]| {
         let mut s = String::from("  │ ");
-        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+        for (i, (cell, w)) in cells.iter().zip(&widths).enumerate() {
             let pad = " ".repeat(w - width(cell));
             if i == 0 {
                 s += &format!("{cell}{pad}");
@@ -63,7 +134,7 @@ pub(crate) fn render(report: &Report, title: &str) -> String {
     let inner = widths.iter().sum::<usize>() + 3 * (widths.len() - 1) + 2;
     let bar = "─".repeat(inner);
     let mut out = format!("\n  ╭{bar}╮\n");
-    out += &line(&HEADERS.map(str::to_owned));
+    out += &line(&headers);
     out += &format!("  ├{bar}┤\n");
     for row in &rows {
         out += &line(row);
@@ -88,9 +159,20 @@ pub(crate) fn render(report: &Report, title: &str) -> String {
             report.in_flight()
         ));
     }
+    for w in report.warnings() {
+        info.push(format!("WARNING: {w}"));
+    }
     info.push("Durations are in seconds.".to_owned());
     if n_regions > 1 {
         info.push("Regions may nest, so the summed total can exceed the wall-clock time.".into());
+    }
+    if report.tree.is_none() && n_regions > 1 {
+        info.push(
+            "Flat table: calls overlap on a thread (track_async(true) gives tasks lanes).".into(),
+        );
+    }
+    if session_ns.is_some() {
+        info.push("% session uses wall-clock coverage; overlapping calls count once.".into());
     }
     let w = info.iter().map(|l| width(l)).max().unwrap_or(0) + 2;
     out += &format!("\n  ╭─ Info {}╮\n", "─".repeat(w.saturating_sub(7)));
@@ -151,6 +233,7 @@ mod tests {
             in_flight: 1,
             wall_ns: 5_000_000_000,
             warnings: vec!["perf: `cycles` dropped".into()],
+            tree: None,
         };
         let s = render(&report, "run - out.h5");
         let lines: Vec<&str> = s.lines().filter(|l| !l.is_empty()).collect();
@@ -163,6 +246,7 @@ mod tests {
             "regions without calls this phase are not rows"
         );
         assert!(s.contains("3 record(s) dropped"));
+        assert!(s.contains("WARNING: perf: `cycles` dropped"));
         assert!(s.contains("Summary: run - out.h5"));
         // Every line of the table box has the same width.
         let table: Vec<&str> = lines.iter().take(6).copied().collect();

@@ -22,6 +22,8 @@ fn row(name: &str, calls: &[(i64, i64, u32, i64)]) -> RegionRow {
                 task,
                 await_ns: if task >= 0 { 7 } else { 0 },
                 gpu_ns: -1,
+                call_id: -1,
+                parent_id: -1,
             }
         })
         .collect();
@@ -33,6 +35,7 @@ fn row(name: &str, calls: &[(i64, i64, u32, i64)]) -> RegionRow {
         calls,
         gpu_count: 0,
         gpu_total: 0,
+        exclusive_ns: -1,
     }
 }
 
@@ -47,6 +50,12 @@ fn phase(layout: Layout, regions: Vec<RegionRow>) -> PhaseData {
         dropped: 3,
         perf: None,
         likwid: None,
+        threads: Vec::new(),
+        tasks: Vec::new(),
+        polls: Vec::new(),
+        region_names: Vec::new(),
+        track_threads: false,
+        track_async: false,
     }
 }
 

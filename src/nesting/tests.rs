@@ -1,0 +1,117 @@
+use super::*;
+use crate::output::model::{CallRecord, Layout, PhaseData, RegionRow};
+
+fn row(name: &str, calls: &[(i64, i64, u32, i64)]) -> RegionRow {
+    RegionRow {
+        name: name.into(),
+        file: String::new(),
+        line: -1,
+        stats: Stats::default(),
+        calls: calls
+            .iter()
+            .map(|&(s, e, thread, task)| CallRecord {
+                start_ns: s,
+                dur_ns: e - s,
+                thread,
+                task,
+                await_ns: 0,
+                gpu_ns: -1,
+                call_id: -1,
+                parent_id: -1,
+            })
+            .collect(),
+        gpu_count: 0,
+        gpu_total: 0,
+        exclusive_ns: -1,
+    }
+}
+
+fn phase(regions: Vec<RegionRow>) -> PhaseData {
+    PhaseData {
+        layout: Layout::Columnar,
+        regions,
+        start_time_ns: 0,
+        finalize_time_ns: 100,
+        timestamp: String::new(),
+        label: None,
+        dropped: 0,
+        perf: None,
+        likwid: None,
+        threads: Vec::new(),
+        tasks: Vec::new(),
+        polls: Vec::new(),
+        region_names: Vec::new(),
+        track_threads: false,
+        track_async: false,
+    }
+}
+
+#[test]
+fn the_minimal_example_nests() {
+    // outer [1, 9] ms, inner [2, 3] and [4, 7] (spec §1.13).
+    let mut d = phase(vec![
+        row("outer", &[(1, 9, 0, -1)]),
+        row("inner", &[(2, 3, 0, -1), (4, 7, 0, -1)]),
+    ]);
+    assert_eq!(nest(&mut d, 10), Ok(13));
+    assert_eq!(d.regions[0].calls[0].call_id, 10);
+    assert_eq!(d.regions[0].calls[0].parent_id, -1);
+    assert_eq!(d.regions[1].calls[0].parent_id, 10);
+    assert_eq!(d.regions[1].calls[1].parent_id, 10);
+    assert_eq!(d.regions[0].exclusive_ns, 8 - 4);
+    assert_eq!(d.regions[1].exclusive_ns, 4);
+    let tree = call_tree(&d);
+    let names: Vec<(usize, &str)> = tree.iter().map(|r| (r.depth, r.name.as_str())).collect();
+    assert_eq!(names, vec![(0, "outer"), (1, "(own)"), (1, "inner")]);
+    assert_eq!(tree[1].total_ns, 4);
+    assert_eq!((tree[2].calls, tree[2].total_ns), (2, 4));
+}
+
+#[test]
+fn lanes_are_independent_and_tasks_are_lanes() {
+    // Two threads overlap freely; two tasks interleave on one thread.
+    let mut d = phase(vec![
+        row("a", &[(0, 10, 0, -1), (5, 15, 1, -1)]),
+        row("t", &[(0, 10, 0, 0), (2, 12, 0, 1)]),
+    ]);
+    assert!(nest(&mut d, 0).is_ok());
+    // Without task lanes the interleaving calls on thread 0 would not nest.
+    let mut flat = phase(vec![row("t", &[(0, 10, 0, -1), (2, 12, 0, -1)])]);
+    let err = nest(&mut flat, 0).unwrap_err();
+    assert_eq!(err.region, "t");
+    assert_eq!(flat.regions[0].exclusive_ns, -1);
+    assert!(flat.regions[0].calls.iter().all(|c| c.call_id == -1));
+}
+
+#[test]
+fn recursion_collapses_into_one_row() {
+    let mut d = phase(vec![row(
+        "fib",
+        &[
+            (0, 100, 0, -1),
+            (10, 50, 0, -1),
+            (20, 30, 0, -1),
+            (60, 90, 0, -1),
+        ],
+    )]);
+    nest(&mut d, 0).unwrap();
+    let tree = call_tree(&d);
+    assert_eq!(tree.len(), 1);
+    assert!(tree[0].recursive);
+    assert_eq!(tree[0].calls, 4);
+    assert_eq!(tree[0].total_ns, 100, "outermost calls only");
+    assert_eq!(d.regions[0].exclusive_ns, 100, "30 + 30 + 10 + 30");
+}
+
+#[test]
+fn zero_length_calls_nest_at_their_own_start() {
+    let mut d = phase(vec![row("p", &[(5, 5, 0, -1)]), row("c", &[(5, 5, 0, -1)])]);
+    nest(&mut d, 0).unwrap();
+    let ids: Vec<(i64, i64)> = d
+        .regions
+        .iter()
+        .map(|r| (r.calls[0].call_id, r.calls[0].parent_id))
+        .collect();
+    // One of them is the parent of the other.
+    assert!(ids.contains(&(0, -1)) && ids.contains(&(1, 0)), "{ids:?}");
+}
