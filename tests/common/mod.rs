@@ -1,0 +1,101 @@
+//! Helpers shared by integration tests: a dispatcher for a profiler, a multi-thread Tokio
+//! runtime whose workers use it, reading our HDF5 files back, and the Python reference reader.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use scope_profiler::{Builder, FlushGuard};
+use tracing_subscriber::prelude::*;
+
+/// Builds the profiler and a dispatcher with it.
+pub fn dispatch(builder: Builder) -> (tracing::Dispatch, FlushGuard) {
+    let (layer, guard) = builder.summary(false).build().expect("build");
+    (
+        tracing::Dispatch::new(tracing_subscriber::registry().with(layer)),
+        guard,
+    )
+}
+
+/// A multi-thread runtime whose worker (and blocking) threads all record into `d`.
+pub fn runtime(d: &tracing::Dispatch, workers: usize) -> tokio::runtime::Runtime {
+    let d = d.clone();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .on_thread_start(move || std::mem::forget(tracing::dispatcher::set_default(&d)))
+        .build()
+        .expect("runtime")
+}
+
+/// A 1-D dataset of a profile file.
+pub fn read<T: hdf5::H5Type>(file: &hdf5::File, name: &str) -> Vec<T> {
+    file.dataset(name)
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+        .read_raw()
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+/// A 1-D string dataset.
+pub fn read_strings(file: &hdf5::File, name: &str) -> Vec<String> {
+    read::<hdf5::types::VarLenUnicode>(file, name)
+        .into_iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// The row range of region `name` in the events columns.
+pub fn region_rows(file: &hdf5::File, name: &str) -> std::ops::Range<usize> {
+    let names = read_strings(file, "region_table/names");
+    let id = names.iter().position(|n| n == name).expect("region") as u32;
+    let ids: Vec<u32> = read(file, "rank_region_index/region_ids");
+    let row = ids.iter().position(|&i| i == id).expect("row");
+    let off: Vec<u64> = read(file, "rank_region_index/event_offsets");
+    let cnt: Vec<u64> = read(file, "rank_region_index/event_counts");
+    off[row] as usize..(off[row] + cnt[row]) as usize
+}
+
+/// The venv holding the Python reader (made by scripts/py-reader-env.sh when not given).
+pub fn venv() -> &'static Path {
+    static VENV: OnceLock<PathBuf> = OnceLock::new();
+    VENV.get_or_init(|| {
+        if let Some(v) = std::env::var_os("SCOPE_PY_VENV") {
+            return PathBuf::from(v);
+        }
+        let out = Command::new("bash")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/scripts/py-reader-env.sh"
+            ))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("run scripts/py-reader-env.sh");
+        assert!(
+            out.status.success(),
+            "cannot create the Python reader venv (needs python3-venv and PyPI): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        PathBuf::from(stdout.lines().last().expect("venv path").trim())
+    })
+}
+
+/// Runs a program of the venv; panics with its output unless it succeeds.
+pub fn py(program: &str, args: &[&str]) -> String {
+    let exe = venv().join("bin").join(program);
+    let out = Command::new(&exe)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env("COLUMNS", "200")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", exe.display()));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{program} {args:?} failed:\n{text}");
+    text
+}
