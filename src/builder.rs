@@ -281,7 +281,7 @@ fn apply_env(config: &mut Config, var: impl Fn(&str) -> Option<String>) {
 }
 
 /// Checks that a file can be created at `path` (by creating and removing a probe beside it).
-fn check_writable(path: &Path) -> Result<(), Error> {
+pub(crate) fn check_writable(path: &Path) -> Result<(), Error> {
     let err = |source| Error::OutputPath {
         path: path.to_path_buf(),
         source,

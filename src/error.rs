@@ -72,6 +72,14 @@ pub enum Error {
         /// What went wrong.
         message: String,
     },
+    /// A finalize could not publish its file; the calls are kept on disk.
+    Unpublished {
+        /// What failed.
+        source: Box<Error>,
+        /// The spool file holding the phase's calls; [`crate::recover()`] turns it into a
+        /// profile.
+        spool: PathBuf,
+    },
     /// An option needs a cargo feature this build does not have.
     FeatureDisabled {
         /// The builder option.
@@ -128,6 +136,13 @@ impl std::fmt::Display for Error {
                 write!(f, "cannot load {library}: {reason}")
             }
             Error::Sink { sink, message } => write!(f, "{sink} sink: {message}"),
+            Error::Unpublished { source, spool } => write!(
+                f,
+                "{source}; this phase's calls are kept in {} (recover them with \
+                 `scope-profiler-recover --spool {} OUT.h5` or scope_profiler::recover_spool)",
+                spool.display(),
+                spool.display()
+            ),
             Error::FeatureDisabled { option, feature } => write!(
                 f,
                 "option `{option}` needs the `{feature}` cargo feature of scope-profiler"
@@ -140,6 +155,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::OutputPath { source, .. } | Error::Io { source, .. } => Some(source),
+            Error::Unpublished { source, .. } => Some(source.as_ref()),
             _ => None,
         }
     }

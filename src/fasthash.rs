@@ -20,9 +20,13 @@ impl Hasher for IdHasher {
         }
     }
     fn write_u64(&mut self, v: u64) {
-        self.0 = (v ^ self.0)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            .rotate_left(29);
+        let mut x = v ^ self.0;
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        x ^= x >> 33;
+        self.0 = x;
     }
     fn write_usize(&mut self, v: usize) {
         self.write_u64(v as u64);

@@ -15,6 +15,7 @@ use crate::assemble::{Assembler, RawCall};
 use crate::lane::{Cursor, Lane};
 use crate::output::model::{CallRecord, PollRecord, RegionRow, TaskRow, ThreadRow};
 use crate::region::RegionInfo;
+use crate::spool::SpoolWriter;
 use crate::state::Shared;
 use crate::stats::Stats;
 use crate::task::{TaskCall, Tasks};
@@ -53,6 +54,12 @@ pub(crate) struct Snapshot {
     pub polls: Vec<PollRecord>,
     /// Every region name, by region id (what `PollRecord::region` indexes).
     pub region_names: Vec<String>,
+    /// The spool file holding this phase's calls (when writing a file).
+    pub spool_phase: Option<std::path::PathBuf>,
+    /// Why the spool could not be written, if it could not.
+    pub spool_error: Option<String>,
+    /// Whether this phase's calls were kept only in part (in-memory mode above its cap).
+    pub calls_truncated: bool,
     /// Calls entered and not yet closed.
     pub in_flight: u64,
     /// Records lost so far.
@@ -78,10 +85,19 @@ pub(crate) struct Flusher {
     tasks: Tasks,
     polls: Vec<PollRecord>,
     keep_calls: bool,
+    spool: Option<SpoolWriter>,
+    spooled_regions: usize,
+    phase_no: u64,
+    kept_calls: usize,
+    calls_truncated: bool,
 }
 
+/// Calls kept in memory per phase without an output file (for the summary's call tree); above
+/// it only the statistics are kept.
+const MEMORY_CALL_CAP: usize = 2_000_000;
+
 impl Flusher {
-    pub(crate) fn new(shared: Arc<Shared>) -> Flusher {
+    pub(crate) fn new(shared: Arc<Shared>, spool: Option<SpoolWriter>) -> Flusher {
         let keep_calls = shared.config.mode == Mode::TimeOnly;
         let mut asm = Assembler::default();
         asm.keep_polls = keep_calls && shared.config.track_async;
@@ -94,12 +110,23 @@ impl Flusher {
             tasks: Tasks::default(),
             polls: Vec::new(),
             keep_calls,
+            spool,
+            spooled_regions: 0,
+            phase_no: 0,
+            kept_calls: 0,
+            calls_truncated: false,
         }
     }
 
     /// The thread's main loop.
     pub(crate) fn run(mut self, rx: Receiver<Command>) {
+        let interval = self.shared.config.flush_interval;
+        let mut next_flush = std::time::Instant::now() + interval;
         loop {
+            if std::time::Instant::now() >= next_flush {
+                self.flush_spool();
+                next_flush = std::time::Instant::now() + interval;
+            }
             match rx.recv_timeout(POLL) {
                 Ok(Command::Finalize(reply)) => {
                     let snap = self.finalize();
@@ -107,6 +134,7 @@ impl Flusher {
                 }
                 Ok(Command::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
                     self.complete_drain();
+                    self.shutdown_spool();
                     return;
                 }
                 Err(RecvTimeoutError::Timeout) => self.complete_drain(),
@@ -147,6 +175,21 @@ impl Flusher {
         if self.phase.len() < n_regions {
             self.phase.resize_with(n_regions, PhaseRegion::default);
         }
+        if let Some(spool) = &mut self.spool {
+            for (id, info) in self.asm.regions.regions()[self.spooled_regions..]
+                .iter()
+                .enumerate()
+            {
+                let id = (self.spooled_regions + id) as u32;
+                spool.region(
+                    id,
+                    info.name,
+                    info.file.unwrap_or(""),
+                    info.line.map_or(-1, i64::from),
+                );
+            }
+            self.spooled_regions = n_regions;
+        }
         let track_tasks = self.shared.config.track_async;
         for c in self.scratch.drain(..) {
             let start_ns = clock.to_ns(c.start);
@@ -176,17 +219,26 @@ impl Flusher {
                 p.gpu_count += 1;
                 p.gpu_total += gpu_ns;
             }
-            if self.keep_calls {
-                p.calls.push(CallRecord {
-                    start_ns,
-                    dur_ns,
-                    thread: c.lane,
-                    task,
-                    await_ns: dur_ns - busy_ns,
-                    gpu_ns,
-                    call_id: -1,
-                    parent_id: -1,
-                });
+            let record = CallRecord {
+                start_ns,
+                dur_ns,
+                thread: c.lane,
+                task,
+                await_ns: dur_ns - busy_ns,
+                gpu_ns,
+                call_id: -1,
+                parent_id: -1,
+            };
+            if !self.keep_calls {
+                continue;
+            }
+            if let Some(spool) = &mut self.spool {
+                spool.call(c.region, record);
+            } else if self.kept_calls < MEMORY_CALL_CAP {
+                self.kept_calls += 1;
+                p.calls.push(record);
+            } else {
+                self.calls_truncated = true;
             }
         }
         for p in self.asm.polls.drain(..) {
@@ -229,13 +281,48 @@ impl Flusher {
             .collect()
     }
 
+    /// The current phase's aggregate statistics (for the spool in aggregate mode).
+    fn aggregate_stats(&self) -> Vec<(u32, Stats)> {
+        if self.keep_calls {
+            return Vec::new();
+        }
+        self.phase
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.stats.count > 0)
+            .map(|(r, p)| (r as u32, p.stats))
+            .collect()
+    }
+
+    /// Makes everything assembled so far durable in the spool.
+    fn flush_spool(&mut self) {
+        if self.spool.is_none() {
+            return;
+        }
+        let threads = self.threads();
+        let agg = self.aggregate_stats();
+        if let Some(spool) = &mut self.spool {
+            spool.flush(&threads, &agg);
+        }
+    }
+
+    /// At shutdown: everything was published by the last finalize, so the spool goes.
+    fn shutdown_spool(&mut self) {
+        if let Some(spool) = self.spool.take() {
+            if spool.error().is_none() {
+                spool.remove();
+            }
+        }
+    }
+
     fn dropped(&self) -> u64 {
         let lanes: u64 = self
             .lanes
             .iter()
             .map(|(l, _)| l.dropped.load(Ordering::Relaxed))
             .sum();
-        lanes + self.shared.lost.load(Ordering::Relaxed) + self.asm.orphans
+        let spool = self.spool.as_ref().map_or(0, |s| s.lost_calls);
+        lanes + self.shared.lost.load(Ordering::Relaxed) + self.asm.orphans + spool
     }
 
     fn finalize(&mut self) -> Snapshot {
@@ -262,12 +349,32 @@ impl Flusher {
             });
         }
         let region_names: Vec<String> = infos.iter().map(|i| i.name.to_owned()).collect();
+        let threads = self.threads();
+        let agg = self.aggregate_stats();
+        self.phase_no += 1;
+        let (spool_phase, spool_error) = match &mut self.spool {
+            None => (None, None),
+            Some(spool) => match spool.rotate(self.phase_no, &threads, &agg) {
+                Ok(p) => (Some(p), None),
+                Err(e) => (
+                    None,
+                    Some(format!(
+                        "{e} (unpublished calls are in {})",
+                        spool.path().display()
+                    )),
+                ),
+            },
+        };
+        self.kept_calls = 0;
         Snapshot {
             regions,
-            threads: self.threads(),
+            threads,
             tasks: self.tasks.take_rows(|r| region_names[r as usize].clone()),
             polls: std::mem::take(&mut self.polls),
             region_names,
+            spool_phase,
+            spool_error,
+            calls_truncated: std::mem::take(&mut self.calls_truncated),
             in_flight: self.asm.in_flight(),
             dropped: self.dropped(),
         }

@@ -5,13 +5,17 @@
 //! the previous finalize, and dropping the guard finalizes once more if anything new happened,
 //! then stops the flusher.
 
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Sender};
+use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crate::flush::{Command, Flusher, Snapshot};
 use crate::output::model::{CallRecord, Layout, PhaseData, RegionRow};
 use crate::report::{RegionStats, Report};
+use crate::spool::{self, SpoolWriter};
 use crate::state::Shared;
 use crate::stats::Stats;
 use crate::{Error, Mode};
@@ -43,7 +47,107 @@ pub struct FlushGuard {
     shared: Arc<Shared>,
     tx: Option<Mutex<Sender<Command>>>,
     flusher: Option<JoinHandle<()>>,
+    _claim: Option<OutputClaim>,
     state: Mutex<GuardState>,
+}
+
+/// Claims an output path for one profiler of this process, so a second `build()` writing the
+/// same file gets a clear error instead of corrupting it. Released when the guard drops.
+struct OutputClaim(PathBuf);
+
+fn claimed() -> &'static Mutex<HashSet<PathBuf>> {
+    static CLAIMED: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
+    CLAIMED.get_or_init(Default::default)
+}
+
+impl OutputClaim {
+    fn new(output: &Path) -> Result<OutputClaim, Error> {
+        let dir = match output.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let key = std::fs::canonicalize(&dir)
+            .unwrap_or(dir)
+            .join(output.file_name().unwrap_or_default());
+        let mut set = claimed().lock().unwrap_or_else(|e| e.into_inner());
+        if !set.insert(key.clone()) {
+            return Err(Error::OutputPath {
+                path: output.to_path_buf(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "another profiler in this process is already writing this file \
+                     (finalize and drop its guard first, or choose another output)",
+                ),
+            });
+        }
+        Ok(OutputClaim(key))
+    }
+}
+
+impl Drop for OutputClaim {
+    fn drop(&mut self) {
+        claimed()
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.0);
+    }
+}
+
+/// Creates the spool beside `output`, moving a stale one (from a crashed run) aside first.
+fn open_spool(shared: &Shared, output: &Path) -> Result<SpoolWriter, Error> {
+    let path = spool::spool_path(output);
+    if path.exists() {
+        let aside = PathBuf::from(format!(
+            "{}.stale-{}-{}",
+            path.display(),
+            std::process::id(),
+            shared.start_ns
+        ));
+        let _ = std::fs::rename(&path, &aside);
+        eprintln!(
+            "scope-profiler: found calls of an earlier run that did not finish in {}; \
+             moved them to {} (turn them into a file with `scope-profiler-recover {}`)",
+            path.display(),
+            aside.display(),
+            output.display()
+        );
+    }
+    let config = &shared.config;
+    let header = spool::Header {
+        start_time_ns: shared.start_ns,
+        timestamp: shared.timestamp.clone(),
+        label: config.label.clone(),
+        track_threads: config.track_threads,
+        track_async: config.track_async,
+        aggregate: config.mode == Mode::Aggregate,
+    };
+    SpoolWriter::create(path.clone(), header).map_err(|source| Error::Io {
+        context: "creating the spool beside the output".into(),
+        path,
+        source,
+    })
+}
+
+/// Fills this phase's calls from its spool file (regions matched by name).
+fn load_spooled_calls(phase: &Path, snap: &mut Snapshot) -> Result<(), Error> {
+    let contents = spool::read(phase).map_err(|source| Error::Io {
+        context: "reading this phase's calls back from the spool".into(),
+        path: phase.to_path_buf(),
+        source,
+    })?;
+    let by_name: std::collections::HashMap<String, usize> = snap
+        .regions
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.row.name.clone(), i))
+        .collect();
+    let mut calls = contents.calls;
+    for (id, (name, _, _)) in contents.regions.iter().enumerate() {
+        if let Some(&i) = by_name.get(name) {
+            snap.regions[i].row.calls.append(&mut calls[id]);
+        }
+    }
+    Ok(())
 }
 
 struct GuardState {
@@ -56,11 +160,20 @@ struct GuardState {
 impl FlushGuard {
     pub(crate) fn start(shared: Arc<Shared>) -> Result<FlushGuard, Error> {
         let phase_start_ns = shared.start_ns;
-        let (tx, flusher) = if shared.config.mode == Mode::Disabled {
+        let config = &shared.config;
+        let mut claim = None;
+        let (tx, flusher) = if config.mode == Mode::Disabled {
             (None, None)
         } else {
+            let spool = match &config.output {
+                Some(output) => {
+                    claim = Some(OutputClaim::new(output)?);
+                    Some(open_spool(&shared, output)?)
+                }
+                None => None,
+            };
             let (tx, rx) = mpsc::channel();
-            let f = Flusher::new(shared.clone());
+            let f = Flusher::new(shared.clone(), spool);
             let handle = std::thread::Builder::new()
                 .name("scope-profiler-flush".into())
                 .spawn(move || f.run(rx))
@@ -74,6 +187,7 @@ impl FlushGuard {
             shared,
             tx,
             flusher,
+            _claim: claim,
             state: Mutex::new(GuardState {
                 finalized: false,
                 phase_start_ns,
@@ -86,15 +200,37 @@ impl FlushGuard {
     /// finalize. Calls still running are reported by a later finalize; nothing is lost.
     ///
     /// Returns an error only when the output file cannot be written; the report is still
-    /// computed and printed in that case.
+    /// printed in that case, and the error says where the unpublished calls are kept (see
+    /// [`recover`](crate::recover())).
     pub fn finalize(&self) -> Result<Report, Error> {
-        self.finalize_inner(false).map(|r| r.unwrap_or_default())
+        self.finalize_inner(false, None)
+            .map(|r| r.unwrap_or_default())
     }
 
-    fn finalize_inner(&self, on_drop: bool) -> Result<Option<Report>, Error> {
+    /// Like [`finalize`](Self::finalize), but writes this phase's file to `path` instead of the
+    /// configured output (e.g. one file per phase of a long run). Works with
+    /// [`no_output`](crate::Builder::no_output) too.
+    ///
+    /// ```no_run
+    /// # use scope_profiler::ScopeLayer;
+    /// let (layer, guard) = ScopeLayer::builder().output("run.h5").build()?;
+    /// // ... setup phase ...
+    /// guard.finalize_to("setup.h5")?;
+    /// // ... solve phase ...
+    /// guard.finalize()?; // run.h5 holds the solve phase
+    /// # Ok::<(), scope_profiler::Error>(())
+    /// ```
+    pub fn finalize_to(&self, path: impl AsRef<Path>) -> Result<Report, Error> {
+        let path = path.as_ref();
+        crate::builder::check_writable(path)?;
+        self.finalize_inner(false, Some(path))
+            .map(|r| r.unwrap_or_default())
+    }
+
+    fn finalize_inner(&self, on_drop: bool, to: Option<&Path>) -> Result<Option<Report>, Error> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let finalize_ns = self.shared.clock.now_ns();
-        let snap = match &self.tx {
+        let mut snap = match &self.tx {
             None => Snapshot::default(),
             Some(tx) => {
                 let (reply_tx, reply_rx) = mpsc::channel();
@@ -111,6 +247,9 @@ impl FlushGuard {
         let phase_calls: u64 = snap.regions.iter().map(|r| r.row.stats.count).sum();
         if on_drop && state.finalized && phase_calls == 0 {
             // Nothing new since the last explicit finalize: keep its file as it is.
+            if let Some(p) = &snap.spool_phase {
+                let _ = std::fs::remove_file(p);
+            }
             return Ok(None);
         }
         let phase_start_ns = state.phase_start_ns;
@@ -118,7 +257,25 @@ impl FlushGuard {
         state.phase_start_ns = finalize_ns;
 
         let config = &self.shared.config;
-        let mut data = self.phase_data(snap.clone(), phase_start_ns, finalize_ns);
+        let target = to.or(config.output.as_deref());
+        // With an output file the phase's calls are on disk; read them back for the file.
+        let mut result = match (snap.spool_phase.clone(), snap.spool_error.clone()) {
+            (_, Some(e)) => Err(Error::Io {
+                context: format!("writing the spool: {e}"),
+                path: target.map(Path::to_path_buf).unwrap_or_default(),
+                source: std::io::Error::other("spool write failed"),
+            }),
+            (Some(phase), None) => load_spooled_calls(&phase, &mut snap),
+            (None, None) => Ok(()),
+        };
+        let mut regions: Vec<RegionStats> = snap
+            .regions
+            .iter()
+            .map(|r| RegionStats::from_snapshot(r, None))
+            .collect();
+        let (dropped, in_flight) = (snap.dropped, snap.in_flight);
+        let spool_phase = snap.spool_phase.clone();
+        let mut data = self.phase_data(snap, phase_start_ns, finalize_ns);
         let tree = match crate::nesting::nest(&mut data, state.next_call_id) {
             Ok(next) => {
                 state.next_call_id = next;
@@ -130,21 +287,23 @@ impl FlushGuard {
         };
         drop(state);
         let mut warnings = Vec::new();
-        let mut result = Ok(());
         if let Some(sinks) = &self.shared.sinks {
-            result = sinks.finalize(&mut data);
+            let r = sinks.finalize(&mut data);
+            if result.is_ok() {
+                result = r;
+            }
             warnings = sinks.warnings();
         }
-        let mut regions: Vec<RegionStats> = snap
-            .regions
-            .iter()
-            .map(|r| RegionStats::from_snapshot(r, data.perf.as_ref()))
-            .collect();
+        if let Some(perf) = &data.perf {
+            for r in &mut regions {
+                r.set_perf(perf);
+            }
+        }
         regions.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
         let report = Report {
             regions,
-            dropped: snap.dropped,
-            in_flight: snap.in_flight,
+            dropped,
+            in_flight,
             wall_ns: (finalize_ns - phase_start_ns).max(0) as u64,
             warnings,
             tree,
@@ -152,12 +311,24 @@ impl FlushGuard {
         if config.mode == Mode::Disabled {
             return Ok(Some(report));
         }
-        if let (Ok(()), Some(path)) = (&result, &config.output) {
+        if let (Ok(()), Some(path)) = (&result, target) {
             let opts = crate::output::hdf5::WriteOptions { gzip: config.gzip };
             result = crate::output::hdf5::write_phase(path, &data, &opts);
         }
+        match (&result, &spool_phase) {
+            (Ok(()), Some(p)) => {
+                let _ = std::fs::remove_file(p);
+            }
+            (Err(_), Some(p)) => {
+                result = result.map_err(|e| Error::Unpublished {
+                    source: Box::new(e),
+                    spool: p.clone(),
+                })
+            }
+            _ => {}
+        }
         if config.summary {
-            let title = match (&config.label, &config.output) {
+            let title = match (&config.label, target) {
                 (Some(l), Some(p)) => format!("{l} - {}", p.display()),
                 (Some(l), None) => l.clone(),
                 (None, Some(p)) => p.display().to_string(),
@@ -252,7 +423,7 @@ impl FlushGuard {
 
 impl Drop for FlushGuard {
     fn drop(&mut self) {
-        if let Err(e) = self.finalize_inner(true) {
+        if let Err(e) = self.finalize_inner(true, None) {
             eprintln!("scope-profiler: final flush failed: {e}");
         }
         if let Some(tx) = self.tx.take() {

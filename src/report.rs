@@ -53,6 +53,18 @@ pub struct RegionStats {
 }
 
 impl RegionStats {
+    /// Fills `perf` from this phase's perf totals.
+    pub(crate) fn set_perf(&mut self, perf: &PerfTotals) {
+        if let Some(region) = perf.regions.iter().find(|r| r.name == self.name) {
+            self.perf = perf
+                .event_names
+                .iter()
+                .cloned()
+                .zip(region.values.iter().copied())
+                .collect();
+        }
+    }
+
     pub(crate) fn from_snapshot(s: &RegionSnapshot, perf: Option<&PerfTotals>) -> RegionStats {
         let st = &s.row.stats;
         let perf = perf

@@ -1,0 +1,48 @@
+//! `scope-profiler-recover`: turns the spool of a run that never finalized into a profile.
+//!
+//! ```text
+//! scope-profiler-recover OUTPUT.h5                 # the newest run's spool files beside OUTPUT.h5
+//! scope-profiler-recover --spool SPOOL OUTPUT.h5   # one spool file (left in place)
+//! ```
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.as_slice() {
+        [out] if !out.starts_with('-') => scope_profiler::recover(out),
+        [flag, spool, out] if flag == "--spool" => scope_profiler::recover_spool(spool, out),
+        _ => {
+            eprintln!(
+                "usage: scope-profiler-recover OUTPUT.h5\n       \
+                 scope-profiler-recover --spool SPOOL OUTPUT.h5"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(r) => {
+            println!(
+                "recovered {} calls in {} regions from {} spool file(s) into {}",
+                r.calls,
+                r.regions,
+                r.spools.len(),
+                args.last().map(String::as_str).unwrap_or("")
+            );
+            if r.torn_bytes > 0 {
+                println!(
+                    "ignored {} bytes of a frame cut short by the crash",
+                    r.torn_bytes
+                );
+            }
+            for p in &r.other_runs {
+                println!("left alone (an older run): {}", p.display());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("scope-profiler-recover: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

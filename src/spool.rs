@@ -1,0 +1,466 @@
+//! The spool: the flusher's append-only, on-disk copy of every completed call not yet
+//! published in a profile file, so memory stays bounded on long runs and a killed process
+//! loses at most the last flush interval.
+//!
+//! It lives beside the output (`<dir>/.<file name>.spool`) and is a sequence of frames, each
+//! `tag: u8, len: u32 LE, payload` (all integers little-endian, strings as `u32 len + UTF-8`):
+//!
+//! | tag | frame | payload |
+//! |---|---|---|
+//! | 0 | header | magic `SPRSPOL1`, `start_time_ns` i64, `timestamp` str, `label` str ("" = none), `track_threads` u8, `track_async` u8, `aggregate` u8 |
+//! | 1 | region | `id` u32, `line` i64, `name` str, `file` str |
+//! | 2 | calls | `region` u32, `n` u32, then n x (`start` i64, `dur` i64, `thread` u32, `task` i64, `await` i64, `gpu` i64) |
+//! | 3 | threads | `n` u32, then n x (`index` u32, `native_id` i64, `start` i64, `end` i64, `cpu` i64, `name` str) |
+//! | 4 | aggregate | `n` u32, then n x (`region` u32, `count` u64, `total` u64, `min` u64, `max` u64, `mean` f64, `m2` f64) |
+//!
+//! A frame cut short by a crash is ignored on reading. The flusher writes frames at every
+//! flush interval (and whenever 1 MiB is buffered) and truncates the spool after each
+//! successful finalize, so the spool always holds exactly the unpublished calls.
+//! [`crate::recover`] turns a spool into a schema-3 file.
+
+use std::fs::File;
+use std::io::{self, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::output::model::{CallRecord, ThreadRow};
+use crate::stats::Stats;
+
+const MAGIC: &[u8; 8] = b"SPRSPOL1";
+pub(crate) const TAG_HEADER: u8 = 0;
+pub(crate) const TAG_REGION: u8 = 1;
+pub(crate) const TAG_CALLS: u8 = 2;
+pub(crate) const TAG_THREADS: u8 = 3;
+pub(crate) const TAG_AGGREGATE: u8 = 4;
+/// Bytes of one call in a calls frame.
+const CALL_BYTES: usize = 44;
+/// Calls buffered per region before they become a frame.
+const CALLS_PER_FRAME: usize = 4096;
+/// Bytes buffered before they are written out.
+const WRITE_THRESHOLD: usize = 1 << 20;
+
+/// The spool path of an output file: `<dir>/.<name>.spool`.
+pub(crate) fn spool_path(output: &Path) -> PathBuf {
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "profile".into());
+    output.with_file_name(format!(".{name}.spool"))
+}
+
+/// What the header records about the run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Header {
+    pub start_time_ns: i64,
+    pub timestamp: String,
+    pub label: Option<String>,
+    pub track_threads: bool,
+    pub track_async: bool,
+    pub aggregate: bool,
+}
+
+/// The flusher's writing end.
+pub(crate) struct SpoolWriter {
+    path: PathBuf,
+    file: File,
+    header: Header,
+    buf: Vec<u8>,
+    pending: Vec<Vec<CallRecord>>,
+    regions: Vec<(String, String, i64)>,
+    written_regions: usize,
+    /// The first I/O error; once set, nothing more is written.
+    error: Option<io::Error>,
+    /// Calls that could not be spooled because of `error`.
+    pub(crate) lost_calls: u64,
+}
+
+impl SpoolWriter {
+    /// Creates (truncates) the spool and writes its header.
+    pub(crate) fn create(path: PathBuf, header: Header) -> io::Result<SpoolWriter> {
+        let file = File::create(&path)?;
+        let mut w = SpoolWriter {
+            path,
+            file,
+            header,
+            buf: Vec::new(),
+            pending: Vec::new(),
+            regions: Vec::new(),
+            written_regions: 0,
+            error: None,
+            lost_calls: 0,
+        };
+        w.put_header();
+        w.write_out();
+        w.error.take().map_or(Ok(w), Err)
+    }
+
+    /// The spool's path.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The first I/O error, if any.
+    pub(crate) fn error(&self) -> Option<&io::Error> {
+        self.error.as_ref()
+    }
+
+    fn put_header(&mut self) {
+        let mut p = Vec::new();
+        p.extend_from_slice(MAGIC);
+        p.extend_from_slice(&self.header.start_time_ns.to_le_bytes());
+        put_str(&mut p, &self.header.timestamp);
+        put_str(&mut p, self.header.label.as_deref().unwrap_or(""));
+        p.push(u8::from(self.header.track_threads));
+        p.push(u8::from(self.header.track_async));
+        p.push(u8::from(self.header.aggregate));
+        frame(&mut self.buf, TAG_HEADER, &p);
+    }
+
+    /// Declares region `id` (ids are dense and declared in order).
+    pub(crate) fn region(&mut self, id: u32, name: &str, file: &str, line: i64) {
+        debug_assert_eq!(id as usize, self.regions.len());
+        self.regions.push((name.to_owned(), file.to_owned(), line));
+        self.pending.push(Vec::new());
+    }
+
+    /// Buffers one completed call of region `id`.
+    pub(crate) fn call(&mut self, region: u32, c: CallRecord) {
+        if self.error.is_some() {
+            self.lost_calls += 1;
+            return;
+        }
+        let p = &mut self.pending[region as usize];
+        p.push(c);
+        if p.len() >= CALLS_PER_FRAME {
+            self.put_calls(region);
+            if self.buf.len() >= WRITE_THRESHOLD {
+                self.write_out();
+            }
+        }
+    }
+
+    fn put_region_frames(&mut self) {
+        while self.written_regions < self.regions.len() {
+            let (name, file, line) = &self.regions[self.written_regions];
+            let mut p = Vec::new();
+            p.extend_from_slice(&(self.written_regions as u32).to_le_bytes());
+            p.extend_from_slice(&line.to_le_bytes());
+            put_str(&mut p, name);
+            put_str(&mut p, file);
+            frame(&mut self.buf, TAG_REGION, &p);
+            self.written_regions += 1;
+        }
+    }
+
+    fn put_calls(&mut self, region: u32) {
+        self.put_region_frames();
+        let calls = std::mem::take(&mut self.pending[region as usize]);
+        if calls.is_empty() {
+            return;
+        }
+        let mut p = Vec::with_capacity(8 + calls.len() * CALL_BYTES);
+        p.extend_from_slice(&region.to_le_bytes());
+        p.extend_from_slice(&(calls.len() as u32).to_le_bytes());
+        for c in &calls {
+            p.extend_from_slice(&c.start_ns.to_le_bytes());
+            p.extend_from_slice(&c.dur_ns.to_le_bytes());
+            p.extend_from_slice(&c.thread.to_le_bytes());
+            p.extend_from_slice(&c.task.to_le_bytes());
+            p.extend_from_slice(&c.await_ns.to_le_bytes());
+            p.extend_from_slice(&c.gpu_ns.to_le_bytes());
+        }
+        frame(&mut self.buf, TAG_CALLS, &p);
+        // Reuse the allocation.
+        let mut calls = calls;
+        calls.clear();
+        self.pending[region as usize] = calls;
+    }
+
+    /// Writes everything buffered, plus the thread table and (aggregate mode) the statistics,
+    /// and asks the OS to make it durable. Called at every flush interval and finalize.
+    pub(crate) fn flush(&mut self, threads: &[ThreadRow], aggregate: &[(u32, Stats)]) {
+        if self.error.is_some() {
+            return;
+        }
+        for r in 0..self.pending.len() {
+            self.put_calls(r as u32);
+        }
+        self.put_region_frames();
+        if !threads.is_empty() {
+            let mut p = Vec::new();
+            p.extend_from_slice(&(threads.len() as u32).to_le_bytes());
+            for t in threads {
+                p.extend_from_slice(&t.index.to_le_bytes());
+                p.extend_from_slice(&t.native_id.to_le_bytes());
+                p.extend_from_slice(&t.start_ns.to_le_bytes());
+                p.extend_from_slice(&t.end_ns.to_le_bytes());
+                p.extend_from_slice(&t.cpu_ns.to_le_bytes());
+                put_str(&mut p, &t.name);
+            }
+            frame(&mut self.buf, TAG_THREADS, &p);
+        }
+        if !aggregate.is_empty() {
+            let mut p = Vec::new();
+            p.extend_from_slice(&(aggregate.len() as u32).to_le_bytes());
+            for (r, s) in aggregate {
+                p.extend_from_slice(&r.to_le_bytes());
+                for v in [s.count, s.total, s.min, s.max] {
+                    p.extend_from_slice(&v.to_le_bytes());
+                }
+                p.extend_from_slice(&s.mean.to_le_bytes());
+                p.extend_from_slice(&s.m2.to_le_bytes());
+            }
+            frame(&mut self.buf, TAG_AGGREGATE, &p);
+        }
+        self.write_out();
+        if self.error.is_none() {
+            if let Err(e) = self.file.sync_data() {
+                self.error = Some(e);
+            }
+        }
+    }
+
+    fn write_out(&mut self) {
+        if self.error.is_none() && !self.buf.is_empty() {
+            if let Err(e) = self.file.write_all(&self.buf) {
+                self.error = Some(e);
+            }
+        }
+        self.buf.clear();
+    }
+
+    /// Ends the current phase: flushes, moves the spool aside to `<spool>.<phase>` and starts
+    /// a fresh spool (header and region table) for the next phase. Returns the moved file,
+    /// which the caller publishes and then deletes.
+    pub(crate) fn rotate(
+        &mut self,
+        phase: u64,
+        threads: &[ThreadRow],
+        aggregate: &[(u32, Stats)],
+    ) -> io::Result<PathBuf> {
+        self.flush(threads, aggregate);
+        if let Some(e) = self.error.take() {
+            // Keep what is on disk; the caller reports where it is.
+            self.error = Some(io::Error::new(e.kind(), e.to_string()));
+            return Err(e);
+        }
+        let moved = PathBuf::from(format!("{}.{phase}", self.path.display()));
+        std::fs::rename(&self.path, &moved)?;
+        match File::create(&self.path) {
+            Ok(f) => {
+                self.file = f;
+                self.written_regions = 0;
+                self.put_header();
+                self.put_region_frames();
+                self.write_out();
+            }
+            Err(e) => self.error = Some(e),
+        }
+        Ok(moved)
+    }
+
+    /// Removes the spool (at shutdown, when everything was published).
+    pub(crate) fn remove(self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn put_str(p: &mut Vec<u8>, s: &str) {
+    p.extend_from_slice(&(s.len() as u32).to_le_bytes());
+    p.extend_from_slice(s.as_bytes());
+}
+
+fn frame(buf: &mut Vec<u8>, tag: u8, payload: &[u8]) {
+    buf.push(tag);
+    buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    buf.extend_from_slice(payload);
+}
+
+/// Everything a spool holds, read back.
+#[derive(Debug, Default)]
+pub(crate) struct SpoolContents {
+    pub header: Header,
+    /// (name, file, line) by region id.
+    pub regions: Vec<(String, String, i64)>,
+    /// Calls per region id, in spool order.
+    pub calls: Vec<Vec<CallRecord>>,
+    /// The latest thread table.
+    pub threads: Vec<ThreadRow>,
+    /// The latest aggregate statistics, by region id.
+    pub aggregate: Vec<(u32, Stats)>,
+    /// Bytes at the end that did not form a whole frame (a write cut short).
+    pub torn_bytes: u64,
+}
+
+/// Reads a whole spool (tolerating a torn last frame), one frame at a time.
+pub(crate) fn read(path: &Path) -> io::Result<SpoolContents> {
+    let mut input = BufReader::with_capacity(1 << 20, File::open(path)?);
+    let bad = |what: &str| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("spool {}: {what}", path.display()),
+        )
+    };
+    let mut out = SpoolContents::default();
+    let mut saw_header = false;
+    let mut payload = Vec::new();
+    loop {
+        let mut head = [0u8; 5];
+        let got = read_full(&mut input, &mut head)?;
+        if got < 5 {
+            out.torn_bytes = got as u64;
+            break;
+        }
+        let tag = head[0];
+        let len = u32::from_le_bytes(head[1..5].try_into().expect("4 bytes")) as usize;
+        payload.resize(len, 0);
+        let got = read_full(&mut input, &mut payload)?;
+        if got < len {
+            out.torn_bytes = (5 + got) as u64;
+            break;
+        }
+        let mut r = Cursor { d: &payload, at: 0 };
+        match tag {
+            TAG_HEADER => {
+                if r.take(8).ok_or_else(|| bad("short header"))? != MAGIC {
+                    return Err(bad("not a scope-profiler spool (bad magic)"));
+                }
+                out.header = Header {
+                    start_time_ns: r.i64().ok_or_else(|| bad("header"))?,
+                    timestamp: r.str().ok_or_else(|| bad("header"))?,
+                    label: Some(r.str().ok_or_else(|| bad("header"))?).filter(|l| !l.is_empty()),
+                    track_threads: r.u8().ok_or_else(|| bad("header"))? != 0,
+                    track_async: r.u8().ok_or_else(|| bad("header"))? != 0,
+                    aggregate: r.u8().ok_or_else(|| bad("header"))? != 0,
+                };
+                saw_header = true;
+            }
+            TAG_REGION => {
+                let id = r.u32().ok_or_else(|| bad("region"))? as usize;
+                let line = r.i64().ok_or_else(|| bad("region"))?;
+                let name = r.str().ok_or_else(|| bad("region"))?;
+                let file = r.str().ok_or_else(|| bad("region"))?;
+                if out.regions.len() <= id {
+                    out.regions.resize(id + 1, Default::default());
+                    out.calls.resize_with(id + 1, Vec::new);
+                }
+                out.regions[id] = (name, file, line);
+            }
+            TAG_CALLS => {
+                let region = r.u32().ok_or_else(|| bad("calls"))? as usize;
+                let n = r.u32().ok_or_else(|| bad("calls"))? as usize;
+                if region >= out.calls.len() {
+                    return Err(bad("calls of an undeclared region"));
+                }
+                for _ in 0..n {
+                    let c = (|| {
+                        Some(CallRecord {
+                            start_ns: r.i64()?,
+                            dur_ns: r.i64()?,
+                            thread: r.u32()?,
+                            task: r.i64()?,
+                            await_ns: r.i64()?,
+                            gpu_ns: r.i64()?,
+                            call_id: -1,
+                            parent_id: -1,
+                        })
+                    })()
+                    .ok_or_else(|| bad("calls"))?;
+                    out.calls[region].push(c);
+                }
+            }
+            TAG_THREADS => {
+                let n = r.u32().ok_or_else(|| bad("threads"))?;
+                out.threads.clear();
+                for _ in 0..n {
+                    let t = (|| {
+                        Some(ThreadRow {
+                            index: r.u32()?,
+                            native_id: r.i64()?,
+                            start_ns: r.i64()?,
+                            end_ns: r.i64()?,
+                            cpu_ns: r.i64()?,
+                            name: r.str()?,
+                        })
+                    })()
+                    .ok_or_else(|| bad("threads"))?;
+                    out.threads.push(t);
+                }
+            }
+            TAG_AGGREGATE => {
+                let n = r.u32().ok_or_else(|| bad("aggregate"))?;
+                out.aggregate.clear();
+                for _ in 0..n {
+                    let s = (|| {
+                        let region = r.u32()?;
+                        Some((
+                            region,
+                            Stats {
+                                count: r.u64()?,
+                                total: r.u64()?,
+                                min: r.u64()?,
+                                max: r.u64()?,
+                                mean: f64::from_bits(r.u64()?),
+                                m2: f64::from_bits(r.u64()?),
+                            },
+                        ))
+                    })()
+                    .ok_or_else(|| bad("aggregate"))?;
+                    out.aggregate.push(s);
+                }
+            }
+            _ => return Err(bad(&format!("unknown frame tag {tag}"))),
+        }
+    }
+    if !saw_header {
+        return Err(bad("no header (empty or not a spool)"));
+    }
+    Ok(out)
+}
+
+/// Reads until `buf` is full or the input ends; returns the bytes read.
+fn read_full(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match input.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+struct Cursor<'a> {
+    d: &'a [u8],
+    at: usize,
+}
+
+impl Cursor<'_> {
+    fn take(&mut self, n: usize) -> Option<&[u8]> {
+        let s = self.d.get(self.at..self.at + n)?;
+        self.at += n;
+        Some(s)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take(4)
+            .map(|b| u32::from_le_bytes(b.try_into().expect("4")))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        self.take(8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8")))
+    }
+    fn i64(&mut self) -> Option<i64> {
+        self.u64().map(|v| v as i64)
+    }
+    fn str(&mut self) -> Option<String> {
+        let n = self.u32()? as usize;
+        Some(String::from_utf8_lossy(self.take(n)?).into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,212 @@
+//! The streamed output: crash recovery after kill -9, per-phase files, one file per profiler,
+//! and a full disk during the run.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::{dispatch, read_strings};
+use scope_profiler::{Error, ScopeLayer};
+use tracing::info_span;
+
+/// Child process of `a_killed_process_leaves_a_recoverable_spool`: records batches of calls
+/// forever, printing the running total after each batch, until it is killed.
+#[test]
+#[ignore = "the child process of a_killed_process_leaves_a_recoverable_spool"]
+fn crash_child() {
+    let out = std::env::var_os("SP_CRASH_CHILD").expect("run by its parent test");
+    let (d, _guard) = dispatch(
+        ScopeLayer::builder()
+            .output(&out)
+            .flush_interval(Duration::from_millis(50)),
+    );
+    tracing::dispatcher::with_default(&d, || {
+        let mut done = 0u64;
+        loop {
+            let _batch = info_span!("batch").entered();
+            for _ in 0..1000 {
+                info_span!("work item").in_scope(|| std::hint::black_box(done));
+                done += 1;
+            }
+            drop(_batch);
+            println!("done {done}");
+            std::thread::sleep(Duration::from_millis(30));
+        }
+    });
+}
+
+#[test]
+fn a_killed_process_leaves_a_recoverable_spool() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("crashed.h5");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "crash_child", "--ignored", "--nocapture"])
+        .env("SP_CRASH_CHILD", &out)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut reported = 0u64;
+    while reported < 20_000 {
+        let line = lines.next().expect("child output").unwrap();
+        if let Some(n) = line.strip_prefix("done ") {
+            reported = n.parse().unwrap();
+        }
+    }
+    // Everything reported is at least two flush intervals old by the time we kill.
+    std::thread::sleep(Duration::from_millis(150));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert!(!out.exists(), "the child never finalized");
+
+    let r = scope_profiler::recover(&out).expect("recover");
+    assert!(
+        r.calls >= reported,
+        "{} recovered < {reported} reported",
+        r.calls
+    );
+    assert!(!r.spools.is_empty());
+    assert!(
+        r.spools.iter().all(|p| !p.exists()),
+        "spools removed after recovery"
+    );
+    let f = hdf5::File::open(&out).unwrap();
+    let names = read_strings(&f, "region_table/names");
+    assert!(names.contains(&"work item".to_string()));
+    let out_s = out.to_str().unwrap();
+    let text = common::py("scope-profiler", &["inspect", out_s]);
+    assert!(text.contains("work item"), "{text}");
+    let check = format!(
+        "import scope_profiler as sp\nr = sp.read_h5({out_s:?})\nprint(r.get_region('work item').num_calls)\n"
+    );
+    let n: u64 = common::py("python", &["-c", &check])
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        n >= reported,
+        "the reader sees {n} calls, {reported} were reported"
+    );
+
+    // The recovery command says what it did; with nothing left it fails clearly.
+    let bin = env!("CARGO_BIN_EXE_scope-profiler-recover");
+    let again = Command::new(bin).arg(&out).output().unwrap();
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("nothing to recover"));
+}
+
+#[test]
+fn finalize_to_writes_one_file_per_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let main = dir.path().join("main.h5");
+    let setup = dir.path().join("setup.h5");
+    let (d, guard) = dispatch(ScopeLayer::builder().output(&main));
+    tracing::dispatcher::with_default(&d, || {
+        for _ in 0..10 {
+            info_span!("setup").in_scope(|| ());
+        }
+        let r = guard.finalize_to(&setup).unwrap();
+        assert_eq!(r.region("setup").unwrap().calls, 10);
+        for _ in 0..7 {
+            info_span!("solve").in_scope(|| ());
+        }
+        let r = guard.finalize().unwrap();
+        assert_eq!(r.region("solve").unwrap().calls, 7);
+        assert_eq!(r.region("setup").unwrap().calls, 0);
+    });
+    let a = hdf5::File::open(&setup).unwrap();
+    let b = hdf5::File::open(&main).unwrap();
+    assert!(read_strings(&a, "region_table/names").contains(&"setup".into()));
+    assert!(!read_strings(&a, "region_table/names").contains(&"solve".into()));
+    assert!(read_strings(&b, "region_table/names").contains(&"solve".into()));
+    assert!(!read_strings(&b, "region_table/names").contains(&"setup".into()));
+    let bad = guard
+        .finalize_to(dir.path().join("missing/dir.h5"))
+        .unwrap_err();
+    assert!(bad.to_string().contains("missing/dir.h5"), "{bad}");
+    // No spool files are left behind once everything is published.
+    drop(guard);
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains("spool"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_second_profiler_writing_the_same_file_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("one.h5");
+    let (_l, first) = ScopeLayer::builder()
+        .output(&out)
+        .summary(false)
+        .build()
+        .unwrap();
+    let err = ScopeLayer::builder()
+        .output(dir.path().join(".").join("one.h5"))
+        .build()
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("already writing this file"),
+        "{err}"
+    );
+    drop(first);
+    // Once the first guard is gone the path is free again.
+    let (_l, again) = ScopeLayer::builder()
+        .output(&out)
+        .summary(false)
+        .build()
+        .unwrap();
+    drop(again);
+}
+
+/// A tmpfs of 256 KiB fills up during the run: no panic, the program goes on, and finalize
+/// says what failed and where the calls that did fit are.
+#[test]
+fn a_full_disk_is_an_error_at_finalize_not_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("small");
+    std::fs::create_dir(&mnt).unwrap();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .expect("run mount");
+    assert!(
+        mounted.success(),
+        "this test needs root to mount a small tmpfs (the project's machines and CI run as root)"
+    );
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(mnt.clone());
+    let out = mnt.join("full.h5");
+    let (d, guard) = dispatch(
+        ScopeLayer::builder()
+            .output(&out)
+            .flush_interval(Duration::from_millis(20)),
+    );
+    tracing::dispatcher::with_default(&d, || {
+        for _ in 0..50_000 {
+            info_span!("fill").in_scope(|| ());
+        }
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let err = guard.finalize().unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("spool"), "{msg}");
+    assert!(
+        msg.to_lowercase().contains("no space") || msg.contains("os error 28"),
+        "{msg}"
+    );
+    assert!(matches!(err, Error::Io { .. } | Error::Unpublished { .. }));
+    // The program keeps running and recording.
+    tracing::dispatcher::with_default(&d, || info_span!("after").in_scope(|| ()));
+    drop(guard);
+}
