@@ -144,7 +144,12 @@ fn load_spooled_calls(phase: &Path, snap: &mut Snapshot) -> Result<(), Error> {
     let mut calls = contents.calls;
     for (id, (name, _, _)) in contents.regions.iter().enumerate() {
         if let Some(&i) = by_name.get(name) {
-            snap.regions[i].row.calls.append(&mut calls[id]);
+            let row = &mut snap.regions[i].row.calls;
+            if row.is_empty() {
+                std::mem::swap(row, &mut calls[id]);
+            } else {
+                row.append(&mut calls[id]);
+            }
         }
     }
     Ok(())
@@ -276,14 +281,17 @@ impl FlushGuard {
         let (dropped, in_flight) = (snap.dropped, snap.in_flight);
         let spool_phase = snap.spool_phase.clone();
         let mut data = self.phase_data(snap, phase_start_ns, finalize_ns);
-        let tree = match crate::nesting::nest(&mut data, state.next_call_id) {
-            Ok(next) => {
+        // Nesting feeds the call ids (written with track_threads), the exclusive totals and the
+        // summary's tree; skip it when none of them is wanted.
+        let want_nesting = config.track_threads || config.summary;
+        let nested = want_nesting && data.layout == Layout::Columnar;
+        let tree = match nested.then(|| crate::nesting::nest(&mut data, state.next_call_id)) {
+            Some(Ok(next)) => {
                 state.next_call_id = next;
                 // The tree is only for the printed summary.
-                (config.summary && data.layout == Layout::Columnar)
-                    .then(|| crate::nesting::call_tree(&data))
+                config.summary.then(|| crate::nesting::call_tree(&data))
             }
-            Err(_) => None,
+            _ => None,
         };
         drop(state);
         let mut warnings = Vec::new();

@@ -56,17 +56,27 @@ pub(crate) fn nest(data: &mut PhaseData, first_id: i64) -> Result<i64, NestingEr
             });
         }
     }
-    all.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+    all.sort_unstable_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
 
     // Per lane, a stack of (position in `all`, doubled end) of the calls still open.
-    let mut stacks: HashMap<i64, Vec<(usize, i64)>> = HashMap::new();
+    let mut lane_index: crate::fasthash::FastMap<i64, usize> = Default::default();
+    let mut stacks: Vec<Vec<(usize, i64)>> = Vec::new();
     let mut parent: Vec<Option<usize>> = vec![None; all.len()];
+    let mut last_lane = (i64::MIN, 0usize);
     for (i, a) in all.iter().enumerate() {
         // Doubled times; a zero-length call ends half a tick after it starts, so it is still
         // open at its own start (as the reader does it).
         let start2 = 2 * a.start;
         let end2 = 2 * a.end + i64::from(a.end == a.start);
-        let stack = stacks.entry(a.lane).or_default();
+        if a.lane != last_lane.0 {
+            let next = stacks.len();
+            let k = *lane_index.entry(a.lane).or_insert(next);
+            if k == next {
+                stacks.push(Vec::new());
+            }
+            last_lane = (a.lane, k);
+        }
+        let stack = &mut stacks[last_lane.1];
         while stack.last().is_some_and(|&(_, e)| e <= start2) {
             stack.pop();
         }

@@ -9,7 +9,7 @@
 //! |---|---|---|
 //! | 0 | header | magic `SPRSPOL1`, `start_time_ns` i64, `timestamp` str, `label` str ("" = none), `track_threads` u8, `track_async` u8, `aggregate` u8 |
 //! | 1 | region | `id` u32, `line` i64, `name` str, `file` str |
-//! | 2 | calls | `region` u32, `n` u32, then n x (`start` i64, `dur` i64, `thread` u32, `task` i64, `await` i64, `gpu` i64) |
+//! | 2 | calls | `region` u32, `n` u32, then n x (`start - previous start`, `dur`, `thread`, `task`, `await`, `gpu`), each a zigzag LEB128 varint (7 bytes per call, typically, against 44 fixed) |
 //! | 3 | threads | `n` u32, then n x (`index` u32, `native_id` i64, `start` i64, `end` i64, `cpu` i64, `name` str) |
 //! | 4 | aggregate | `n` u32, then n x (`region` u32, `count` u64, `total` u64, `min` u64, `max` u64, `mean` f64, `m2` f64) |
 //!
@@ -31,8 +31,6 @@ pub(crate) const TAG_REGION: u8 = 1;
 pub(crate) const TAG_CALLS: u8 = 2;
 pub(crate) const TAG_THREADS: u8 = 3;
 pub(crate) const TAG_AGGREGATE: u8 = 4;
-/// Bytes of one call in a calls frame.
-const CALL_BYTES: usize = 44;
 /// Calls buffered per region before they become a frame.
 const CALLS_PER_FRAME: usize = 4096;
 /// Bytes buffered before they are written out.
@@ -157,26 +155,33 @@ impl SpoolWriter {
         if calls.is_empty() {
             return;
         }
-        let mut p = Vec::with_capacity(8 + calls.len() * CALL_BYTES);
-        p.extend_from_slice(&region.to_le_bytes());
-        p.extend_from_slice(&(calls.len() as u32).to_le_bytes());
+        // Encoded straight into the output buffer: header now, length patched afterwards.
+        let at = self.buf.len();
+        self.buf.push(TAG_CALLS);
+        self.buf.extend_from_slice(&[0; 4]);
+        self.buf.extend_from_slice(&region.to_le_bytes());
+        self.buf
+            .extend_from_slice(&(calls.len() as u32).to_le_bytes());
+        let mut previous = 0i64;
         for c in &calls {
-            p.extend_from_slice(&c.start_ns.to_le_bytes());
-            p.extend_from_slice(&c.dur_ns.to_le_bytes());
-            p.extend_from_slice(&c.thread.to_le_bytes());
-            p.extend_from_slice(&c.task.to_le_bytes());
-            p.extend_from_slice(&c.await_ns.to_le_bytes());
-            p.extend_from_slice(&c.gpu_ns.to_le_bytes());
+            put_varint(&mut self.buf, c.start_ns.wrapping_sub(previous));
+            previous = c.start_ns;
+            put_varint(&mut self.buf, c.dur_ns);
+            put_varint(&mut self.buf, i64::from(c.thread));
+            put_varint(&mut self.buf, c.task);
+            put_varint(&mut self.buf, c.await_ns);
+            put_varint(&mut self.buf, c.gpu_ns);
         }
-        frame(&mut self.buf, TAG_CALLS, &p);
+        let len = (self.buf.len() - at - 5) as u32;
+        self.buf[at + 1..at + 5].copy_from_slice(&len.to_le_bytes());
         // Reuse the allocation.
         let mut calls = calls;
         calls.clear();
         self.pending[region as usize] = calls;
     }
 
-    /// Writes everything buffered, plus the thread table and (aggregate mode) the statistics,
-    /// and asks the OS to make it durable. Called at every flush interval and finalize.
+    /// Writes everything buffered, plus the thread table and (aggregate mode) the statistics.
+    /// Called at every flush interval and finalize.
     pub(crate) fn flush(&mut self, threads: &[ThreadRow], aggregate: &[(u32, Stats)]) {
         if self.error.is_some() {
             return;
@@ -211,12 +216,10 @@ impl SpoolWriter {
             }
             frame(&mut self.buf, TAG_AGGREGATE, &p);
         }
+        // Written, not fsynced: the kernel keeps written data when the process is killed,
+        // which is the failure the spool is for; syncing every interval would stall the
+        // flusher on the disk.
         self.write_out();
-        if self.error.is_none() {
-            if let Err(e) = self.file.sync_data() {
-                self.error = Some(e);
-            }
-        }
     }
 
     fn write_out(&mut self) {
@@ -261,6 +264,36 @@ impl SpoolWriter {
     /// Removes the spool (at shutdown, when everything was published).
     pub(crate) fn remove(self) {
         let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Appends `v` as a zigzag LEB128 varint (small magnitudes of either sign take one byte).
+#[inline]
+fn put_varint(buf: &mut Vec<u8>, v: i64) {
+    let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    while z >= 0x80 {
+        buf.push((z as u8) | 0x80);
+        z >>= 7;
+    }
+    buf.push(z as u8);
+}
+
+/// Reads a zigzag LEB128 varint.
+#[inline]
+fn get_varint(d: &[u8], at: &mut usize) -> Option<i64> {
+    let mut z = 0u64;
+    let mut shift = 0;
+    loop {
+        let b = *d.get(*at)?;
+        *at += 1;
+        z |= u64::from(b & 0x7f) << shift;
+        if b < 0x80 {
+            return Some(((z >> 1) as i64) ^ -((z & 1) as i64));
+        }
+        shift += 7;
+        if shift > 63 {
+            return None;
+        }
     }
 }
 
@@ -312,8 +345,8 @@ pub(crate) fn read(path: &Path) -> io::Result<SpoolContents> {
         }
         let tag = head[0];
         let len = u32::from_le_bytes(head[1..5].try_into().expect("4 bytes")) as usize;
-        payload.resize(len, 0);
-        let got = read_full(&mut input, &mut payload)?;
+        payload.clear();
+        let got = (&mut input).take(len as u64).read_to_end(&mut payload)?;
         if got < len {
             out.torn_bytes = (5 + got) as u64;
             break;
@@ -351,21 +384,28 @@ pub(crate) fn read(path: &Path) -> io::Result<SpoolContents> {
                 if region >= out.calls.len() {
                     return Err(bad("calls of an undeclared region"));
                 }
+                let calls = &mut out.calls[region];
+                calls.reserve(n);
+                let (d, mut at) = (r.d, r.at);
+                let mut previous = 0i64;
                 for _ in 0..n {
+                    let mut next = || get_varint(d, &mut at);
                     let c = (|| {
+                        let start_ns = previous.wrapping_add(next()?);
                         Some(CallRecord {
-                            start_ns: r.i64()?,
-                            dur_ns: r.i64()?,
-                            thread: r.u32()?,
-                            task: r.i64()?,
-                            await_ns: r.i64()?,
-                            gpu_ns: r.i64()?,
+                            start_ns,
+                            dur_ns: next()?,
+                            thread: u32::try_from(next()?).ok()?,
+                            task: next()?,
+                            await_ns: next()?,
+                            gpu_ns: next()?,
                             call_id: -1,
                             parent_id: -1,
                         })
                     })()
                     .ok_or_else(|| bad("calls"))?;
-                    out.calls[region].push(c);
+                    previous = c.start_ns;
+                    calls.push(c);
                 }
             }
             TAG_THREADS => {

@@ -14,6 +14,9 @@ use tracing::{info_span, instrument};
 async fn job(i: u64) -> u64 {
     let mut acc = i;
     for _ in 0..5 {
+        // A yield is always one suspension (a 2 ms sleep may already be over when it is
+        // first polled on a loaded machine), so a job has at least 6 polls.
+        tokio::task::yield_now().await;
         tokio::time::sleep(Duration::from_millis(2)).await;
         acc = info_span!("work").in_scope(|| (0..2_000u64).fold(acc, |a, x| a.wrapping_add(x * x)));
     }
@@ -215,7 +218,7 @@ fn deep(n: u32) {
 fn ten_thousand_deep_recursion() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("deep.h5");
-    let (d, guard) = dispatch(ScopeLayer::builder().output(&path));
+    let (d, guard) = dispatch(ScopeLayer::builder().output(&path).track_threads(true));
     // Debug builds need a large stack for 10 000 frames with spans.
     let d2 = d.clone();
     std::thread::Builder::new()

@@ -20,7 +20,7 @@ use chunk::Chunk;
 use record::Record;
 
 /// Full chunks a lane may queue for the flusher before it drops records (x 96 KiB).
-pub(crate) const MAX_QUEUED_CHUNKS: usize = 256;
+pub(crate) const MAX_QUEUED_CHUNKS: usize = 512;
 
 /// The shared half of one thread's buffer.
 pub(crate) struct Lane {

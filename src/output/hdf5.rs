@@ -134,10 +134,9 @@ fn publish(tmp: &Path, path: &Path) -> Result<(), Error> {
     };
     std::fs::set_permissions(tmp, std::fs::Permissions::from_mode(0o644))
         .map_err(io_err("setting the profile's permissions"))?;
-    // Make the contents durable before the name points at them.
-    std::fs::File::open(tmp)
-        .and_then(|f| f.sync_all())
-        .map_err(io_err("syncing the profile to disk"))?;
+    // No fsync: the rename makes publication atomic for readers and against a crash of this
+    // process (the kernel keeps the data); syncing a large profile would cost seconds of
+    // finalize time for protection against power loss only.
     std::fs::rename(tmp, path).map_err(io_err("publishing the profile (rename)"))
 }
 
@@ -285,7 +284,7 @@ fn write_contents(
     let events = ctx.group(file, "events")?;
     match data.layout {
         Layout::Columnar => {
-            write_columnar(ctx, &index, &events, &data.regions, opts)?;
+            write_columnar(ctx, &index, &events, data, opts)?;
             crate::output::hdf5_lanes::write_lanes(ctx, file, data)?;
         }
         Layout::Aggregate => write_aggregate(ctx, &index, &events, &data.regions)?,
@@ -388,17 +387,42 @@ struct Columns {
     parent_ids: Vec<i64>,
 }
 
+/// Which optional event columns a file gets (see [`write_columnar`]).
+#[derive(Clone, Copy, Debug, Default)]
+struct Optional {
+    threads: bool,
+    tasks: bool,
+    gpu: bool,
+    ids: bool,
+}
+
+impl Optional {
+    fn of(data: &PhaseData) -> Optional {
+        let calls = || data.regions.iter().flat_map(|r| r.calls.iter());
+        let first_thread = calls().next().map_or(0, |c| c.thread);
+        Optional {
+            threads: data.track_threads || calls().any(|c| c.thread != first_thread),
+            tasks: calls().any(|c| c.task >= 0),
+            gpu: calls().any(|c| c.gpu_ns >= 0),
+            ids: data.track_threads && calls().any(|c| c.call_id >= 0),
+        }
+    }
+}
+
 impl Columns {
-    /// Lays out every row's calls back to back, in stored order.
-    fn build(regions: &[RegionRow]) -> Self {
+    /// Lays out every row's calls back to back, in stored order (only the columns wanted).
+    fn build(regions: &[RegionRow], want: Optional) -> Self {
         let n: usize = regions.iter().map(|r| r.calls.len()).sum();
+        let cap = |on: bool| if on { n } else { 0 };
         let mut c = Columns {
             start_deltas: Vec::with_capacity(n),
             durations: Vec::with_capacity(n),
-            thread_ids: Vec::with_capacity(n),
-            task_ids: Vec::with_capacity(n),
-            await_ns: Vec::with_capacity(n),
-            gpu_durations: Vec::with_capacity(n),
+            thread_ids: Vec::with_capacity(cap(want.threads)),
+            task_ids: Vec::with_capacity(cap(want.tasks)),
+            await_ns: Vec::with_capacity(cap(want.tasks)),
+            gpu_durations: Vec::with_capacity(cap(want.gpu)),
+            call_ids: Vec::with_capacity(cap(want.ids)),
+            parent_ids: Vec::with_capacity(cap(want.ids)),
             ..Columns::default()
         };
         for row in regions {
@@ -410,12 +434,22 @@ impl Columns {
                 c.start_deltas.push(call.start_ns.wrapping_sub(previous));
                 previous = call.start_ns;
                 c.durations.push(call.dur_ns.max(0));
-                c.thread_ids.push(i64::from(call.thread));
-                c.task_ids.push(call.task);
-                c.await_ns.push(call.await_ns);
-                c.gpu_durations.push(call.gpu_ns.max(-1));
-                c.call_ids.push(call.call_id);
-                c.parent_ids.push(call.parent_id);
+            }
+            if want.threads {
+                c.thread_ids
+                    .extend(row.calls.iter().map(|x| i64::from(x.thread)));
+            }
+            if want.tasks {
+                c.task_ids.extend(row.calls.iter().map(|x| x.task));
+                c.await_ns.extend(row.calls.iter().map(|x| x.await_ns));
+            }
+            if want.gpu {
+                c.gpu_durations
+                    .extend(row.calls.iter().map(|x| x.gpu_ns.max(-1)));
+            }
+            if want.ids {
+                c.call_ids.extend(row.calls.iter().map(|x| x.call_id));
+                c.parent_ids.extend(row.calls.iter().map(|x| x.parent_id));
             }
         }
         c
@@ -466,15 +500,24 @@ fn summarize(row: &RegionRow) -> SummaryRow {
 }
 
 /// Index and event columns of the columnar layout.
+///
+/// Optional event columns, to keep files small (16 bytes per call in the common case):
+/// `thread_ids` when threads are tracked or the calls ran on more than one thread (without
+/// them the reader would see one lane and could not nest concurrent threads), `call_ids` and
+/// `parent_ids` when threads are tracked and nesting succeeded (the reader rebuilds the same
+/// tree from timestamps and lanes otherwise), `task_ids`/`await_ns` when tasks are tracked,
+/// `gpu_durations` when any call has a device time.
 fn write_columnar(
     ctx: &Ctx<'_>,
     index: &Group,
     events: &Group,
-    regions: &[RegionRow],
+    data: &PhaseData,
     opts: &WriteOptions,
 ) -> Result<(), Error> {
+    let regions = &data.regions[..];
     let r = regions.len();
-    let c = Columns::build(regions);
+    let want = Optional::of(data);
+    let c = Columns::build(regions, want);
     let region_ids: Vec<u32> = (0..r as u32).collect();
     let lines: Vec<i64> = regions.iter().map(|row| row.line).collect();
     ctx.dataset(index, "region_ids", &region_ids, None)?;
@@ -496,17 +539,19 @@ fn write_columnar(
     let gzip = opts.gzip;
     ctx.dataset(events, "start_deltas", &c.start_deltas, gzip)?;
     ctx.dataset(events, "durations", &c.durations, gzip)?;
-    ctx.dataset(events, "thread_ids", &c.thread_ids, gzip)?;
-    if c.task_ids.iter().any(|&t| t >= 0) {
+    if want.threads {
+        ctx.dataset(events, "thread_ids", &c.thread_ids, gzip)?;
+    }
+    if want.tasks {
         ctx.dataset(events, "task_ids", &c.task_ids, gzip)?;
         ctx.dataset(events, "await_ns", &c.await_ns, gzip)?;
     }
     // Ids only when nesting succeeded (never an all-sentinel column, spec §1.7).
-    if c.call_ids.iter().any(|&id| id >= 0) {
+    if want.ids {
         ctx.dataset(events, "call_ids", &c.call_ids, gzip)?;
         ctx.dataset(events, "parent_ids", &c.parent_ids, gzip)?;
     }
-    if c.gpu_durations.iter().any(|&g| g >= 0) {
+    if want.gpu {
         ctx.dataset(events, "gpu_durations", &c.gpu_durations, gzip)?;
     }
     Ok(())

@@ -54,7 +54,7 @@ fn phase(layout: Layout, regions: Vec<RegionRow>) -> PhaseData {
         tasks: Vec::new(),
         polls: Vec::new(),
         region_names: Vec::new(),
-        track_threads: false,
+        track_threads: true,
         track_async: false,
     }
 }
