@@ -2,6 +2,8 @@
 # Installs the system packages this crate needs to build and test, when they are missing:
 #   libhdf5-dev + pkg-config  (the HDF5 writer links the system libhdf5)
 #   python3 + python3-venv    (the compatibility tests run the real Python reader)
+#   libclang1-14 + libclang-common-14-dev  (the `nvtx` feature: nvtx-sys runs bindgen at build
+#                             time, which loads libclang and needs clang's builtin headers)
 # Debian/Ubuntu only (apt-get); runs apt-get through sudo when not root. Idempotent and quiet
 # when everything is present.
 set -euo pipefail
@@ -11,6 +13,9 @@ pkg-config --exists hdf5 2>/dev/null || need+=(libhdf5-dev pkg-config)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
+compgen -G '/usr/lib/*/liblikwid.so' >/dev/null || need+=(likwid) # likwid feature's tests
+compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null || need+=(libclang1-14)
+compgen -G '/usr/lib/llvm-*/lib/clang/*/include/stddef.h' >/dev/null || need+=(libclang-common-14-dev)
 
 if [ ${#need[@]} -eq 0 ]; then
     exit 0

@@ -4,8 +4,8 @@
 //! named after its region (the span name). The range starts at the span's first enter and ends
 //! when the span closes. Start/end ranges, not push/pop ranges: an `#[instrument]`ed future is
 //! entered once per poll, possibly on several threads, and its span may close on yet another
-//! thread, which push/pop (thread-local stacks) cannot express. In the Nsight timeline the
-//! ranges of one thread still nest exactly as the spans do.
+//! thread, which push/pop (thread-local stacks) cannot express. The ranges of nested spans nest
+//! like the spans (a child's range starts after and ends before its parent's).
 //!
 //! Costs, and where state lives:
 //! - region names are registered with NVTX (`nvtxDomainRegisterStringA`) once per callsite and
