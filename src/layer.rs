@@ -120,9 +120,12 @@ where
         if self.disabled {
             return;
         }
+        let id = id.into_u64();
+        if let Some(sinks) = &self.shared.sinks {
+            sinks.before_exit(id);
+        }
         // Read the clock first, for the same reason.
         let tsc = self.shared.clock.raw();
-        let id = id.into_u64();
         with_local(&self.shared, |l| {
             l.push(Record::plain(record::EXIT, id, tsc))
         });

@@ -26,9 +26,8 @@
 //!   sharded map keyed by span id (enter and close may run on different threads). A pair whose
 //!   payload never reaches the flusher (records dropped under overload) is not reused.
 //! - **Sync on exit.** With `cuda_sync_on_exit` the stream is synchronized at every exit,
-//!   right after the end event is recorded. The layer reads the CPU clock *before* it calls the
-//!   sinks at exit, so the call's own CPU end time does not include that wait; it does hold the
-//!   caller until the device is done, so enclosing calls and the next call's start include it.
+//!   right after the end event is recorded. Both happen in `before_exit`, which the layer calls
+//!   before it reads the CPU clock, so the call's CPU end time includes the device work.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -344,7 +343,9 @@ impl super::Sink for CudaSink {
         }
     }
 
-    fn exit(&self, id: u64, _meta: &'static Metadata<'static>, _emit: &mut dyn FnMut(u64)) {
+    fn exit(&self, _id: u64, _meta: &'static Metadata<'static>, _emit: &mut dyn FnMut(u64)) {}
+
+    fn before_exit(&self, id: u64) {
         let Some(idx) = self.open.get(&id).map(|e| *e) else {
             return;
         };

@@ -7,6 +7,9 @@
 //! least one is configured; without sinks the hot path does not even look up the span's
 //! callsite.
 //!
+//! Payloads of all sinks of a call reach every sink's `resolve`, so a sink tags its own (the
+//! CUDA sink puts `0xC0DA` in bits 32..47) and ignores the others.
+//!
 //! Data flows out three ways: a sink may attach 56-bit payloads to the current call through the
 //! `emit` callback of [`Sink::exit`] (they travel in the lane to the flusher, which hands a
 //! completed call's payloads to [`Sink::resolve`], e.g. for CUDA event times); at finalize,
@@ -35,6 +38,11 @@ pub(crate) trait Sink: Send + Sync {
 
     /// Start of a poll of span `id` (callsite `meta`) on the calling thread.
     fn enter(&self, id: u64, meta: &'static Metadata<'static>);
+
+    /// End of the poll of span `id`, called *before* the layer reads the clock at exit, so
+    /// whatever a sink waits for here (e.g. a device synchronization) is part of the call's
+    /// CPU time.
+    fn before_exit(&self, _id: u64) {}
 
     /// End of the poll of span `id` on the calling thread. `emit` attaches a payload (at most
     /// 56 bits) to the span's current call; it reaches [`Sink::resolve`] on the flusher.
@@ -131,6 +139,14 @@ impl Sinks {
     pub(crate) fn enter(&self, id: u64, meta: &'static Metadata<'static>) {
         for s in &self.list {
             s.enter(id, meta);
+        }
+    }
+
+    /// Calls every sink's `before_exit`, innermost first.
+    #[inline]
+    pub(crate) fn before_exit(&self, id: u64) {
+        for s in self.list.iter().rev() {
+            s.before_exit(id);
         }
     }
 
