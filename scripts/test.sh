@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing (system packages, the Python reference reader in
 # target/py-reader-venv) and runs the whole test suite (unit, integration, doc tests, and the
-# compatibility tests against the real scope-profiler 0.7.5 reader).
+# compatibility tests against the real scope-profiler 0.7.5 reader), with every cargo feature.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 SCOPE_PY_VENV="$(scripts/py-reader-env.sh | tail -n1)"
 export SCOPE_PY_VENV
-cargo test "$@"
+cargo test --all-features "$@"
