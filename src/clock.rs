@@ -156,6 +156,7 @@ fn paired_reading(clock: &quanta::Clock) -> (u64, i64) {
 ///
 /// Uses the kernel's per-thread CPU clock id (`MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)`),
 /// which, unlike `pthread_getcpuclockid`, is safe to ask about a thread that is gone.
+#[allow(clippy::unnecessary_cast)] // time_t and c_long are not i64 on every target
 pub(crate) fn other_thread_cpu_ns(tid: i64) -> Option<i64> {
     let clock = ((!(tid as libc::clockid_t)) << 3) | 6;
     let mut ts = libc::timespec {
@@ -177,6 +178,7 @@ pub(crate) fn thread_cpu_ns() -> i64 {
     clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
+#[allow(clippy::unnecessary_cast)] // time_t and c_long are not i64 on every target
 fn clock_ns(id: libc::clockid_t) -> i64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

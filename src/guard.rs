@@ -279,6 +279,7 @@ impl FlushGuard {
             .map(|r| RegionStats::from_snapshot(r, None))
             .collect();
         let (dropped, in_flight) = (snap.dropped, snap.in_flight);
+        let truncated = snap.calls_truncated;
         let spool_phase = snap.spool_phase.clone();
         let mut data = self.phase_data(snap, phase_start_ns, finalize_ns);
         // Nesting feeds the call ids (written with track_threads), the exclusive totals and the
@@ -288,8 +289,8 @@ impl FlushGuard {
         let tree = match nested.then(|| crate::nesting::nest(&mut data, state.next_call_id)) {
             Some(Ok(next)) => {
                 state.next_call_id = next;
-                // The tree is only for the printed summary.
-                config.summary.then(|| crate::nesting::call_tree(&data))
+                // The tree is only for the printed summary (and needs every call).
+                (config.summary && !truncated).then(|| crate::nesting::call_tree(&data))
             }
             _ => None,
         };
@@ -301,6 +302,13 @@ impl FlushGuard {
                 result = r;
             }
             warnings = sinks.warnings();
+        }
+        if truncated {
+            warnings.push(
+                "without an output file only the first 2 M calls of a phase are kept (the \
+                 statistics stay exact); the summary is flat"
+                    .into(),
+            );
         }
         if let Some(perf) = &data.perf {
             for r in &mut regions {

@@ -23,6 +23,7 @@ pub(crate) struct Config {
     pub track_async: bool,
     pub gzip: Option<u8>,
     pub perf_events: Vec<String>,
+    #[cfg_attr(not(feature = "perf"), allow(dead_code))]
     pub perf_skip_unsupported: bool,
     pub likwid: bool,
     pub nvtx: bool,

@@ -41,6 +41,8 @@ pub(crate) struct Lane {
     current: AtomicPtr<Chunk>,
     full: ArrayQueue<Box<Chunk>>,
     free: ArrayQueue<Box<Chunk>>,
+    // Boxed: chunks move between queues as boxes and are recognised by address.
+    #[allow(clippy::vec_box)]
     retired: Mutex<Vec<Box<Chunk>>>,
     allocated: AtomicUsize,
 }
@@ -102,11 +104,6 @@ impl Lane {
             self.allocated.fetch_sub(1, Ordering::Relaxed);
             None
         }
-    }
-
-    /// Whether the owning thread has exited.
-    pub(crate) fn is_finished(&self) -> bool {
-        self.end_ns.load(Ordering::Acquire) >= 0
     }
 
     /// Hands every record published since `cursor` to `sink`, in the owner's program order:
