@@ -30,6 +30,7 @@ pub(crate) struct Config {
     pub cuda_timing: bool,
     pub cuda_sync_on_exit: bool,
     /// Raw `CUstream` handle, 0 = the default stream.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub cuda_stream: usize,
 }
 

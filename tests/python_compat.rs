@@ -6,54 +6,17 @@
 //! this test makes it too when `SCOPE_PY_VENV` is unset). No skipping: if the venv cannot be
 //! made, the test fails and says why.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
+use std::path::Path;
 
 use scope_profiler::{Mode, Report, ScopeLayer};
 use tracing::info_span;
 use tracing_subscriber::prelude::*;
 
-fn venv() -> &'static Path {
-    static VENV: OnceLock<PathBuf> = OnceLock::new();
-    VENV.get_or_init(|| {
-        if let Some(v) = std::env::var_os("SCOPE_PY_VENV") {
-            return PathBuf::from(v);
-        }
-        let out = Command::new("bash")
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/scripts/py-reader-env.sh"
-            ))
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .expect("run scripts/py-reader-env.sh");
-        assert!(
-            out.status.success(),
-            "cannot create the Python reader venv (needs python3-venv and PyPI): {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let stdout = String::from_utf8(out.stdout).unwrap();
-        PathBuf::from(stdout.lines().last().expect("venv path").trim())
-    })
-}
-
 fn run(program: &str, args: &[&str]) -> String {
-    let exe = venv().join("bin").join(program);
-    let out = Command::new(&exe)
-        .args(args)
-        .env("NO_COLOR", "1")
-        .env("COLUMNS", "200")
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", exe.display()));
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{program} {args:?} failed:\n{text}");
-    text
+    common::py(program, args)
 }
 
 /// Profiles `work` into `path` and returns our report.
