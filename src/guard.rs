@@ -250,8 +250,15 @@ impl FlushGuard {
             }
         };
         let phase_calls: u64 = snap.regions.iter().map(|r| r.row.stats.count).sum();
-        if on_drop && state.finalized && phase_calls == 0 {
-            // Nothing new since the last explicit finalize: keep its file as it is.
+        let sink_data = self
+            .shared
+            .sinks
+            .as_ref()
+            .is_some_and(|s| s.has_final_data());
+        // At drop with nothing new since an explicit finalize, its file stays as it is; only
+        // sink results that appear at shutdown (LIKWID's) are added to it.
+        let append_only = on_drop && state.finalized && phase_calls == 0;
+        if append_only && !sink_data {
             if let Some(p) = &snap.spool_phase {
                 let _ = std::fs::remove_file(p);
             }
@@ -326,6 +333,16 @@ impl FlushGuard {
         };
         if config.mode == Mode::Disabled {
             return Ok(Some(report));
+        }
+        if append_only {
+            if let Some(path) = target.filter(|p| p.exists()) {
+                data.perf = None;
+                result = result.and_then(|()| crate::output::hdf5_aux::append_aux(path, &data));
+            }
+            if let Some(p) = &spool_phase {
+                let _ = std::fs::remove_file(p);
+            }
+            return result.map(|()| None);
         }
         if let (Ok(()), Some(path)) = (&result, target) {
             let opts = crate::output::hdf5::WriteOptions { gzip: config.gzip };
@@ -439,6 +456,9 @@ impl FlushGuard {
 
 impl Drop for FlushGuard {
     fn drop(&mut self) {
+        if let Some(sinks) = &self.shared.sinks {
+            sinks.shutdown();
+        }
         if let Err(e) = self.finalize_inner(true, None) {
             eprintln!("scope-profiler: final flush failed: {e}");
         }

@@ -223,9 +223,49 @@ fn real_likwid_reports_its_errors_as_a_warning() {
     );
 }
 
+/// The stand-in writes a LIKWID results file when the markers close (at the guard's drop);
+/// the results then land in the profile already written by an explicit finalize.
+fn standin_results_reach_the_file_at_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = build_standin(dir.path());
+    let results = dir.path().join("likwid-results.txt");
+    let out = dir.path().join("likwid.h5");
+    std::env::set_var(LIB_ENV, &lib);
+    std::env::set_var("LIKWID_FILEPATH", &results);
+    let (layer, guard) = ScopeLayer::builder()
+        .output(&out)
+        .summary(false)
+        .likwid(true)
+        .build()
+        .expect("the stand-in loads");
+    let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    tracing::dispatcher::with_default(&d, || {
+        for _ in 0..4 {
+            info_span!("solve").in_scope(|| ());
+        }
+    });
+    let report = guard.finalize().unwrap();
+    assert_eq!(report.region("solve").unwrap().calls, 4);
+    drop(guard);
+    std::env::remove_var("LIKWID_FILEPATH");
+    assert!(results.exists(), "markers closed at drop");
+    let f = hdf5::File::open(&out).unwrap();
+    assert!(
+        f.link_exists("rank0/likwid"),
+        "LIKWID results added to the file"
+    );
+    let names: Vec<hdf5::types::VarLenUnicode> =
+        f.dataset("region_table/names").unwrap().read_raw().unwrap();
+    assert!(
+        names.iter().any(|n| n.as_str() == "solve"),
+        "the calls are still there"
+    );
+}
+
 #[test]
 fn likwid_sink_with_missing_standin_and_real_libraries() {
     missing_library_is_an_error_naming_it();
     standin_sees_every_marker_call_in_order();
+    standin_results_reach_the_file_at_drop();
     real_likwid_reports_its_errors_as_a_warning();
 }

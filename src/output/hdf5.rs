@@ -252,7 +252,15 @@ fn write_file(
     opts: &WriteOptions,
 ) -> Result<(), Error> {
     let ctx = Ctx { path: target };
-    let file = ctx.h5("the file", File::create(tmp))?;
+    // No HDF5 file locking: the file is our private temporary until the rename, and HDF5's
+    // flock lives on a descriptor without O_CLOEXEC, so a child process the program spawns
+    // while we write would otherwise keep the published file locked for its whole life.
+    let file = ctx.h5(
+        "the file",
+        File::with_options()
+            .with_fapl(|p| p.file_locking(false))
+            .create(tmp),
+    )?;
     write_contents(&ctx, &file, data, opts)?;
     ctx.h5("the file (closing)", file.close())
 }

@@ -45,6 +45,20 @@ pub(crate) fn write_aux(file: &File, target: &Path, data: &PhaseData) -> Result<
 }
 
 /// `rank0`, created when the file does not have it yet.
+/// Adds the auxiliary groups of `data` to an already published profile (used at shutdown, when
+/// a sink's results, such as LIKWID's, only exist after the last file was written).
+pub(crate) fn append_aux(path: &Path, data: &PhaseData) -> Result<(), Error> {
+    let ctx = Ctx { path };
+    let file = ctx.h5(
+        "the published file (reopening it)",
+        File::with_options()
+            .with_fapl(|p| p.file_locking(false))
+            .open_rw(path),
+    )?;
+    write_aux(&file, path, data)?;
+    ctx.h5("the file (closing)", file.close())
+}
+
 fn rank_group(ctx: &Ctx<'_>, file: &File) -> Result<Group, Error> {
     if file.link_exists("rank0") {
         ctx.h5("rank0", file.group("rank0"))

@@ -63,6 +63,16 @@ pub(crate) trait Sink: Send + Sync {
         Ok(())
     }
 
+    /// The guard is being dropped; the last finalize follows. A sink that must close something
+    /// to produce its results (LIKWID's `likwid_markerClose` writes the results file) does it
+    /// here.
+    fn shutdown(&self) {}
+
+    /// Whether the next finalize has data of this sink to write even without new calls.
+    fn has_final_data(&self) -> bool {
+        false
+    }
+
     /// Problems to show in the summary (e.g. LIKWID reporting no MSR access).
     fn warnings(&self) -> Vec<String> {
         Vec::new()
@@ -178,6 +188,18 @@ impl Sinks {
             }
         }
         first
+    }
+
+    /// Calls every sink's `shutdown`.
+    pub(crate) fn shutdown(&self) {
+        for s in &self.list {
+            s.shutdown();
+        }
+    }
+
+    /// Whether any sink has data for the last finalize.
+    pub(crate) fn has_final_data(&self) -> bool {
+        self.list.iter().any(|s| s.has_final_data())
     }
 
     /// Every sink's warnings.
