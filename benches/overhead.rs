@@ -33,8 +33,9 @@
 //! `scripts/overhead-table.sh` reads): whether the dispatcher's spans are enabled, the global max
 //! level, operations run (warm-up included), the CPU time the process's *other* threads (the
 //! `ScopeLayer` flusher, tracing-chrome's writer) spent per operation meanwhile, and, for
-//! `ScopeLayer`, after `finalize()`: calls in the report and records dropped because the flusher
-//! fell behind (then the loop partly measured the drop path, not the append path).
+//! `ScopeLayer`, after `finalize()`: calls in the report, records dropped because the flusher
+//! fell behind (then the loop partly measured the drop path, not the append path) and how long
+//! `finalize()` and the guard's drop took.
 //!
 //! The background threads matter on a 2-core machine: when another job holds the second core,
 //! the flusher shares the benchmark's core and its time shows up in wall-clock ns/op.
@@ -171,6 +172,8 @@ struct Ran<'a> {
 struct Recorded {
     calls: u64,
     dropped: u64,
+    /// How long `finalize()` and then dropping the guard took.
+    teardown: (Duration, Duration),
 }
 
 impl Installed {
@@ -205,14 +208,22 @@ macro_rules! scope_config {
             .build()
             .unwrap_or_else(|e| panic!("ScopeLayer::build failed: {e}"));
         Installed::new(Dispatch::new(tracing_subscriber::registry().with(layer))).finish_with(
-            move |ran: &Ran| match guard.finalize() {
-                Ok(report) => Some(Recorded {
-                    calls: report.region(ran.span_name).map_or(0, |r| r.calls),
-                    dropped: report.dropped(),
-                }),
-                Err(e) => {
-                    eprintln!("[overhead] {}: finalize failed: {e}", ran.id);
-                    None
+            move |ran: &Ran| {
+                let t0 = Instant::now();
+                let report = guard.finalize();
+                let t1 = Instant::now();
+                drop(guard); // stops the flusher
+                let teardown = (t1 - t0, t1.elapsed());
+                match report {
+                    Ok(report) => Some(Recorded {
+                        calls: report.region(ran.span_name).map_or(0, |r| r.calls),
+                        dropped: report.dropped(),
+                        teardown,
+                    }),
+                    Err(e) => {
+                        eprintln!("[overhead] {}: finalize failed: {e}", ran.id);
+                        None
+                    }
                 }
             },
         )
@@ -328,6 +339,11 @@ fn run_bench<T>(
             r.dropped,
             100.0 * r.dropped as f64 / records as f64
         );
+        line += &format!(
+            ", finalize {:.2} s, guard drop {:.2} s",
+            r.teardown.0.as_secs_f64(),
+            r.teardown.1.as_secs_f64()
+        );
     }
     eprintln!("{line}");
 
@@ -335,11 +351,14 @@ fn run_bench<T>(
         let opt = |v: Option<String>| v.unwrap_or_else(|| "null".into());
         let json = format!(
             "{{\"id\":\"{id}\",\"clock\":\"{}\",\"ops\":{ops},\"enabled\":{enabled},\
-             \"background_ns_per_op\":{},\"calls\":{},\"dropped\":{}}}\n",
+             \"background_ns_per_op\":{},\"calls\":{},\"dropped\":{},\"finalize_s\":{}}}\n",
             clock_kind().name(),
             opt(bg_per_op.map(|v| format!("{v:.3}"))),
             opt(recorded.as_ref().map(|r| r.calls.to_string())),
             opt(recorded.as_ref().map(|r| r.dropped.to_string())),
+            opt(recorded
+                .as_ref()
+                .map(|r| format!("{:.3}", r.teardown.0.as_secs_f64()))),
         );
         let written = std::fs::OpenOptions::new()
             .create(true)

@@ -117,31 +117,41 @@ if drift:
     print()
     print("baseline drift over the run (registry measured again at the end): " + ", ".join(drift))
 
-# Background CPU (other threads of the process: flusher, writer threads) and drops.
+# Background CPU (other threads of the process: flusher, writer threads), drops, finalize time.
+def fmt_drop(r):
+    if r is None:
+        return "n/a"
+    if r.get("dropped") is None:
+        return "-"
+    records = r["ops"] * (4 if r["id"].startswith("span/") else 2)
+    return f"{r['dropped']} ({100 * r['dropped'] / max(records, 1):.2f}%)"
+
+def fmt_bg(r):
+    bg = None if r is None else r.get("background_ns_per_op")
+    return "n/a" if bg is None else f"{bg:.1f}"
+
+def fmt_fin(r):
+    v = None if r is None else r.get("finalize_s")
+    return "-" if v is None else f"{v:.2f}"
+
 rows = []
 for c in configs:
-    recs = [extra.get(f"{g}/{c}") for g in groups]
-    if not any(r and (r.get("calls") is not None or (r.get("background_ns_per_op") or 0) >= 0.5)
-               for r in recs):
+    span, poll = (extra.get(f"{g}/{c}") for g in groups)
+    interesting = [r for r in (span, poll)
+                   if r and (r.get("calls") is not None or (r.get("background_ns_per_op") or 0) >= 0.5)]
+    if not interesting:
         continue
-    cells = []
-    for r in recs:
-        if r is None:
-            cells += ["n/a", "n/a"]
-            continue
-        bg = r.get("background_ns_per_op")
-        cells.append("n/a" if bg is None else f"{bg:.1f}")
-        if r.get("dropped") is None:
-            cells.append("-")
-        else:
-            records = r["ops"] * (4 if r["id"].startswith("span/") else 2)
-            cells.append(f"{r['dropped']} ({100 * r['dropped'] / max(records, 1):.2f}%)")
-    rows.append(f"| {c} | " + " | ".join(cells) + " |")
+    rows.append(f"| {c} | {fmt_bg(span)} | {fmt_drop(span)} | {fmt_fin(span)} | "
+                f"{fmt_bg(poll)} | {fmt_drop(poll)} | {fmt_fin(poll)} |")
 if rows:
     print()
-    print("| config | span background CPU ns/op | span records dropped | "
-          "poll background CPU ns/op | poll records dropped |")
-    print("|---|---:|---:|---:|---:|")
+    print("background CPU = CPU time of the process's other threads (flusher, writer) per op, "
+          "not included in the ns above unless they shared the bench's core; "
+          "ops and records include warm-up")
+    print()
+    print("| config | span bg CPU ns/op | span records dropped | span finalize s | "
+          "poll bg CPU ns/op | poll records dropped | poll finalize s |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     print("\n".join(rows))
 
 print()
