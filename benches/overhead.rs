@@ -393,6 +393,21 @@ fn tracing_chrome_config() -> Installed {
     )
 }
 
+/// Whether a sink configuration builds on this machine; says why not, loudly, when it does not.
+#[allow(dead_code)] // unused when no sink feature is on
+fn sink_available(name: &str, builder: scope_profiler::Builder) -> bool {
+    match builder.no_output().summary(false).build() {
+        Ok((_layer, guard)) => {
+            drop(guard);
+            true
+        }
+        Err(e) => {
+            eprintln!("[overhead] skipping the {name} sink: {e}");
+            false
+        }
+    }
+}
+
 fn main() {
     let mut c = Criterion::default()
         .measurement_time(Duration::from_secs(2))
@@ -441,6 +456,34 @@ fn main() {
             &mut c,
             "scope_async",
             scope_config!(ScopeLayer::builder().mode(Mode::TimeOnly).track_async(true))
+        );
+    }
+    // Per-sink cost (no target; reported). Each needs its cargo feature, and the machine's
+    // support: a sink that cannot be built here is skipped with the reason.
+    #[cfg(feature = "perf")]
+    if sink_available("perf", ScopeLayer::builder().perf_events(["task-clock"])) {
+        bench_config!(
+            &mut c,
+            "scope_perf",
+            scope_config!(ScopeLayer::builder().perf_events(["task-clock"]))
+        );
+    }
+    #[cfg(feature = "nvtx")]
+    if sink_available("nvtx", ScopeLayer::builder().nvtx(true)) {
+        bench_config!(
+            &mut c,
+            "scope_nvtx",
+            scope_config!(ScopeLayer::builder().nvtx(true))
+        );
+    }
+    // LIKWID is not benchmarked: its marker state is process-wide and closes with the first
+    // profiler, so a second LIKWID profiler in one process is refused (by design).
+    #[cfg(feature = "cuda")]
+    if sink_available("cuda", ScopeLayer::builder().cuda_timing(true)) {
+        bench_config!(
+            &mut c,
+            "scope_cuda",
+            scope_config!(ScopeLayer::builder().cuda_timing(true))
         );
     }
     bench_config!(&mut c, "tracing_timing", tracing_timing_config());

@@ -57,6 +57,9 @@ configs = [
     "scope_timeonly",
     "scope_threads",
     "scope_async",
+    "scope_perf",
+    "scope_nvtx",
+    "scope_cuda",
     "tracing_timing",
     "tracing_chrome",
 ]

@@ -213,9 +213,9 @@ impl Builder {
         self
     }
 
-    /// Validates the options, applies the environment overrides and starts the flusher.
-    pub fn build(self) -> Result<(ScopeLayer, FlushGuard), Error> {
-        let mut config = Config {
+    /// The options as the immutable configuration (before environment overrides).
+    pub(crate) fn into_config(self) -> Config {
+        Config {
             mode: self.mode,
             output: self.output,
             summary: self.summary,
@@ -231,7 +231,12 @@ impl Builder {
             cuda_timing: self.cuda_timing,
             cuda_sync_on_exit: self.cuda_sync_on_exit,
             cuda_stream: self.cuda_stream,
-        };
+        }
+    }
+
+    /// Validates the options, applies the environment overrides and starts the flusher.
+    pub fn build(self) -> Result<(ScopeLayer, FlushGuard), Error> {
+        let mut config = self.into_config();
         apply_env(&mut config, |k| std::env::var(k).ok());
         if config.flush_interval.is_zero() {
             return Err(Error::InvalidOption {
@@ -321,23 +326,7 @@ mod tests {
     use super::*;
 
     fn cfg() -> Config {
-        Config {
-            mode: Mode::TimeOnly,
-            output: Some("a.h5".into()),
-            summary: true,
-            label: None,
-            flush_interval: Duration::from_secs(1),
-            track_threads: false,
-            track_async: false,
-            gzip: None,
-            perf_events: Vec::new(),
-            perf_skip_unsupported: false,
-            likwid: false,
-            nvtx: false,
-            cuda_timing: false,
-            cuda_sync_on_exit: false,
-            cuda_stream: 0,
-        }
+        Builder::default().output("a.h5").into_config()
     }
 
     #[test]

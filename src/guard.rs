@@ -13,11 +13,10 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crate::flush::{Command, Flusher, Snapshot};
-use crate::output::model::{CallRecord, Layout, PhaseData, RegionRow};
+use crate::output::model::{Layout, PhaseData, RegionRow};
 use crate::report::{RegionStats, Report};
 use crate::spool::{self, SpoolWriter};
 use crate::state::Shared;
-use crate::stats::Stats;
 use crate::{Error, Mode};
 
 /// Name of the synthetic region spanning each phase, which the Python reader's `% session`
@@ -400,33 +399,16 @@ impl FlushGuard {
             .iter()
             .find(|t| t.name == "main")
             .map_or(0, |t| t.index);
-        let mut session_stats = Stats::default();
-        session_stats.add(session_dur as u64);
         let user_session = snap.regions.iter().any(|r| r.row.name == SESSION_REGION);
         let mut regions = Vec::new();
-        regions.extend((!user_session).then(|| RegionRow {
-            name: SESSION_REGION.to_owned(),
-            file: String::new(),
-            line: -1,
-            stats: session_stats,
-            calls: if layout == Layout::Columnar {
-                vec![CallRecord {
-                    start_ns: session_start,
-                    dur_ns: session_dur,
-                    thread: session_thread,
-                    task: -1,
-                    await_ns: 0,
-                    gpu_ns: -1,
-                    call_id: -1,
-                    parent_id: -1,
-                }]
-            } else {
-                Vec::new()
-            },
-            gpu_count: 0,
-            gpu_total: 0,
-            exclusive_ns: -1,
-        }));
+        if !user_session {
+            regions.push(RegionRow::session(
+                session_start,
+                session_dur,
+                session_thread,
+                layout,
+            ));
+        }
         regions.extend(
             snap.regions
                 .into_iter()

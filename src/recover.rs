@@ -18,7 +18,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::output::model::{CallRecord, Layout, PhaseData, RegionRow};
+use crate::output::model::{Layout, PhaseData, RegionRow};
 use crate::spool::{self, SpoolContents};
 use crate::stats::Stats;
 use crate::{Error, SESSION_REGION};
@@ -197,37 +197,13 @@ fn write<'a>(
         .unwrap_or(header.start_time_ns)
         .min(header.start_time_ns);
     if !rows.iter().any(|r| r.name == SESSION_REGION) {
-        let mut stats = Stats::default();
-        stats.add((end - start) as u64);
         let session_thread = threads
             .iter()
             .find(|t| t.name == "main")
             .map_or(0, |t| t.index);
         rows.insert(
             0,
-            RegionRow {
-                name: SESSION_REGION.into(),
-                file: String::new(),
-                line: -1,
-                stats,
-                calls: if layout == Layout::Columnar {
-                    vec![CallRecord {
-                        start_ns: start,
-                        dur_ns: end - start,
-                        thread: session_thread,
-                        task: -1,
-                        await_ns: 0,
-                        gpu_ns: -1,
-                        call_id: -1,
-                        parent_id: -1,
-                    }]
-                } else {
-                    Vec::new()
-                },
-                gpu_count: 0,
-                gpu_total: 0,
-                exclusive_ns: -1,
-            },
+            RegionRow::session(start, end - start, session_thread, layout),
         );
     }
     let mut data = PhaseData {

@@ -8,9 +8,11 @@
 
 #![cfg(all(feature = "perf", target_os = "linux"))]
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use hdf5::types::{IntSize, TypeDescriptor, VarLenUnicode};
@@ -359,30 +361,6 @@ fn skip_unsupported_continues_and_names_the_dropped_event() {
     }
 }
 
-fn venv() -> &'static Path {
-    static VENV: OnceLock<PathBuf> = OnceLock::new();
-    VENV.get_or_init(|| {
-        if let Some(v) = std::env::var_os("SCOPE_PY_VENV") {
-            return PathBuf::from(v);
-        }
-        let out = Command::new("bash")
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/scripts/py-reader-env.sh"
-            ))
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .expect("run scripts/py-reader-env.sh");
-        assert!(
-            out.status.success(),
-            "cannot create the Python reader venv (needs python3-venv and PyPI): {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let stdout = String::from_utf8(out.stdout).unwrap();
-        PathBuf::from(stdout.lines().last().expect("venv path").trim())
-    })
-}
-
 #[test]
 fn file_has_perf_groups_that_the_python_reader_shows() {
     let _s = serial();
@@ -436,7 +414,7 @@ fn file_has_perf_groups_that_the_python_reader_shows() {
     );
     drop(file);
 
-    let exe = venv().join("bin").join("scope-profiler");
+    let exe = common::venv().join("bin").join("scope-profiler");
     let out = Command::new(&exe)
         .args(["inspect", path.to_str().unwrap()])
         .env("NO_COLOR", "1")

@@ -112,6 +112,38 @@ pub(crate) struct RegionRow {
     pub exclusive_ns: i64,
 }
 
+impl RegionRow {
+    /// The synthetic `scope_profiler.session` region: one call from `start_ns` lasting
+    /// `dur_ns` on thread `thread` (no call in the aggregate layout, only its statistics).
+    pub(crate) fn session(start_ns: i64, dur_ns: i64, thread: u32, layout: Layout) -> RegionRow {
+        let mut stats = Stats::default();
+        stats.add(dur_ns.max(0) as u64);
+        RegionRow {
+            name: crate::SESSION_REGION.to_owned(),
+            file: String::new(),
+            line: -1,
+            stats,
+            calls: if layout == Layout::Columnar {
+                vec![CallRecord {
+                    start_ns,
+                    dur_ns: dur_ns.max(0),
+                    thread,
+                    task: -1,
+                    await_ns: 0,
+                    gpu_ns: -1,
+                    call_id: -1,
+                    parent_id: -1,
+                }]
+            } else {
+                Vec::new()
+            },
+            gpu_count: 0,
+            gpu_total: 0,
+            exclusive_ns: -1,
+        }
+    }
+}
+
 /// Everything one finalize writes.
 #[derive(Clone, Debug)]
 pub(crate) struct PhaseData {
