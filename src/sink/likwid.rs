@@ -338,38 +338,27 @@ impl LikwidSink {
         if self.closed.load(Ordering::Acquire) {
             return;
         }
-        let _ = THREADS.try_with(|list| {
-            let Ok(mut list) = list.try_borrow_mut() else {
-                return;
-            };
-            if list.first().map(|t| t.uid) != Some(self.uid) {
-                self.bring_to_front(&mut list);
+        let create = || {
+            // SAFETY: likwid_markerThreadInit takes no arguments; it runs once per thread and
+            // sink, after likwid_markerInit (at build) and before this thread's first region.
+            unsafe { (self.api.thread_init)() };
+            ThreadLikwid {
+                uid: self.uid,
+                alive: Arc::downgrade(&self.alive),
+                by_callsite: FastMap::default(),
+                tags: Vec::new(),
             }
-            f(&mut list[0]);
-        });
+        };
+        super::per_thread::with_state(&THREADS, self.uid, create, f);
     }
+}
 
-    /// Cold path of [`Self::with_thread`]: drops the states of sinks that are gone, and moves
-    /// (or creates) this sink's state to the front.
-    #[cold]
-    #[inline(never)]
-    fn bring_to_front(&self, list: &mut Vec<ThreadLikwid>) {
-        list.retain(|t| t.alive.strong_count() > 0);
-        if let Some(i) = list.iter().position(|t| t.uid == self.uid) {
-            list.swap(0, i);
-            return;
-        }
-        // SAFETY: likwid_markerThreadInit takes no arguments; it runs once per thread and
-        // sink, after likwid_markerInit (at build) and before this thread's first region.
-        unsafe { (self.api.thread_init)() };
-        list.push(ThreadLikwid {
-            uid: self.uid,
-            alive: Arc::downgrade(&self.alive),
-            by_callsite: FastMap::default(),
-            tags: Vec::new(),
-        });
-        let last = list.len() - 1;
-        list.swap(0, last);
+impl super::per_thread::ThreadState for ThreadLikwid {
+    fn uid(&self) -> u64 {
+        self.uid
+    }
+    fn orphaned(&self) -> bool {
+        self.alive.strong_count() == 0
     }
 }
 

@@ -28,6 +28,8 @@ pub(crate) mod cuda;
 pub(crate) mod likwid;
 #[cfg(feature = "nvtx")]
 pub(crate) mod nvtx;
+#[cfg(any(all(feature = "perf", target_os = "linux"), feature = "likwid"))]
+mod per_thread;
 #[cfg(all(feature = "perf", target_os = "linux"))]
 pub(crate) mod perf;
 

@@ -315,32 +315,7 @@ impl PerfSink {
     /// counters) on first use. Does nothing during thread teardown or re-entrantly.
     #[inline]
     fn with_thread(&self, f: impl FnOnce(&mut ThreadPerf)) {
-        let _ = THREADS.try_with(|list| {
-            let Ok(mut list) = list.try_borrow_mut() else {
-                return;
-            };
-            if list.first().map(|t| t.uid) != Some(self.uid) {
-                self.bring_to_front(&mut list);
-            }
-            f(&mut list[0]);
-        });
-    }
-
-    /// Cold path of [`Self::with_thread`]: drops the states of sinks that are gone, and moves
-    /// (or creates) this sink's state to the front of the thread's list.
-    #[cold]
-    #[inline(never)]
-    fn bring_to_front(&self, list: &mut Vec<ThreadPerf>) {
-        list.retain(|t| t.registry.strong_count() > 0);
-        match list.iter().position(|t| t.uid == self.uid) {
-            Some(i) => list.swap(0, i),
-            None => {
-                let t = ThreadPerf::open(self);
-                list.push(t);
-                let last = list.len() - 1;
-                list.swap(0, last);
-            }
-        }
+        super::per_thread::with_state(&THREADS, self.uid, || ThreadPerf::open(self), f);
     }
 
     /// Pools the totals by region name and takes this phase's part of them (see module docs).
@@ -382,6 +357,15 @@ impl PerfSink {
             event_names: self.names.clone(),
             regions,
         }
+    }
+}
+
+impl super::per_thread::ThreadState for ThreadPerf {
+    fn uid(&self) -> u64 {
+        self.uid
+    }
+    fn orphaned(&self) -> bool {
+        self.registry.strong_count() == 0
     }
 }
 
