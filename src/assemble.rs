@@ -57,11 +57,10 @@ struct Inst {
     created: u64,
     first_enter: Option<(u64, u32, u64)>,
     last_exit: u64,
-    poll_start: u64,
-    poll_lane: u32,
-    poll_task: u64,
+    /// Polls in progress, one per lane: (lane, depth, start, task). Per lane, because a
+    /// lane's records may be replayed out of order with another lane's (see the module docs).
+    open_polls: Vec<(u32, u32, u64, u64)>,
     last_lane: u32,
-    depth: u32,
     busy: u64,
     polls: u32,
     closed_epoch: Option<u64>,
@@ -163,11 +162,8 @@ impl Assembler {
                 created: r.tsc,
                 first_enter: None,
                 last_exit: 0,
-                poll_start: 0,
-                poll_lane: lane,
-                poll_task: 0,
+                open_polls: Vec::new(),
                 last_lane: lane,
-                depth: 0,
                 busy: 0,
                 polls: 0,
                 closed_epoch: None,
@@ -194,35 +190,39 @@ impl Assembler {
         let inst = &mut insts[k];
         match r.kind() {
             ENTER => {
-                inst.depth += 1;
-                if inst.depth == 1 {
-                    inst.poll_start = r.tsc;
-                    inst.poll_lane = lane;
-                    inst.poll_task = r.task();
+                match inst.open_polls.iter_mut().find(|p| p.0 == lane) {
+                    Some(p) => p.1 += 1,
+                    None => inst.open_polls.push((lane, 1, r.tsc, r.task())),
                 }
-                if inst.first_enter.is_none() {
+                // The earliest enter starts the call (records of other lanes may be replayed
+                // before this lane's earlier ones).
+                if inst.first_enter.is_none_or(|(t, _, _)| r.tsc < t) {
                     inst.first_enter = Some((r.tsc, lane, r.task()));
                 }
             }
             EXIT => {
-                if inst.depth > 0 {
-                    inst.depth -= 1;
-                    if inst.depth == 0 {
-                        inst.busy += r.tsc.saturating_sub(inst.poll_start);
+                if let Some(i) = inst.open_polls.iter().position(|p| p.0 == lane) {
+                    let p = &mut inst.open_polls[i];
+                    p.1 -= 1;
+                    if p.1 == 0 {
+                        let (_, _, start, task) = inst.open_polls.swap_remove(i);
+                        inst.busy += r.tsc.saturating_sub(start);
                         inst.polls += 1;
-                        inst.last_lane = lane;
                         if self.keep_polls {
                             self.polls.push(RawPoll {
                                 region: inst.region,
-                                start: inst.poll_start,
-                                end: r.tsc.max(inst.poll_start),
-                                lane: inst.poll_lane,
-                                task: inst.poll_task,
+                                start,
+                                end: r.tsc.max(start),
+                                lane,
+                                task,
                             });
                         }
                     }
                 }
-                inst.last_exit = inst.last_exit.max(r.tsc);
+                if r.tsc >= inst.last_exit {
+                    inst.last_exit = r.tsc;
+                    inst.last_lane = lane;
+                }
             }
             AUX => inst.aux.push(r.payload()),
             _ => {
@@ -382,6 +382,28 @@ mod tests {
             (5, 25, 9, 2)
         );
         assert_eq!(a.in_flight(), 0);
+    }
+
+    #[test]
+    fn a_replayed_later_poll_does_not_hide_the_first_one() {
+        let mut a = Assembler::default();
+        let mut out = vec![];
+        a.begin_complete_drain();
+        // Lane 0 (drained first) has the span's second poll; lane 1 created it and ran the
+        // first poll. The stashed second poll is replayed when the NEW arrives, before lane 1's
+        // own (earlier) poll is fed.
+        a.feed(0, &[enter(6, 10), exit(6, 20)], &mut out);
+        a.feed(1, &[new(6, 1), enter(6, 2), exit(6, 5)], &mut out);
+        a.feed(0, &[close(6, 21)], &mut out);
+        a.end_complete_drain(&mut out);
+        a.begin_complete_drain();
+        a.end_complete_drain(&mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!(
+            (out[0].start, out[0].end, out[0].busy, out[0].polls),
+            (2, 20, 13, 2)
+        );
+        assert_eq!((out[0].lane, out[0].last_lane), (1, 0));
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! once per process at a (TSC, `CLOCK_MONOTONIC`) pair, so event times, `start_time_ns` and
 //! `finalize_time_ns` share one time base with the Python package's `perf_counter_ns()`.
 //!
-//! The tick length starts as `quanta`'s calibration (a few ms of measuring, easily off by a
-//! fraction of a percent on a loaded machine) and is refined by [`Clock::recalibrate`], which
+//! The tick length is measured over 5 ms when the clock is first used (once per process) and
+//! refined by [`Clock::recalibrate`], which
 //! the flusher calls at every drain: at 20 ms, 80 ms, 320 ms, ... after the anchor it measures
 //! the tick length over the whole elapsed time and starts a new linear segment there. Segments
 //! join continuously, so the mapping from ticks to ns is monotonic: two calls converted at
@@ -53,8 +53,15 @@ impl Clock {
         CLOCK.get_or_init(|| {
             let inner = quanta::Clock::new();
             let (anchor_raw, anchor_ns) = paired_reading(&inner);
-            // quanta's calibration: ns for 2^32 ticks.
-            let scale = inner.delta_as_nanos(0, 1 << 32) as f64 / (1u64 << 32) as f64;
+            // Our own first calibration over 5 ms (quanta's is often off by a few 0.1 % on a
+            // loaded VM, which would shorten a 1 ms call by microseconds); quanta's as fallback.
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            let (raw, ns) = paired_reading(&inner);
+            let scale = if raw > anchor_raw && ns > anchor_ns {
+                (ns - anchor_ns) as f64 / (raw - anchor_raw) as f64
+            } else {
+                inner.delta_as_nanos(0, 1 << 32) as f64 / (1u64 << 32) as f64
+            };
             let first = Segment {
                 raw: anchor_raw,
                 ns: anchor_ns as f64,

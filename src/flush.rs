@@ -306,11 +306,21 @@ impl Flusher {
         }
     }
 
-    /// At shutdown: everything was published by the last finalize, so the spool goes.
+    /// At shutdown: the last finalize published everything, so the spool goes, unless calls
+    /// completed after it (other threads still running); those stay recoverable.
     fn shutdown_spool(&mut self) {
-        if let Some(spool) = self.spool.take() {
-            if spool.error().is_none() {
+        let threads = self.threads();
+        if let Some(mut spool) = self.spool.take() {
+            if spool.error().is_none() && spool.unpublished == 0 {
                 spool.remove();
+            } else {
+                spool.flush(&threads, &[]);
+                eprintln!(
+                    "scope-profiler: {} call(s) completed after the last finalize; they are kept \
+                     in {} (scope-profiler-recover turns them into a profile)",
+                    spool.unpublished,
+                    spool.path().display()
+                );
             }
         }
     }

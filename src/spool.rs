@@ -69,6 +69,8 @@ pub(crate) struct SpoolWriter {
     error: Option<io::Error>,
     /// Calls that could not be spooled because of `error`.
     pub(crate) lost_calls: u64,
+    /// Calls spooled since the spool was created or last rotated.
+    pub(crate) unpublished: u64,
 }
 
 impl SpoolWriter {
@@ -85,6 +87,7 @@ impl SpoolWriter {
             written_regions: 0,
             error: None,
             lost_calls: 0,
+            unpublished: 0,
         };
         w.put_header();
         w.write_out();
@@ -126,6 +129,7 @@ impl SpoolWriter {
             self.lost_calls += 1;
             return;
         }
+        self.unpublished += 1;
         let p = &mut self.pending[region as usize];
         p.push(c);
         if p.len() >= CALLS_PER_FRAME {
@@ -248,6 +252,7 @@ impl SpoolWriter {
         }
         let moved = PathBuf::from(format!("{}.{phase}", self.path.display()));
         std::fs::rename(&self.path, &moved)?;
+        self.unpublished = 0;
         match File::create(&self.path) {
             Ok(f) => {
                 self.file = f;
