@@ -51,7 +51,18 @@ fn without_libcuda_build_fails_cleanly() {
         return;
     }
     if libcuda_loadable() {
-        eprintln!("skipped: this machine has a CUDA driver");
+        // A machine with a CUDA driver: the build must work (or name a device problem), and
+        // must not panic either way.
+        let built = ScopeLayer::builder()
+            .cuda_timing(true)
+            .no_output()
+            .summary(false)
+            .build();
+        match built {
+            Ok(_) => eprintln!("libcuda present: cuda_timing builds"),
+            Err(e @ Error::Sink { .. }) => eprintln!("libcuda present, no usable device: {e}"),
+            Err(e) => panic!("libcuda is loadable, yet: {e}"),
+        }
         return;
     }
     let err = ScopeLayer::builder()
