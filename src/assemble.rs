@@ -2,8 +2,9 @@
 //!
 //! A call is one span instance from its first enter to its last exit. The records of one
 //! instance may come from several lanes (a future created on one thread and polled on Tokio
-//! workers), and the registry reuses span ids once a span closes, so records are routed to the
-//! instance of their id whose creation time is the latest one not after the record's own time.
+//! workers). Span ids carry the registry's slot generation and do not repeat while records are
+//! in flight, so a record goes to the newest instance of its id (the routing also honours
+//! creation times when a `NEW` carries one; the layer stores none, see `lane::record`).
 //!
 //! Lanes are drained one after the other, so a record that happened before another one on a
 //! *different* lane may be drained after it. Two rules make that harmless:
