@@ -53,8 +53,8 @@ impl Clock {
         CLOCK.get_or_init(|| {
             let inner = quanta::Clock::new();
             let (anchor_raw, anchor_ns) = paired_reading(&inner);
-            // Our own first calibration over 5 ms (quanta's is often off by a few 0.1 % on a
-            // loaded VM, which would shorten a 1 ms call by microseconds); quanta's as fallback.
+            // Our own first calibration, over 5 ms of CLOCK_MONOTONIC (quanta's start-up
+            // calibration is shorter); quanta's as the fallback.
             std::thread::sleep(std::time::Duration::from_millis(5));
             let (raw, ns) = paired_reading(&inner);
             let scale = if raw > anchor_raw && ns > anchor_ns {
