@@ -4,6 +4,8 @@
 //!
 //! ```text
 //! cargo run --release --example stream_stats [-- SPANS]
+//! SUMMARY=1 cargo run --release --example stream_stats   # also print the summary (finalize
+//!                                                        # then nests every call for the tree)
 //! ```
 
 use std::time::{Duration, Instant};
@@ -25,7 +27,9 @@ fn rss_kib() -> u64 {
 
 fn run(spans: u64, gzip: bool, dir: &std::path::Path) -> Result<(), Box<dyn std::error::Error>> {
     let out = dir.join(if gzip { "stream-gzip.h5" } else { "stream.h5" });
-    let mut b = ScopeLayer::builder().output(&out).summary(false);
+    let mut b = ScopeLayer::builder()
+        .output(&out)
+        .summary(std::env::var_os("SUMMARY").is_some());
     if gzip {
         b = b.gzip(4);
     }

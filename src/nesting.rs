@@ -158,31 +158,40 @@ pub(crate) fn call_tree(data: &PhaseData) -> Vec<TreeRow> {
         exclusive: i64,
         recursive: bool,
     }
-    // id -> (region, start, end, parent id)
-    let mut by_id: HashMap<i64, (u32, i64, i64, i64)> = HashMap::new();
+    // [`nest`] numbered the calls first_id, first_id + 1, ...: index = id - first_id.
+    let first_id = data
+        .regions
+        .iter()
+        .flat_map(|r| r.calls.iter())
+        .map(|c| c.call_id)
+        .min()
+        .unwrap_or(0);
+    let n: usize = data.regions.iter().map(|r| r.calls.len()).sum();
+    // index -> (region, start, end, parent index or usize::MAX)
+    let mut by_id: Vec<(u32, i64, i64, usize)> = vec![(0, 0, 0, usize::MAX); n];
     for (r, row) in data.regions.iter().enumerate() {
         for c in &row.calls {
-            by_id.insert(
-                c.call_id,
-                (r as u32, c.start_ns, c.start_ns + c.dur_ns, c.parent_id),
-            );
+            let parent = if c.parent_id >= 0 {
+                (c.parent_id - first_id) as usize
+            } else {
+                usize::MAX
+            };
+            by_id[(c.call_id - first_id) as usize] =
+                (r as u32, c.start_ns, c.start_ns + c.dur_ns, parent);
         }
     }
-    let mut ids: Vec<i64> = by_id.keys().copied().collect();
-    ids.sort_unstable();
     let mut paths: Vec<Path> = Vec::new();
     let mut key: HashMap<(Option<usize>, u32), usize> = HashMap::new();
-    let mut path_of: HashMap<i64, usize> = HashMap::new();
-    let mut child_total: HashMap<i64, i64> = HashMap::new();
-    for &id in &ids {
-        let (_, s, e, p) = by_id[&id];
-        if p >= 0 {
-            *child_total.entry(p).or_default() += e - s;
+    let mut path_of: Vec<usize> = vec![0; n];
+    let mut child_total: Vec<i64> = vec![0; n];
+    for &(_, s, e, p) in &by_id {
+        if p != usize::MAX {
+            child_total[p] += e - s;
         }
     }
-    for &id in &ids {
-        let (region, start, end, parent_id) = by_id[&id];
-        let parent_path = (parent_id >= 0).then(|| path_of[&parent_id]);
+    for id in 0..n {
+        let (region, start, end, parent) = by_id[id];
+        let parent_path = (parent != usize::MAX).then(|| path_of[parent]);
         // Recursion collapses into the parent's row.
         let (path, outermost) = match parent_path {
             Some(pp) if paths[pp].region == region => {
@@ -211,10 +220,10 @@ pub(crate) fn call_tree(data: &PhaseData) -> Vec<TreeRow> {
                 (path, true)
             }
         };
-        path_of.insert(id, path);
+        path_of[id] = path;
         let p = &mut paths[path];
         p.calls += 1;
-        p.exclusive += (end - start) - child_total.get(&id).copied().unwrap_or(0);
+        p.exclusive += (end - start) - child_total[id];
         if outermost {
             p.stats.add((end - start) as u64);
             p.intervals.push((start, end));
