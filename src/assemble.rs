@@ -327,6 +327,12 @@ mod tests {
         kind: Kind::SPAN,
     };
 
+    /// An empty complete drain: what completes calls closed in the previous one.
+    fn next_drain(a: &mut Assembler, out: &mut Vec<RawCall>) {
+        a.begin_complete_drain();
+        a.end_complete_drain(out);
+    }
+
     fn new(id: u64, t: u64) -> Record {
         Record::new_span(id, t, &META)
     }
@@ -354,8 +360,7 @@ mod tests {
         a.feed(0, &recs, &mut out);
         a.end_complete_drain(&mut out);
         assert!(out.is_empty(), "completed one drain after its close");
-        a.begin_complete_drain();
-        a.end_complete_drain(&mut out);
+        next_drain(&mut a, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!(
             (out[0].start, out[0].end, out[0].busy, out[0].polls),
@@ -397,8 +402,7 @@ mod tests {
         a.feed(1, &[new(6, 1), enter(6, 2), exit(6, 5)], &mut out);
         a.feed(0, &[close(6, 21)], &mut out);
         a.end_complete_drain(&mut out);
-        a.begin_complete_drain();
-        a.end_complete_drain(&mut out);
+        next_drain(&mut a, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!(
             (out[0].start, out[0].end, out[0].busy, out[0].polls),
@@ -426,8 +430,7 @@ mod tests {
         a.feed(1, &[close(3, 61)], &mut out);
         a.end_complete_drain(&mut out);
         assert!(out.is_empty());
-        a.begin_complete_drain();
-        a.end_complete_drain(&mut out);
+        next_drain(&mut a, &mut out);
         out.sort_by_key(|c| c.start);
         assert_eq!(out.len(), 2);
         assert_eq!((out[0].start, out[0].end, out[0].polls), (2, 8, 2));
@@ -458,8 +461,7 @@ mod tests {
             a.orphans, 0,
             "an unknown record waits one drain for its NEW"
         );
-        a.begin_complete_drain();
-        a.end_complete_drain(&mut out);
+        next_drain(&mut a, &mut out);
         assert!(out.is_empty());
         assert_eq!(a.orphans, 1);
     }
@@ -474,8 +476,7 @@ mod tests {
         a.feed(0, &[new(4, 5)], &mut out);
         a.feed(1, &[exit(4, 26), close(4, 27)], &mut out);
         a.end_complete_drain(&mut out);
-        a.begin_complete_drain();
-        a.end_complete_drain(&mut out);
+        next_drain(&mut a, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!(
             (out[0].start, out[0].end, out[0].busy, out[0].polls),

@@ -282,7 +282,7 @@ impl FlushGuard {
         let mut regions: Vec<RegionStats> = snap
             .regions
             .iter()
-            .map(|r| RegionStats::from_snapshot(r, None))
+            .map(RegionStats::from_snapshot)
             .collect();
         let (dropped, in_flight) = (snap.dropped, snap.in_flight);
         let truncated = snap.calls_truncated;

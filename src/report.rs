@@ -65,20 +65,10 @@ impl RegionStats {
         }
     }
 
-    pub(crate) fn from_snapshot(s: &RegionSnapshot, perf: Option<&PerfTotals>) -> RegionStats {
+    /// The statistics of a region as the flusher reported it (perf totals come later, from
+    /// [`Self::set_perf`], once the sinks have finalized).
+    pub(crate) fn from_snapshot(s: &RegionSnapshot) -> RegionStats {
         let st = &s.row.stats;
-        let perf = perf
-            .and_then(|p| {
-                let region = p.regions.iter().find(|r| r.name == s.row.name)?;
-                Some(
-                    p.event_names
-                        .iter()
-                        .cloned()
-                        .zip(region.values.iter().copied())
-                        .collect(),
-                )
-            })
-            .unwrap_or_default();
         RegionStats {
             name: s.row.name.clone(),
             calls: st.count,
@@ -92,7 +82,7 @@ impl RegionStats {
             lifetime_calls: s.lifetime_calls,
             gpu_calls: s.row.gpu_count,
             gpu_total_ns: s.row.gpu_total.max(0) as u64,
-            perf,
+            perf: Vec::new(),
         }
     }
 }
