@@ -69,6 +69,9 @@ pub struct Builder {
     cuda_timing: bool,
     cuda_sync_on_exit: bool,
     cuda_stream: usize,
+    rotate_every: Option<Duration>,
+    max_files: Option<usize>,
+    durable: bool,
 }
 
 impl Default for Builder {
@@ -89,6 +92,9 @@ impl Default for Builder {
             cuda_timing: false,
             cuda_sync_on_exit: false,
             cuda_stream: 0,
+            rotate_every: None,
+            max_files: None,
+            durable: false,
         }
     }
 }
@@ -213,6 +219,44 @@ impl Builder {
         self
     }
 
+    // --- Long-running services: rotation, retention, durability (see the README section
+    // "Profiling a service") ---
+
+    /// Writes a phase file every `period`: the output `profile.h5` becomes `profile.0001.h5`,
+    /// `profile.0002.h5`, ... (four digits, from 1, no gaps), each a complete profile of the
+    /// calls completed in its period; the final `finalize()` (or the guard's drop) writes the
+    /// next number. Automatic rotations print no summary. Needs an output file.
+    ///
+    /// ```no_run
+    /// # use scope_profiler::ScopeLayer;
+    /// # use std::time::Duration;
+    /// let (layer, guard) = ScopeLayer::builder()
+    ///     .output("service.h5")
+    ///     .rotate_every(Duration::from_secs(3600))
+    ///     .max_files(24)
+    ///     .build()?;
+    /// # Ok::<(), scope_profiler::Error>(())
+    /// ```
+    pub fn rotate_every(mut self, period: Duration) -> Self {
+        self.rotate_every = Some(period);
+        self
+    }
+
+    /// With [`rotate_every`](Self::rotate_every): keeps only the newest `n` phase files this
+    /// profiler wrote, deleting the oldest after each rotation.
+    pub fn max_files(mut self, n: usize) -> Self {
+        self.max_files = Some(n);
+        self
+    }
+
+    /// With `true`, every spool write is fsynced, and each published profile and its directory
+    /// are fsynced before and after the rename, so power loss keeps everything up to the last
+    /// flush (default `false`: a killed process loses nothing flushed, power loss may).
+    pub fn durable(mut self, on: bool) -> Self {
+        self.durable = on;
+        self
+    }
+
     /// The options as the immutable configuration (before environment overrides).
     pub(crate) fn into_config(self) -> Config {
         Config {
@@ -231,6 +275,9 @@ impl Builder {
             cuda_timing: self.cuda_timing,
             cuda_sync_on_exit: self.cuda_sync_on_exit,
             cuda_stream: self.cuda_stream,
+            rotate_every: self.rotate_every,
+            max_files: self.max_files,
+            durable: self.durable,
         }
     }
 
@@ -256,6 +303,7 @@ impl Builder {
                 reason: "needs cuda_timing(true)".into(),
             });
         }
+        check_service_options(&config)?;
         let mut sinks = None;
         if config.mode != crate::Mode::Disabled {
             if let Some(path) = &config.output {
@@ -266,6 +314,35 @@ impl Builder {
         let shared = Arc::new(Shared::new(config, sinks));
         let guard = FlushGuard::start(shared.clone())?;
         Ok((ScopeLayer::new(shared), guard))
+    }
+}
+
+/// Rotation and retention need each other and an output file.
+fn check_service_options(config: &Config) -> Result<(), Error> {
+    if let Some(p) = config.rotate_every {
+        if p.is_zero() {
+            return Err(Error::InvalidOption {
+                option: "rotate_every",
+                reason: "must be greater than zero".into(),
+            });
+        }
+        if config.output.is_none() && config.mode != crate::Mode::Disabled {
+            return Err(Error::InvalidOption {
+                option: "rotate_every",
+                reason: "needs an output file (it writes numbered files beside it)".into(),
+            });
+        }
+    }
+    match config.max_files {
+        Some(0) => Err(Error::InvalidOption {
+            option: "max_files",
+            reason: "must keep at least one file".into(),
+        }),
+        Some(_) if config.rotate_every.is_none() => Err(Error::InvalidOption {
+            option: "max_files",
+            reason: "needs rotate_every (it counts the numbered phase files)".into(),
+        }),
+        _ => Ok(()),
     }
 }
 

@@ -35,6 +35,8 @@ pub(crate) enum Command {
 /// One region as seen at a finalize.
 #[derive(Clone, Debug)]
 pub(crate) struct RegionSnapshot {
+    /// The region's id (its id in the spool too).
+    pub id: u32,
     /// This phase's calls and statistics.
     pub row: RegionRow,
     /// Calls completed since `build()`.
@@ -42,7 +44,7 @@ pub(crate) struct RegionSnapshot {
 }
 
 /// What a finalize hands to the guard.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub(crate) struct Snapshot {
     /// Every region with at least one call since `build()`, in region-id order.
     pub regions: Vec<RegionSnapshot>,
@@ -56,14 +58,19 @@ pub(crate) struct Snapshot {
     pub region_names: Vec<String>,
     /// The spool file holding this phase's calls (when writing a file).
     pub spool_phase: Option<std::path::PathBuf>,
-    /// Why the spool could not be written, if it could not.
-    pub spool_error: Option<String>,
+    /// Why the spool could not be written, if it could not (the spool keeps what it has).
+    pub spool_error: Option<std::io::Error>,
     /// Whether this phase's calls were kept only in part (in-memory mode above its cap).
     pub calls_truncated: bool,
     /// Calls entered and not yet closed.
     pub in_flight: u64,
-    /// Records lost so far.
+    /// Records lost so far by the lanes and the assembler (threads being torn down, full
+    /// queues, orphaned records).
     pub dropped: u64,
+    /// Calls the spool could not take since `build()` (after a write error).
+    pub spool_lost: u64,
+    /// Earliest start and latest end of this phase's calls (`None` without calls).
+    pub span_ns: Option<(i64, i64)>,
 }
 
 #[derive(Default)]
@@ -90,6 +97,7 @@ pub(crate) struct Flusher {
     phase_no: u64,
     kept_calls: usize,
     calls_truncated: bool,
+    span_ns: Option<(i64, i64)>,
 }
 
 /// Calls kept in memory per phase without an output file (for the summary's call tree); above
@@ -115,6 +123,7 @@ impl Flusher {
             phase_no: 0,
             kept_calls: 0,
             calls_truncated: false,
+            span_ns: None,
         }
     }
 
@@ -212,6 +221,11 @@ impl Flusher {
                 Some(sinks) if !c.aux.is_empty() => sinks.resolve(&c.aux).unwrap_or(-1),
                 _ => -1,
             };
+            let end_ns = start_ns + dur_ns;
+            self.span_ns = Some(match self.span_ns {
+                Some((s, e)) => (s.min(start_ns), e.max(end_ns)),
+                None => (start_ns, end_ns),
+            });
             let p = &mut self.phase[c.region as usize];
             p.stats.add(dur_ns as u64);
             p.lifetime += 1;
@@ -331,8 +345,7 @@ impl Flusher {
             .iter()
             .map(|(l, _)| l.dropped.load(Ordering::Relaxed))
             .sum();
-        let spool = self.spool.as_ref().map_or(0, |s| s.lost_calls);
-        lanes + self.shared.lost.load(Ordering::Relaxed) + self.asm.orphans + spool
+        lanes + self.shared.lost.load(Ordering::Relaxed) + self.asm.orphans
     }
 
     fn finalize(&mut self) -> Snapshot {
@@ -340,11 +353,12 @@ impl Flusher {
         self.complete_drain();
         let infos: Vec<RegionInfo> = self.asm.regions.regions().to_vec();
         let mut regions = Vec::new();
-        for (info, p) in infos.iter().zip(self.phase.iter_mut()) {
+        for (id, (info, p)) in infos.iter().zip(self.phase.iter_mut()).enumerate() {
             if p.lifetime == 0 {
                 continue;
             }
             regions.push(RegionSnapshot {
+                id: id as u32,
                 row: RegionRow {
                     name: info.name.to_owned(),
                     file: info.file.unwrap_or("").to_owned(),
@@ -366,13 +380,7 @@ impl Flusher {
             None => (None, None),
             Some(spool) => match spool.rotate(self.phase_no, &threads, &agg) {
                 Ok(p) => (Some(p), None),
-                Err(e) => (
-                    None,
-                    Some(format!(
-                        "{e} (unpublished calls are in {})",
-                        spool.path().display()
-                    )),
-                ),
+                Err(e) => (None, Some(e)),
             },
         };
         self.kept_calls = 0;
@@ -387,6 +395,8 @@ impl Flusher {
             calls_truncated: std::mem::take(&mut self.calls_truncated),
             in_flight: self.asm.in_flight(),
             dropped: self.dropped(),
+            spool_lost: self.spool.as_ref().map_or(0, |s| s.lost_calls),
+            span_ns: self.span_ns.take(),
         }
     }
 }

@@ -3,7 +3,14 @@
 //! Shaped like tracing-appender's `WorkerGuard`: keep it alive while the program runs;
 //! [`FlushGuard::finalize`] (any number of times) reports and writes the calls completed since
 //! the previous finalize, and dropping the guard finalizes once more if anything new happened,
-//! then stops the flusher.
+//! then stops the flusher. The finalize itself is a pipeline in `crate::finalize`.
+//!
+//! **No phase replaces another.** Each finalize publishes one phase file. Without rotation the
+//! first goes to the output; a later phase (a second `finalize()`, or calls that complete
+//! after it and are written by the drop) goes to `<stem>.late.h5` (then `late-2`, ...) beside
+//! it, and the output keeps what the first finalize wrote. [`Report::file`] says where each
+//! phase went. With [`rotate_every`](crate::Builder::rotate_every), every phase gets the next
+//! numbered file.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -12,9 +19,9 @@ use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use crate::flush::{Command, Flusher, Snapshot};
-use crate::output::model::{Layout, PhaseData, RegionRow};
-use crate::report::{RegionStats, Report};
+use crate::finalize::{GuardState, Trigger};
+use crate::flush::{Command, Flusher};
+use crate::report::Report;
 use crate::spool::{self, SpoolWriter};
 use crate::state::Shared;
 use crate::{Error, Mode};
@@ -43,11 +50,25 @@ pub const SESSION_REGION: &str = "scope_profiler.session";
 /// ```
 #[must_use = "dropping the guard finalizes the profile immediately"]
 pub struct FlushGuard {
+    inner: Arc<Inner>,
+    /// The rotation timer: dropping the sender stops it.
+    rotator: Option<(Sender<()>, JoinHandle<()>)>,
+}
+
+/// What the guard and its rotation thread share.
+struct Inner {
     shared: Arc<Shared>,
     tx: Option<Mutex<Sender<Command>>>,
-    flusher: Option<JoinHandle<()>>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
     _claim: Option<OutputClaim>,
     state: Mutex<GuardState>,
+}
+
+impl Inner {
+    fn finalize(&self, trigger: Trigger, to: Option<&Path>) -> Result<Option<Report>, Error> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        crate::finalize::run(&self.shared, self.tx.as_ref(), &mut state, trigger, to)
+    }
 }
 
 /// Claims an output path for one profiler of this process, so a second `build()` writing the
@@ -61,10 +82,7 @@ fn claimed() -> &'static Mutex<HashSet<PathBuf>> {
 
 impl OutputClaim {
     fn new(output: &Path) -> Result<OutputClaim, Error> {
-        let dir = match output.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
+        let dir = crate::files::dir_of(output);
         let key = std::fs::canonicalize(&dir)
             .unwrap_or(dir)
             .join(output.file_name().unwrap_or_default());
@@ -92,25 +110,11 @@ impl Drop for OutputClaim {
     }
 }
 
-/// Creates the spool beside `output`, moving a stale one (from a crashed run) aside first.
+/// Creates the spool beside `output`, first recovering the spool of an earlier run that did
+/// not finish (see [`crate::recover`]).
 fn open_spool(shared: &Shared, output: &Path) -> Result<SpoolWriter, Error> {
+    crate::recover::recover_stale(output)?;
     let path = spool::spool_path(output);
-    if path.exists() {
-        let aside = PathBuf::from(format!(
-            "{}.stale-{}-{}",
-            path.display(),
-            std::process::id(),
-            shared.start_ns
-        ));
-        let _ = std::fs::rename(&path, &aside);
-        eprintln!(
-            "scope-profiler: found calls of an earlier run that did not finish in {}; \
-             moved them to {} (turn them into a file with `scope-profiler-recover {}`)",
-            path.display(),
-            aside.display(),
-            output.display()
-        );
-    }
     let config = &shared.config;
     let header = spool::Header {
         start_time_ns: shared.start_ns,
@@ -120,45 +124,11 @@ fn open_spool(shared: &Shared, output: &Path) -> Result<SpoolWriter, Error> {
         track_async: config.track_async,
         aggregate: config.mode == Mode::Aggregate,
     };
-    SpoolWriter::create(path.clone(), header).map_err(|source| Error::Io {
+    SpoolWriter::create(path.clone(), header, config.durable).map_err(|source| Error::Io {
         context: "creating the spool beside the output".into(),
         path,
         source,
     })
-}
-
-/// Fills this phase's calls from its spool file (regions matched by name).
-fn load_spooled_calls(phase: &Path, snap: &mut Snapshot) -> Result<(), Error> {
-    let contents = spool::read(phase).map_err(|source| Error::Io {
-        context: "reading this phase's calls back from the spool".into(),
-        path: phase.to_path_buf(),
-        source,
-    })?;
-    let by_name: std::collections::HashMap<String, usize> = snap
-        .regions
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (r.row.name.clone(), i))
-        .collect();
-    let mut calls = contents.calls;
-    for (id, (name, _, _)) in contents.regions.iter().enumerate() {
-        if let Some(&i) = by_name.get(name) {
-            let row = &mut snap.regions[i].row.calls;
-            if row.is_empty() {
-                std::mem::swap(row, &mut calls[id]);
-            } else {
-                row.append(&mut calls[id]);
-            }
-        }
-    }
-    Ok(())
-}
-
-struct GuardState {
-    finalized: bool,
-    phase_start_ns: i64,
-    /// First call id of the next phase (ids continue across finalizes, as in Python).
-    next_call_id: i64,
 }
 
 impl FlushGuard {
@@ -187,27 +157,36 @@ impl FlushGuard {
                 })?;
             (Some(Mutex::new(tx)), Some(handle))
         };
-        Ok(FlushGuard {
+        let rotate = config.rotate_every.filter(|_| config.mode != Mode::Disabled);
+        let inner = Arc::new(Inner {
             shared,
             tx,
-            flusher,
+            flusher: Mutex::new(flusher),
             _claim: claim,
-            state: Mutex::new(GuardState {
-                finalized: false,
-                phase_start_ns,
-                next_call_id: 0,
-            }),
-        })
+            state: Mutex::new(GuardState::new(phase_start_ns)),
+        });
+        let rotator = match rotate {
+            Some(period) => Some(start_rotator(inner.clone(), period)?),
+            None => None,
+        };
+        Ok(FlushGuard { inner, rotator })
     }
 
     /// Reports (and writes, and prints, as configured) the calls completed since the previous
     /// finalize. Calls still running are reported by a later finalize; nothing is lost.
     ///
-    /// Returns an error only when the output file cannot be written; the report is still
-    /// printed in that case, and the error says where the unpublished calls are kept (see
-    /// [`recover`](crate::recover())).
+    /// Each finalize publishes its own file and never replaces one an earlier finalize of this
+    /// guard published: the first goes to the output, later ones to `<stem>.late.h5`,
+    /// `<stem>.late-2.h5`, ... beside it (with rotation, to the next numbered file).
+    /// [`Report::file`] says where.
+    ///
+    /// # Errors
+    /// The output file cannot be written, or the spool could not be (its `io::Error` is the
+    /// source); the report is still printed in that case, and the error says where the
+    /// unpublished calls are kept (see [`recover`](crate::recover())).
     pub fn finalize(&self) -> Result<Report, Error> {
-        self.finalize_inner(false, None)
+        self.inner
+            .finalize(Trigger::Explicit, None)
             .map(|r| r.unwrap_or_default())
     }
 
@@ -224,233 +203,73 @@ impl FlushGuard {
     /// guard.finalize()?; // run.h5 holds the solve phase
     /// # Ok::<(), scope_profiler::Error>(())
     /// ```
+    ///
+    /// # Errors
+    /// As [`finalize`](Self::finalize), and when `path` is not writable.
     pub fn finalize_to(&self, path: impl AsRef<Path>) -> Result<Report, Error> {
         let path = path.as_ref();
         crate::builder::check_writable(path)?;
-        self.finalize_inner(false, Some(path))
+        self.inner
+            .finalize(Trigger::Explicit, Some(path))
             .map(|r| r.unwrap_or_default())
     }
+}
 
-    fn finalize_inner(&self, on_drop: bool, to: Option<&Path>) -> Result<Option<Report>, Error> {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let finalize_ns = self.shared.clock.now_ns();
-        let mut snap = match &self.tx {
-            None => Snapshot::default(),
-            Some(tx) => {
-                let (reply_tx, reply_rx) = mpsc::channel();
-                let sent = tx
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .send(Command::Finalize(reply_tx));
-                if sent.is_err() {
-                    return Err(Error::FlusherGone);
+/// Starts the thread that finalizes every `period` (numbered files, no summary printed).
+fn start_rotator(
+    inner: Arc<Inner>,
+    period: std::time::Duration,
+) -> Result<(Sender<()>, JoinHandle<()>), Error> {
+    let (stop, stopped) = mpsc::channel::<()>();
+    let handle = std::thread::Builder::new()
+        .name("scope-profiler-rotate".into())
+        .spawn(move || {
+            let mut next = std::time::Instant::now() + period;
+            loop {
+                let wait = next.saturating_duration_since(std::time::Instant::now());
+                match stopped.recv_timeout(wait) {
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        next += period;
+                        if let Err(e) = inner.finalize(Trigger::Rotation, None) {
+                            eprintln!("scope-profiler: rotation failed: {e}");
+                        }
+                    }
+                    _ => return,
                 }
-                reply_rx.recv().map_err(|_| Error::FlusherGone)?
             }
-        };
-        let phase_calls: u64 = snap.regions.iter().map(|r| r.row.stats.count).sum();
-        let sink_data = self
-            .shared
-            .sinks
-            .as_ref()
-            .is_some_and(|s| s.has_final_data());
-        // At drop with nothing new since an explicit finalize, its file stays as it is; only
-        // sink results that appear at shutdown (LIKWID's) are added to it.
-        let append_only = on_drop && state.finalized && phase_calls == 0;
-        if append_only && !sink_data {
-            if let Some(p) = &snap.spool_phase {
-                let _ = std::fs::remove_file(p);
-            }
-            return Ok(None);
-        }
-        let phase_start_ns = state.phase_start_ns;
-        state.finalized = true;
-        state.phase_start_ns = finalize_ns;
-
-        let config = &self.shared.config;
-        let target = to.or(config.output.as_deref());
-        // With an output file the phase's calls are on disk; read them back for the file.
-        let mut result = match (snap.spool_phase.clone(), snap.spool_error.clone()) {
-            (_, Some(e)) => Err(Error::Io {
-                context: format!("writing the spool: {e}"),
-                path: target.map(Path::to_path_buf).unwrap_or_default(),
-                source: std::io::Error::other("spool write failed"),
-            }),
-            (Some(phase), None) => load_spooled_calls(&phase, &mut snap),
-            (None, None) => Ok(()),
-        };
-        let mut regions: Vec<RegionStats> = snap
-            .regions
-            .iter()
-            .map(RegionStats::from_snapshot)
-            .collect();
-        let (dropped, in_flight) = (snap.dropped, snap.in_flight);
-        let truncated = snap.calls_truncated;
-        let spool_phase = snap.spool_phase.clone();
-        let mut data = self.phase_data(snap, phase_start_ns, finalize_ns);
-        // Nesting feeds the call ids (written with track_threads), the exclusive totals and the
-        // summary's tree; skip it when none of them is wanted.
-        let want_nesting = config.track_threads || config.summary;
-        let nested = want_nesting && data.layout == Layout::Columnar;
-        let tree = match nested.then(|| crate::nesting::nest(&mut data, state.next_call_id)) {
-            Some(Ok(next)) => {
-                state.next_call_id = next;
-                // The tree is only for the printed summary (and needs every call).
-                (config.summary && !truncated).then(|| crate::nesting::call_tree(&data))
-            }
-            _ => None,
-        };
-        drop(state);
-        let mut warnings = Vec::new();
-        if let Some(sinks) = &self.shared.sinks {
-            let r = sinks.finalize(&mut data);
-            if result.is_ok() {
-                result = r;
-            }
-            warnings = sinks.warnings();
-        }
-        if truncated {
-            warnings.push(
-                "without an output file only the first 2 M calls of a phase are kept (the \
-                 statistics stay exact); the summary is flat"
-                    .into(),
-            );
-        }
-        if let Some(perf) = &data.perf {
-            for r in &mut regions {
-                r.set_perf(perf);
-            }
-        }
-        regions.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
-        let report = Report {
-            regions,
-            dropped,
-            in_flight,
-            wall_ns: (finalize_ns - phase_start_ns).max(0) as u64,
-            warnings,
-            tree,
-        };
-        if config.mode == Mode::Disabled {
-            return Ok(Some(report));
-        }
-        if append_only {
-            if let Some(path) = target.filter(|p| p.exists()) {
-                data.perf = None;
-                result = result.and_then(|()| crate::output::hdf5_aux::append_aux(path, &data));
-            }
-            if let Some(p) = &spool_phase {
-                let _ = std::fs::remove_file(p);
-            }
-            return result.map(|()| None);
-        }
-        if let (Ok(()), Some(path)) = (&result, target) {
-            let opts = crate::output::hdf5::WriteOptions { gzip: config.gzip };
-            result = crate::output::hdf5::write_phase(path, &data, &opts);
-        }
-        match (&result, &spool_phase) {
-            (Ok(()), Some(p)) => {
-                let _ = std::fs::remove_file(p);
-            }
-            (Err(_), Some(p)) => {
-                result = result.map_err(|e| Error::Unpublished {
-                    source: Box::new(e),
-                    spool: p.clone(),
-                })
-            }
-            _ => {}
-        }
-        if config.summary {
-            let title = match (&config.label, target) {
-                (Some(l), Some(p)) => format!("{l} - {}", p.display()),
-                (Some(l), None) => l.clone(),
-                (None, Some(p)) => p.display().to_string(),
-                (None, None) => "scope-profiler".to_owned(),
-            };
-            eprint!("{}", crate::output::summary::render(&report, &title));
-            if let Err(e) = &result {
-                eprintln!("scope-profiler: {e}");
-            }
-        }
-        result.map(|()| Some(report))
-    }
-
-    fn phase_data(&self, snap: Snapshot, phase_start_ns: i64, finalize_ns: i64) -> PhaseData {
-        let layout = match self.shared.config.mode {
-            Mode::Aggregate => Layout::Aggregate,
-            _ => Layout::Columnar,
-        };
-        // The session row spans the phase; widened to cover calls that started before it (in
-        // flight at the previous finalize) or ended during this finalize, so that it contains
-        // every call of its lane and nesting stays valid.
-        let calls = snap.regions.iter().flat_map(|r| r.row.calls.iter());
-        let first_start = calls
-            .clone()
-            .map(|c| c.start_ns)
-            .min()
-            .unwrap_or(phase_start_ns);
-        let last_end = calls
-            .map(|c| c.start_ns + c.dur_ns)
-            .max()
-            .unwrap_or(finalize_ns);
-        let session_start = phase_start_ns.min(first_start);
-        let session_dur = (finalize_ns.max(last_end) - session_start).max(0);
-        let session_thread = snap
-            .threads
-            .iter()
-            .find(|t| t.name == "main")
-            .map_or(0, |t| t.index);
-        let user_session = snap.regions.iter().any(|r| r.row.name == SESSION_REGION);
-        let mut regions = Vec::new();
-        if !user_session {
-            regions.push(RegionRow::session(
-                session_start,
-                session_dur,
-                session_thread,
-                layout,
-            ));
-        }
-        regions.extend(
-            snap.regions
-                .into_iter()
-                .filter(|r| r.row.stats.count > 0)
-                .map(|r| r.row),
-        );
-        let config = &self.shared.config;
-        PhaseData {
-            layout,
-            regions,
-            start_time_ns: phase_start_ns,
-            finalize_time_ns: finalize_ns,
-            timestamp: self.shared.timestamp.clone(),
-            label: config.label.clone(),
-            dropped: snap.dropped,
-            perf: None,
-            likwid: None,
-            threads: snap.threads,
-            tasks: snap.tasks,
-            polls: snap.polls,
-            region_names: snap.region_names,
-            track_threads: config.track_threads,
-            track_async: config.track_async,
-        }
-    }
+        })
+        .map_err(|e| Error::InvalidOption {
+            option: "rotate_every",
+            reason: format!("cannot start the rotation thread: {e}"),
+        })?;
+    Ok((stop, handle))
 }
 
 impl Drop for FlushGuard {
     fn drop(&mut self) {
-        if let Some(sinks) = &self.shared.sinks {
+        if let Some((stop, handle)) = self.rotator.take() {
+            drop(stop);
+            let _ = handle.join();
+        }
+        let inner = &self.inner;
+        if let Some(sinks) = &inner.shared.sinks {
             sinks.shutdown();
         }
-        if let Err(e) = self.finalize_inner(true, None) {
+        if let Err(e) = inner.finalize(Trigger::Drop, None) {
             eprintln!("scope-profiler: final flush failed: {e}");
         }
-        if let Some(tx) = self.tx.take() {
+        if let Some(tx) = &inner.tx {
             let _ = tx
-                .into_inner()
+                .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .send(Command::Shutdown);
         }
-        if let Some(h) = self.flusher.take() {
+        let flusher = inner
+            .flusher
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(h) = flusher {
             let _ = h.join();
         }
     }
@@ -459,8 +278,8 @@ impl Drop for FlushGuard {
 impl std::fmt::Debug for FlushGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FlushGuard")
-            .field("mode", &self.shared.config.mode)
-            .field("output", &self.shared.config.output)
+            .field("mode", &self.inner.shared.config.mode)
+            .field("output", &self.inner.shared.config.output)
             .finish()
     }
 }

@@ -46,6 +46,8 @@ mod builder;
 mod clock;
 mod error;
 mod fasthash;
+mod files;
+mod finalize;
 mod flush;
 mod guard;
 mod lane;

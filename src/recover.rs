@@ -15,10 +15,20 @@
 //! ```
 //!
 //! The same from a shell: `scope-profiler-recover profile.h5`.
+//!
+//! `build()` does this by itself: a spool left beside the output by an earlier run that did
+//! not finish is recovered into `<stem>.recovered-N.h5` (the first free `N`) before recording
+//! starts, and one line on stderr names it. A spool that cannot be read is kept as
+//! `<spool>.corrupt-N` (never deleted, never overwritten) and the line names it and the error;
+//! [`recover_spool`] and `scope-profiler-recover --spool` accept such files. A spool that
+//! another live process holds (it is locked) is not touched: `build()` refuses the output.
+//! Recovery streams the calls (two passes over the spool), so memory stays bounded.
 
 use std::path::{Path, PathBuf};
 
-use crate::output::model::{Layout, PhaseData, RegionRow};
+use crate::output::events;
+use crate::output::hdf5::WriteOptions;
+use crate::output::model::{Layout, PhaseData, RegionRow, SpooledCalls};
 use crate::spool::{self, SpoolContents};
 use crate::stats::Stats;
 use crate::{Error, SESSION_REGION};
@@ -41,9 +51,13 @@ pub struct Recovered {
 
 /// Recovers the unpublished calls of the most recent run that wrote `output` from the spool
 /// files beside it, writes them to `output` (atomically) and removes those spool files.
+/// Spools kept as `.corrupt-N` are left out (recover them one by one with [`recover_spool`]).
+///
+/// # Errors
+/// No spool is found, one cannot be read, or the file cannot be written.
 pub fn recover(output: impl AsRef<Path>) -> Result<Recovered, Error> {
     let output = output.as_ref();
-    let mut found = spool_files(output)?;
+    let found = spool_files(output)?;
     if found.is_empty() {
         return Err(Error::Io {
             context: "looking for spool files to recover".into(),
@@ -54,60 +68,172 @@ pub fn recover(output: impl AsRef<Path>) -> Result<Recovered, Error> {
             ),
         });
     }
-    let mut runs: Vec<(PathBuf, SpoolContents)> = Vec::new();
-    for p in found.drain(..) {
-        let c = read(&p)?;
-        runs.push((p, c));
+    let mut runs: Vec<Pass0> = Vec::new();
+    for p in found {
+        runs.push(pass0(&p).map_err(|source| read_error(&p, source))?);
     }
     // The newest run is the one with the latest start.
-    let newest = runs
-        .iter()
-        .map(|(_, c)| (c.header.start_time_ns, c.header.timestamp.clone()))
-        .max()
-        .expect("non-empty");
-    let (mine, others): (Vec<_>, Vec<_>) = runs
-        .into_iter()
-        .partition(|(_, c)| (c.header.start_time_ns, c.header.timestamp.clone()) == newest);
-    let mut r = write(output, mine.iter().map(|(_, c)| c))?;
-    r.spools = mine.into_iter().map(|(p, _)| p).collect();
-    r.other_runs = others.into_iter().map(|(p, _)| p).collect();
+    let newest = runs.iter().map(|r| r.run()).max().expect("non-empty");
+    let (mine, others): (Vec<_>, Vec<_>) = runs.into_iter().partition(|r| r.run() == newest);
+    let mut r = write(output, &mine, false)?;
+    r.other_runs = others.into_iter().map(|p| p.path).collect();
     for p in &r.spools {
         let _ = std::fs::remove_file(p);
     }
     Ok(r)
 }
 
-/// Writes the calls of one spool file to `output`, leaving the spool in place.
+/// Writes the calls of one spool file (any spool, a rotated phase or a `.corrupt-N` one) to
+/// `output`, leaving the spool in place.
+///
+/// # Errors
+/// The spool cannot be read or the file cannot be written.
 pub fn recover_spool(
     spool: impl AsRef<Path>,
     output: impl AsRef<Path>,
 ) -> Result<Recovered, Error> {
     let spool = spool.as_ref();
-    let contents = read(spool)?;
-    let mut r = write(output.as_ref(), std::iter::once(&contents))?;
-    r.spools = vec![spool.to_path_buf()];
-    Ok(r)
+    let p = pass0(spool).map_err(|source| read_error(spool, source))?;
+    write(output.as_ref(), &[p], false)
 }
 
-fn read(path: &Path) -> Result<SpoolContents, Error> {
-    spool::read(path).map_err(|source| Error::Io {
+fn read_error(path: &Path, source: std::io::Error) -> Error {
+    Error::Io {
         context: "reading a spool".into(),
         path: path.to_path_buf(),
         source,
-    })
+    }
 }
 
-/// Every spool file of `output`: `.<name>.spool`, its rotated phases and stale copies.
+/// At `build()`: recovers every spool of earlier runs beside `output` into
+/// `<stem>.recovered-N.h5`, or keeps an unreadable one as `<spool>.corrupt-N`.
+///
+/// # Errors
+/// Another live process holds the spool, or an unreadable spool cannot be moved aside.
+pub(crate) fn recover_stale(output: &Path) -> Result<(), Error> {
+    let main = spool::spool_path(output);
+    if let Ok(m) = std::fs::symlink_metadata(&main) {
+        if m.file_type().is_file() {
+            let f = crate::files::open_nofollow(&main).map_err(|e| read_error(&main, e))?;
+            if !crate::files::try_lock(&f).unwrap_or(true) {
+                return Err(Error::OutputPath {
+                    path: output.to_path_buf(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::AlreadyExists,
+                        format!(
+                            "another process is writing this output (its spool {} is locked)",
+                            main.display()
+                        ),
+                    ),
+                });
+            }
+        }
+    }
+    let found = spool_files(output)?;
+    let mut runs: Vec<Vec<Pass0>> = Vec::new();
+    for p in found {
+        if std::fs::symlink_metadata(&p).is_ok_and(|m| !m.file_type().is_file()) {
+            continue; // a link in the way: never followed; creating the spool names it
+        }
+        match pass0(&p) {
+            Ok(r) => match runs.iter_mut().find(|g| g[0].run() == r.run()) {
+                Some(g) => g.push(r),
+                None => runs.push(vec![r]),
+            },
+            Err(e) => keep_corrupt(&p, &e.to_string())?,
+        }
+    }
+    for run in runs {
+        let written = recovered_name(output, |target| write(target, &run, true));
+        match written {
+            Ok((target, r)) => {
+                for p in &r.spools {
+                    let _ = std::fs::remove_file(p);
+                }
+                eprintln!(
+                    "scope-profiler: recovered {} call(s) of an earlier run that did not finish \
+                     into {}",
+                    r.calls,
+                    target.display()
+                );
+            }
+            Err(e) => {
+                for p in &run {
+                    keep_corrupt(&p.path, &e.to_string())?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes with `write` to the first free `<stem>.recovered-N.h5`.
+fn recovered_name(
+    output: &Path,
+    mut write: impl FnMut(&Path) -> Result<Recovered, Error>,
+) -> Result<(PathBuf, Recovered), Error> {
+    let mut last = None;
+    for target in crate::finalize::names::candidates(output, "recovered", 1).take(10_000) {
+        if std::fs::symlink_metadata(&target).is_ok() {
+            continue;
+        }
+        match write(&target) {
+            Ok(r) => return Ok((target, r)),
+            Err(e) => {
+                let exists = matches!(&e, Error::Io { source, .. }
+                    if source.kind() == std::io::ErrorKind::AlreadyExists);
+                if !exists {
+                    return Err(e);
+                }
+                last = Some(e);
+            }
+        }
+    }
+    Err(last.unwrap_or_else(|| Error::OutputPath {
+        path: output.to_path_buf(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            "no free recovered name beside it",
+        ),
+    }))
+}
+
+/// Moves an unreadable spool to the first free `<spool>.corrupt-N` and says so.
+fn keep_corrupt(path: &Path, why: &str) -> Result<(), Error> {
+    for n in 1..10_000 {
+        let aside = PathBuf::from(format!("{}.corrupt-{n}", path.display()));
+        match crate::files::rename_noreplace(path, &aside) {
+            Ok(()) => {
+                eprintln!(
+                    "scope-profiler: an earlier run left {} and it cannot be recovered ({why}); \
+                     kept as {}",
+                    path.display(),
+                    aside.display()
+                );
+                return Ok(());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(source) => {
+                return Err(Error::Io {
+                    context: "keeping an unreadable spool of an earlier run".into(),
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every spool file of `output`: `.<name>.spool`, its rotated phases and stale copies, but not
+/// those kept as corrupt.
 fn spool_files(output: &Path) -> Result<Vec<PathBuf>, Error> {
     let main = spool::spool_path(output);
     let prefix = main
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let dir = match main.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
+    let dir = crate::files::dir_of(&main);
     let entries = std::fs::read_dir(&dir).map_err(|source| Error::Io {
         context: "listing the output's directory".into(),
         path: dir.clone(),
@@ -117,96 +243,135 @@ fn spool_files(output: &Path) -> Result<Vec<PathBuf>, Error> {
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| {
-            p.file_name()
-                .map(|n| n.to_string_lossy().starts_with(&prefix))
-                .unwrap_or(false)
+            p.file_name().is_some_and(|n| {
+                let n = n.to_string_lossy();
+                n.starts_with(&prefix) && !n.contains(".corrupt-")
+            })
         })
         .collect();
     found.sort();
     Ok(found)
 }
 
-/// Merges spools of one run into one phase and writes it.
-fn write<'a>(
-    output: &Path,
-    spools: impl Iterator<Item = &'a SpoolContents>,
-) -> Result<Recovered, Error> {
-    let mut rows: Vec<RegionRow> = Vec::new();
-    let mut threads = Vec::new();
+/// What the first pass learns from one spool file.
+struct Pass0 {
+    path: PathBuf,
+    contents: SpoolContents,
+    /// Calls per region id.
+    counts: Vec<u64>,
+    /// Earliest start, latest end.
+    span: Option<(i64, i64)>,
+}
+
+impl Pass0 {
+    fn run(&self) -> (i64, String) {
+        let h = &self.contents.header;
+        (h.start_time_ns, h.timestamp.clone())
+    }
+}
+
+fn pass0(path: &Path) -> std::io::Result<Pass0> {
+    let mut counts: Vec<u64> = Vec::new();
+    let mut span: Option<(i64, i64)> = None;
+    let contents = spool::scan(path, &mut |region, c| {
+        let r = region as usize;
+        if counts.len() <= r {
+            counts.resize(r + 1, 0);
+        }
+        counts[r] += 1;
+        let end = c.start_ns + c.dur_ns.max(0);
+        span = Some(span.map_or((c.start_ns, end), |(s, e)| (s.min(c.start_ns), e.max(end))));
+    })?;
+    Ok(Pass0 {
+        path: path.to_path_buf(),
+        contents,
+        counts,
+        span,
+    })
+}
+
+/// Writes the spools of one run as one phase (streaming their calls).
+fn write(output: &Path, spools: &[Pass0], no_replace: bool) -> Result<Recovered, Error> {
     let mut header = spool::Header::default();
+    let mut threads = Vec::new();
     let mut torn = 0;
-    for c in spools {
+    let mut names: Vec<(String, String, i64)> = Vec::new();
+    let mut counts: Vec<u64> = Vec::new();
+    let mut aggregate: Vec<Stats> = Vec::new();
+    let mut span: Option<(i64, i64)> = None;
+    for p in spools {
+        let c = &p.contents;
         header = c.header.clone();
         torn += c.torn_bytes;
         if !c.threads.is_empty() {
             threads = c.threads.clone();
         }
-        for (id, (name, file, line)) in c.regions.iter().enumerate() {
-            let k = match rows.iter().position(|r| &r.name == name) {
-                Some(k) => k,
-                None => {
-                    rows.push(RegionRow {
-                        name: name.clone(),
-                        file: file.clone(),
-                        line: *line,
-                        stats: Stats::default(),
-                        calls: Vec::new(),
-                        gpu_count: 0,
-                        gpu_total: 0,
-                        exclusive_ns: -1,
-                    });
-                    rows.len() - 1
-                }
-            };
-            let row = &mut rows[k];
-            for call in c.calls.get(id).into_iter().flatten() {
-                row.stats.add(call.dur_ns.max(0) as u64);
-                if call.gpu_ns >= 0 {
-                    row.gpu_count += 1;
-                    row.gpu_total += call.gpu_ns;
-                }
-                row.calls.push(*call);
-            }
-            if header.aggregate {
-                if let Some((_, s)) = c.aggregate.iter().find(|(r, _)| *r as usize == id) {
-                    row.stats = merge(&row.stats, s);
-                }
+        let n = c.regions.len().max(p.counts.len());
+        if names.len() < n {
+            names.resize(n, Default::default());
+            counts.resize(n, 0);
+            aggregate.resize(n, Stats::default());
+        }
+        for (id, r) in c.regions.iter().enumerate() {
+            names[id] = r.clone();
+        }
+        for (id, k) in p.counts.iter().enumerate() {
+            counts[id] += k;
+        }
+        for (id, s) in &c.aggregate {
+            if let Some(a) = aggregate.get_mut(*id as usize) {
+                *a = merge(a, s);
             }
         }
+        if let Some((s, e)) = p.span {
+            span = Some(span.map_or((s, e), |(a, b)| (a.min(s), b.max(e))));
+        }
     }
-    rows.retain(|r| r.stats.count > 0);
-    let calls: u64 = rows.iter().map(|r| r.stats.count).sum();
-    let regions = rows.len();
     let layout = if header.aggregate {
         Layout::Aggregate
     } else {
         Layout::Columnar
     };
-    let end = rows
-        .iter()
-        .flat_map(|r| r.calls.iter())
-        .map(|c| c.start_ns + c.dur_ns)
-        .max()
-        .unwrap_or(header.start_time_ns)
-        .max(header.start_time_ns);
-    let start = rows
-        .iter()
-        .flat_map(|r| r.calls.iter())
-        .map(|c| c.start_ns)
-        .min()
-        .unwrap_or(header.start_time_ns)
-        .min(header.start_time_ns);
-    if !rows.iter().any(|r| r.name == SESSION_REGION) {
+    let mut rows: Vec<RegionRow> = Vec::new();
+    let mut row_of = vec![u32::MAX; names.len()];
+    let has_session = names.iter().any(|(n, _, _)| n == SESSION_REGION);
+    let (start, end) = span.unwrap_or((header.start_time_ns, header.start_time_ns));
+    let (start, end) = (start.min(header.start_time_ns), end.max(header.start_time_ns));
+    if !has_session {
         let session_thread = threads
             .iter()
             .find(|t| t.name == "main")
             .map_or(0, |t| t.index);
-        rows.insert(
-            0,
-            RegionRow::session(start, end - start, session_thread, layout),
-        );
+        rows.push(RegionRow::session(start, end - start, session_thread, layout));
     }
-    let mut data = PhaseData {
+    let mut calls = 0;
+    for (id, (name, file, line)) in names.iter().enumerate() {
+        let stats = if header.aggregate {
+            aggregate[id]
+        } else {
+            Stats {
+                count: counts[id],
+                ..Stats::default()
+            }
+        };
+        if stats.count == 0 {
+            continue;
+        }
+        calls += stats.count;
+        row_of[id] = rows.len() as u32;
+        rows.push(RegionRow {
+            name: name.clone(),
+            file: file.clone(),
+            line: *line,
+            stats,
+            calls: Vec::new(),
+            gpu_count: 0,
+            gpu_total: 0,
+            exclusive_ns: -1,
+        });
+    }
+    let regions = rows.len() - usize::from(!has_session);
+    let data = PhaseData {
         layout,
         regions: rows,
         start_time_ns: header.start_time_ns,
@@ -222,11 +387,22 @@ fn write<'a>(
         region_names: Vec::new(),
         track_threads: header.track_threads,
         track_async: false,
+        spooled: Some(SpooledCalls {
+            files: spools.iter().map(|p| p.path.clone()).collect(),
+            row_of,
+        }),
     };
-    let _ = crate::nesting::nest(&mut data, 0);
-    crate::output::hdf5::write_phase(output, &data, &Default::default())?;
+    let scan = match layout {
+        Layout::Columnar => events::scan(&data, Some((0, false)))?,
+        Layout::Aggregate => Default::default(),
+    };
+    let opts = WriteOptions {
+        no_replace,
+        ..WriteOptions::default()
+    };
+    crate::output::hdf5::write_scanned(output, &data, &scan, &opts)?;
     Ok(Recovered {
-        spools: Vec::new(),
+        spools: spools.iter().map(|p| p.path.clone()).collect(),
         other_runs: Vec::new(),
         regions,
         calls,

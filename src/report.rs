@@ -96,10 +96,12 @@ impl RegionStats {
 pub struct Report {
     pub(crate) regions: Vec<RegionStats>,
     pub(crate) dropped: u64,
+    pub(crate) spool_lost: u64,
     pub(crate) in_flight: u64,
     pub(crate) wall_ns: u64,
     pub(crate) warnings: Vec<String>,
     pub(crate) tree: Option<Vec<crate::nesting::TreeRow>>,
+    pub(crate) file: Option<std::path::PathBuf>,
 }
 
 impl Report {
@@ -114,10 +116,32 @@ impl Report {
         self.regions.iter().find(|r| r.name == name)
     }
 
-    /// Records lost since `build()` (0 in a healthy run): the flusher fell behind, or a thread
-    /// recorded while it was being torn down.
+    /// Everything lost since `build()` (0 in a healthy run): the sum of
+    /// [`dropped_calls`](Self::dropped_calls) and [`spool_lost_calls`](Self::spool_lost_calls).
+    /// Prefer those two: they say where the loss happened.
     pub fn dropped(&self) -> u64 {
+        self.dropped + self.spool_lost
+    }
+
+    /// What the recording side lost since `build()`: the lanes dropped it (the flusher fell
+    /// behind, or a thread recorded while it was being torn down) or the flusher could not
+    /// assemble it (orphaned records).
+    pub fn dropped_calls(&self) -> u64 {
         self.dropped
+    }
+
+    /// Calls completed and assembled since `build()` that the spool could not take because
+    /// writing it failed (a full disk, say); the finalize after the failure returns the
+    /// error.
+    pub fn spool_lost_calls(&self) -> u64 {
+        self.spool_lost
+    }
+
+    /// The file this finalize published (`None` without an output, or when writing failed):
+    /// the output, a numbered file with rotation, or a `<stem>.late.h5` name when the output
+    /// already holds an earlier phase of this profiler.
+    pub fn file(&self) -> Option<&std::path::Path> {
+        self.file.as_deref()
     }
 
     /// Calls entered but not closed at this finalize; a later finalize reports them.

@@ -32,6 +32,12 @@ pub(crate) struct Config {
     /// Raw `CUstream` handle, 0 = the default stream.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub cuda_stream: usize,
+    /// Automatic finalize period (numbered phase files).
+    pub rotate_every: Option<Duration>,
+    /// Numbered files kept (oldest deleted).
+    pub max_files: Option<usize>,
+    /// fsync the spool and published files.
+    pub durable: bool,
 }
 
 /// State shared by one layer, its lanes, its flusher and its guard.

@@ -11,8 +11,10 @@
 //!
 //! Every string is a variable-length UTF-8 string (`VarLenUnicode`), as the Python writer stores
 //! them; the reader ignores `storage_layout = "aggregate"` unless it is one. Files are published
-//! atomically: written to a temporary file beside the target, closed, given mode 0644 and
-//! renamed over the target, so a reader never sees a half-written profile.
+//! atomically: HDF5 creates a temporary file beside the target (`O_EXCL`, so never through a
+//! planted link; mode `0666 & !umask`), the calls are streamed into it ([`super::events`]), and
+//! once closed and checked to still be the file HDF5 created, it is renamed over the target, so
+//! a reader never sees a half-written profile.
 
 use std::ffi::{CStr, OsStr};
 use std::io;
@@ -22,8 +24,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use ::hdf5::types::VarLenUnicode;
 use ::hdf5::{File, Group, H5Type, Location};
 
+use super::events::{self, Scan, SummaryRow};
+#[cfg(test)]
+use super::events::summarize;
 use crate::error::Error;
-use crate::output::model::{CallRecord, Layout, PhaseData, RegionRow};
+use crate::output::model::{Layout, PhaseData, RegionRow};
 
 /// Options for writing one profile file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -31,6 +36,10 @@ pub(crate) struct WriteOptions {
     /// Deflate level (0-9, larger values are clamped) for the per-call event columns, applied
     /// with the shuffle filter; `None` stores them uncompressed.
     pub gzip: Option<u8>,
+    /// fsync the file before the rename and its directory before and after it.
+    pub durable: bool,
+    /// Fail with `AlreadyExists` instead of replacing a file at the target.
+    pub no_replace: bool,
 }
 
 /// Value of the root attribute `scope_profiler_schema`.
@@ -39,60 +48,63 @@ const SCHEMA_VERSION: i64 = 3;
 const MAX_ATTR_CHARS: usize = 60_000;
 /// Suffix of a truncated string attribute.
 const TRUNCATION_MARKER: &str = "...[truncated]";
-/// Largest chunk, in elements, of a compressed event column.
+/// Largest chunk, in elements, of a compressed dataset.
 const MAX_CHUNK: usize = 65_536;
 
 /// Distinguishes the temporary files of concurrent writes within one process.
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// One `rank_region_index/summary_statistics` element: the 11-field packed compound of the
-/// Python writer (88 bytes, member names and order exactly so).
-#[derive(H5Type, Clone, Copy, Debug, Default, PartialEq)]
-#[repr(C)]
-struct SummaryRow {
-    /// Sum of durations (ns).
-    total: i64,
-    /// Smallest duration.
-    minimum: i64,
-    /// Largest duration.
-    maximum: i64,
-    /// Duration of the first stored call.
-    first: i64,
-    /// Duration of the last stored call.
-    last: i64,
-    /// Earliest absolute start.
-    start_minimum: i64,
-    /// Latest absolute end.
-    end_maximum: i64,
-    /// Calls with a GPU duration.
-    gpu_count: u64,
-    /// Sum of GPU durations.
-    gpu_total: i64,
-    /// Mean duration (ns).
-    mean: f64,
-    /// Sum of squared deviations from the mean.
-    m2: f64,
+/// Writes `data` as a complete schema-3 profile and publishes it atomically at `path` (call
+/// ids, when written, are those the in-memory calls carry).
+///
+/// # Errors
+/// See [`write_scanned`].
+#[cfg(test)]
+pub(crate) fn write_phase(path: &Path, data: &PhaseData, opts: &WriteOptions) -> Result<(), Error> {
+    let scan = match data.layout {
+        Layout::Columnar => events::scan(data, None)?,
+        Layout::Aggregate => Scan::default(),
+    };
+    write_scanned(path, data, &scan, opts)
 }
 
-/// Writes `data` as a complete schema-3 profile and publishes it atomically at `path`.
+/// Writes `data` (whose calls `scan` describes) as a complete schema-3 profile and publishes it
+/// atomically at `path`.
 ///
-/// The file is first written to `.<name>.<pid>.<n>.tmp` in the target's directory, closed, set
-/// to mode 0644 and renamed over `path`. On any failure the temporary file is removed, `path` is
-/// left as it was, and the error names `path` and the step or HDF5 object that failed.
-pub(crate) fn write_phase(path: &Path, data: &PhaseData, opts: &WriteOptions) -> Result<(), Error> {
-    let tmp = create_temp(path)?;
-    let result = write_file(&tmp, path, data, opts).and_then(|()| publish(&tmp, path));
+/// The file is written as `.<name>.<pid>.<n>.tmp` in the target's directory, closed, checked
+/// to be the file HDF5 created and renamed over `path`. On any failure the temporary file is
+/// removed, `path` is left as it was, and the error names `path` and the step or HDF5 object
+/// that failed.
+///
+/// # Errors
+/// The temporary file cannot be created, HDF5 fails, or the rename fails (with
+/// `no_replace`, also when something exists at `path`).
+pub(crate) fn write_scanned(
+    path: &Path,
+    data: &PhaseData,
+    scan: &Scan,
+    opts: &WriteOptions,
+) -> Result<(), Error> {
+    let ctx = Ctx { path };
+    let (tmp, file) = create_temp(path)?;
+    let created = crate::files::identity(&tmp).ok();
+    let result = write_contents(&ctx, &file, data, scan, opts)
+        .and_then(|()| ctx.h5("the file (closing)", file.close()))
+        .and_then(|()| publish(&tmp, created, path, opts));
     if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+        // Only ever our own file: `publish` checked, or the write never got that far.
+        if crate::files::identity(&tmp).ok() == created {
+            let _ = std::fs::remove_file(&tmp);
+        }
     }
     result
 }
 
-/// Creates an empty temporary file `.<name>.<pid>.<counter>.tmp` beside `path`.
-///
-/// Creating it ourselves (rather than letting HDF5 do it) turns a missing directory or a
-/// permission problem into an I/O error with its real cause instead of an opaque HDF5 message.
-fn create_temp(path: &Path) -> Result<PathBuf, Error> {
+/// Creates the temporary HDF5 file `.<name>.<pid>.<counter>.tmp` beside `path`, exclusively
+/// (HDF5 opens it with `O_CREAT | O_EXCL`: a link planted at the name is never followed) and
+/// without HDF5 file locking (the file is private until the rename, and HDF5's lock lives on
+/// a descriptor without `O_CLOEXEC`, so a child process would keep the published file locked).
+fn create_temp(path: &Path) -> Result<(PathBuf, File), Error> {
     let output_err = |source| Error::OutputPath {
         path: path.to_path_buf(),
         source,
@@ -108,22 +120,46 @@ fn create_temp(path: &Path) -> Result<PathBuf, Error> {
         let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
         let tmp_name = format!(".{}.{}.{n}.tmp", name.to_string_lossy(), std::process::id());
         let tmp = path.with_file_name(OsStr::new(&tmp_name));
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
-        {
-            Ok(_) => return Ok(tmp),
-            // A stale file of an earlier process with the same pid: take the next name.
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < 16 => attempts += 1,
-            Err(e) => return Err(output_err(e)),
+        let created = File::with_options()
+            .with_fapl(|p| p.file_locking(false))
+            .create_excl(&tmp);
+        match created {
+            Ok(f) => return Ok((tmp, f)),
+            Err(e) => {
+                // HDF5's message is opaque: find the real cause with a plain exclusive create.
+                match crate::files::create_new(&tmp, 0o600) {
+                    Ok(_) => {
+                        let _ = std::fs::remove_file(&tmp);
+                        return Err(Error::Hdf5 {
+                            path: path.to_path_buf(),
+                            context: "the file (creating it)".into(),
+                            message: e.to_string(),
+                        });
+                    }
+                    // A stale file of an earlier process with the same pid: next name.
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < 16 => {
+                        let link = std::fs::symlink_metadata(&tmp)
+                            .is_ok_and(|m| m.file_type().is_symlink());
+                        if link {
+                            return Err(output_err(e));
+                        }
+                        attempts += 1
+                    }
+                    Err(e) => return Err(output_err(e)),
+                }
+            }
         }
     }
 }
 
-/// Sets mode 0644 on the finished temporary file, syncs it and renames it over the target.
-fn publish(tmp: &Path, path: &Path) -> Result<(), Error> {
-    use std::os::unix::fs::PermissionsExt;
+/// Checks that `tmp` is still the file HDF5 created, syncs it when durable and renames it
+/// to the target. The file keeps the mode it was created with (`0666 & !umask`).
+fn publish(
+    tmp: &Path,
+    created: Option<(u64, u64, bool)>,
+    path: &Path,
+    opts: &WriteOptions,
+) -> Result<(), Error> {
     let io_err = |context: &str| {
         let context = context.to_string();
         move |source| Error::Io {
@@ -132,18 +168,34 @@ fn publish(tmp: &Path, path: &Path) -> Result<(), Error> {
             source,
         }
     };
-    std::fs::set_permissions(tmp, std::fs::Permissions::from_mode(0o644))
-        .map_err(io_err("setting the profile's permissions"))?;
-    // No fsync: the rename makes publication atomic for readers and against a crash of this
-    // process (the kernel keeps the data); syncing a large profile would cost seconds of
-    // finalize time for protection against power loss only.
-    std::fs::rename(tmp, path).map_err(io_err("publishing the profile (rename)"))
+    let now = crate::files::identity(tmp).map_err(io_err("checking the temporary profile"))?;
+    if created != Some(now) || !now.2 {
+        return Err(io_err("checking the temporary profile")(io::Error::other(format!(
+            "{} was replaced while it was being written; not publishing it",
+            tmp.display()
+        ))));
+    }
+    if opts.durable {
+        let f = crate::files::open_nofollow(tmp).map_err(io_err("syncing the profile"))?;
+        f.sync_all().map_err(io_err("syncing the profile"))?;
+        crate::files::sync_dir(path).map_err(io_err("syncing the profile's directory"))?;
+    }
+    let renamed = if opts.no_replace {
+        crate::files::rename_noreplace(tmp, path)
+    } else {
+        std::fs::rename(tmp, path)
+    };
+    renamed.map_err(io_err("publishing the profile (rename)"))?;
+    if opts.durable {
+        crate::files::sync_dir(path).map_err(io_err("syncing the profile's directory"))?;
+    }
+    Ok(())
 }
 
 /// Maps HDF5 errors to [`Error::Hdf5`] for one target file.
-pub(super) struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     /// The published path (what the user asked for), named in every error.
-    pub(super) path: &'a Path,
+    pub(crate) path: &'a Path,
 }
 
 impl Ctx<'_> {
@@ -244,32 +296,12 @@ fn truncate(s: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// Writes the whole file at `tmp` (errors name `target`) and closes it.
-fn write_file(
-    tmp: &Path,
-    target: &Path,
-    data: &PhaseData,
-    opts: &WriteOptions,
-) -> Result<(), Error> {
-    let ctx = Ctx { path: target };
-    // No HDF5 file locking: the file is our private temporary until the rename, and HDF5's
-    // flock lives on a descriptor without O_CLOEXEC, so a child process the program spawns
-    // while we write would otherwise keep the published file locked for its whole life.
-    let file = ctx.h5(
-        "the file",
-        File::with_options()
-            .with_fapl(|p| p.file_locking(false))
-            .create(tmp),
-    )?;
-    write_contents(&ctx, &file, data, opts)?;
-    ctx.h5("the file (closing)", file.close())
-}
-
 /// Root attributes, `metadata`, `region_table`, `rank_region_index` and `events`.
 fn write_contents(
     ctx: &Ctx<'_>,
     file: &File,
     data: &PhaseData,
+    scan: &Scan,
     opts: &WriteOptions,
 ) -> Result<(), Error> {
     let layout = match data.layout {
@@ -292,7 +324,7 @@ fn write_contents(
     let events = ctx.group(file, "events")?;
     match data.layout {
         Layout::Columnar => {
-            write_columnar(ctx, &index, &events, data, opts)?;
+            write_columnar(ctx, &index, &events, data, scan, opts)?;
             crate::output::hdf5_lanes::write_lanes(ctx, file, data)?;
         }
         Layout::Aggregate => write_aggregate(ctx, &index, &events, &data.regions)?,
@@ -368,145 +400,6 @@ fn system_info() -> SystemInfo {
     }
 }
 
-/// The per-call columns and per-row index columns of the columnar layout.
-#[derive(Default)]
-struct Columns {
-    /// `rank_region_index/event_offsets`.
-    offsets: Vec<u64>,
-    /// `rank_region_index/event_counts`.
-    counts: Vec<u64>,
-    /// `rank_region_index/summary_statistics`.
-    summary: Vec<SummaryRow>,
-    /// `events/start_deltas`.
-    start_deltas: Vec<i64>,
-    /// `events/durations`.
-    durations: Vec<i64>,
-    /// `events/thread_ids`.
-    thread_ids: Vec<i64>,
-    /// `events/task_ids`.
-    task_ids: Vec<i64>,
-    /// `events/await_ns`.
-    await_ns: Vec<i64>,
-    /// `events/gpu_durations`.
-    gpu_durations: Vec<i64>,
-    /// `events/call_ids`.
-    call_ids: Vec<i64>,
-    /// `events/parent_ids`.
-    parent_ids: Vec<i64>,
-}
-
-/// Which optional event columns a file gets (see [`write_columnar`]).
-#[derive(Clone, Copy, Debug, Default)]
-struct Optional {
-    threads: bool,
-    tasks: bool,
-    gpu: bool,
-    ids: bool,
-}
-
-impl Optional {
-    fn of(data: &PhaseData) -> Optional {
-        let calls = || data.regions.iter().flat_map(|r| r.calls.iter());
-        let first_thread = calls().next().map_or(0, |c| c.thread);
-        Optional {
-            threads: data.track_threads || calls().any(|c| c.thread != first_thread),
-            tasks: calls().any(|c| c.task >= 0),
-            gpu: calls().any(|c| c.gpu_ns >= 0),
-            ids: data.track_threads && calls().any(|c| c.call_id >= 0),
-        }
-    }
-}
-
-impl Columns {
-    /// Lays out every row's calls back to back, in stored order (only the columns wanted).
-    fn build(regions: &[RegionRow], want: Optional) -> Self {
-        let n: usize = regions.iter().map(|r| r.calls.len()).sum();
-        let cap = |on: bool| if on { n } else { 0 };
-        let mut c = Columns {
-            start_deltas: Vec::with_capacity(n),
-            durations: Vec::with_capacity(n),
-            thread_ids: Vec::with_capacity(cap(want.threads)),
-            task_ids: Vec::with_capacity(cap(want.tasks)),
-            await_ns: Vec::with_capacity(cap(want.tasks)),
-            gpu_durations: Vec::with_capacity(cap(want.gpu)),
-            call_ids: Vec::with_capacity(cap(want.ids)),
-            parent_ids: Vec::with_capacity(cap(want.ids)),
-            ..Columns::default()
-        };
-        for row in regions {
-            c.offsets.push(c.durations.len() as u64);
-            c.counts.push(row.calls.len() as u64);
-            c.summary.push(summarize(row));
-            let mut previous = 0i64;
-            for call in &row.calls {
-                c.start_deltas.push(call.start_ns.wrapping_sub(previous));
-                previous = call.start_ns;
-                c.durations.push(call.dur_ns.max(0));
-            }
-            if want.threads {
-                c.thread_ids
-                    .extend(row.calls.iter().map(|x| i64::from(x.thread)));
-            }
-            if want.tasks {
-                c.task_ids.extend(row.calls.iter().map(|x| x.task));
-                c.await_ns.extend(row.calls.iter().map(|x| x.await_ns));
-            }
-            if want.gpu {
-                c.gpu_durations
-                    .extend(row.calls.iter().map(|x| x.gpu_ns.max(-1)));
-            }
-            if want.ids {
-                c.call_ids.extend(row.calls.iter().map(|x| x.call_id));
-                c.parent_ids.extend(row.calls.iter().map(|x| x.parent_id));
-            }
-        }
-        c
-    }
-}
-
-/// The summary compound of one row, from its calls in stored order. `mean`/`m2` come from the
-/// row's running statistics when they describe exactly these calls, else they are recomputed.
-fn summarize(row: &RegionRow) -> SummaryRow {
-    let calls: &[CallRecord] = &row.calls;
-    let (Some(first), Some(last)) = (calls.first(), calls.last()) else {
-        return SummaryRow::default();
-    };
-    let mut s = SummaryRow {
-        minimum: i64::MAX,
-        maximum: i64::MIN,
-        first: first.dur_ns.max(0),
-        last: last.dur_ns.max(0),
-        start_minimum: i64::MAX,
-        end_maximum: i64::MIN,
-        ..SummaryRow::default()
-    };
-    for call in calls {
-        let d = call.dur_ns.max(0);
-        s.total = s.total.wrapping_add(d);
-        s.minimum = s.minimum.min(d);
-        s.maximum = s.maximum.max(d);
-        s.start_minimum = s.start_minimum.min(call.start_ns);
-        s.end_maximum = s.end_maximum.max(call.start_ns.saturating_add(d));
-        if call.gpu_ns >= 0 {
-            s.gpu_count += 1;
-            s.gpu_total += call.gpu_ns;
-        }
-    }
-    let stats = &row.stats;
-    if stats.count == calls.len() as u64 && stats.total == s.total as u64 {
-        s.mean = stats.mean;
-        s.m2 = stats.m2;
-    } else {
-        let mut recomputed = crate::stats::Stats::default();
-        for call in calls {
-            recomputed.add(call.dur_ns.max(0) as u64);
-        }
-        s.mean = recomputed.mean;
-        s.m2 = recomputed.m2;
-    }
-    s
-}
-
 /// Index and event columns of the columnar layout.
 ///
 /// Optional event columns, to keep files small (16 bytes per call in the common case):
@@ -520,18 +413,23 @@ fn write_columnar(
     index: &Group,
     events: &Group,
     data: &PhaseData,
+    scan: &Scan,
     opts: &WriteOptions,
 ) -> Result<(), Error> {
     let regions = &data.regions[..];
     let r = regions.len();
-    let want = Optional::of(data);
-    let c = Columns::build(regions, want);
     let region_ids: Vec<u32> = (0..r as u32).collect();
     let lines: Vec<i64> = regions.iter().map(|row| row.line).collect();
+    let mut offsets = Vec::with_capacity(r);
+    let mut at = 0u64;
+    for &c in &scan.counts {
+        offsets.push(at);
+        at += c;
+    }
     ctx.dataset(index, "region_ids", &region_ids, None)?;
     ctx.dataset(index, "ranks", &vec![0u32; r], None)?;
-    ctx.dataset(index, "event_offsets", &c.offsets, None)?;
-    ctx.dataset(index, "event_counts", &c.counts, None)?;
+    ctx.dataset(index, "event_offsets", &offsets, None)?;
+    ctx.dataset(index, "event_counts", &scan.counts, None)?;
     ctx.dataset(index, "source_lines", &lines, None)?;
     ctx.strings(
         index,
@@ -540,29 +438,13 @@ fn write_columnar(
     )?;
     ctx.strings(index, "source_texts", regions.iter().map(|_| ""))?;
     ctx.strings(index, "tags", regions.iter().map(|_| "[]"))?;
-    let exclusive: Vec<i64> = regions.iter().map(|row| row.exclusive_ns).collect();
+    let exclusive: Vec<i64> = match &scan.nested {
+        Some(n) => n.exclusive.clone(),
+        None => regions.iter().map(|row| row.exclusive_ns).collect(),
+    };
     ctx.dataset(index, "exclusive_totals", &exclusive, None)?;
-    ctx.dataset(index, "summary_statistics", &c.summary, None)?;
-
-    let gzip = opts.gzip;
-    ctx.dataset(events, "start_deltas", &c.start_deltas, gzip)?;
-    ctx.dataset(events, "durations", &c.durations, gzip)?;
-    if want.threads {
-        ctx.dataset(events, "thread_ids", &c.thread_ids, gzip)?;
-    }
-    if want.tasks {
-        ctx.dataset(events, "task_ids", &c.task_ids, gzip)?;
-        ctx.dataset(events, "await_ns", &c.await_ns, gzip)?;
-    }
-    // Ids only when nesting succeeded (never an all-sentinel column, spec §1.7).
-    if want.ids {
-        ctx.dataset(events, "call_ids", &c.call_ids, gzip)?;
-        ctx.dataset(events, "parent_ids", &c.parent_ids, gzip)?;
-    }
-    if want.gpu {
-        ctx.dataset(events, "gpu_durations", &c.gpu_durations, gzip)?;
-    }
-    Ok(())
+    ctx.dataset(index, "summary_statistics", &scan.summary, None)?;
+    events::write_events(ctx, events, data, scan, opts.gzip)
 }
 
 /// Index columns of the aggregate layout (§1.10): ids, ranks and the five `aggregate_*`

@@ -177,6 +177,52 @@ pub(crate) struct PhaseData {
     pub track_threads: bool,
     /// Whether to write the task table and task columns.
     pub track_async: bool,
+    /// Where the calls are when they are not in `regions[..].calls`: spool files on disk.
+    pub spooled: Option<SpooledCalls>,
+}
+
+/// A phase's calls in spool files, read back one frame at a time.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SpooledCalls {
+    /// The spool files, read in this order.
+    pub files: Vec<std::path::PathBuf>,
+    /// Row of each spool region id (`u32::MAX`: not written).
+    pub row_of: Vec<u32>,
+}
+
+impl PhaseData {
+    /// Hands every call to `f` with its row: first the calls held in memory, row by row, then
+    /// those in the spool files in spool order. Every pass over a phase sees the same order.
+    ///
+    /// # Errors
+    /// A spool file cannot be read (the error names it).
+    pub(crate) fn for_each_call(
+        &self,
+        f: &mut dyn FnMut(u32, &CallRecord),
+    ) -> Result<(), crate::Error> {
+        for (r, row) in self.regions.iter().enumerate() {
+            for c in &row.calls {
+                f(r as u32, c);
+            }
+        }
+        if let Some(sp) = &self.spooled {
+            for file in &sp.files {
+                crate::spool::scan(file, &mut |region, c| {
+                    if let Some(&row) = sp.row_of.get(region as usize) {
+                        if row != u32::MAX {
+                            f(row, c);
+                        }
+                    }
+                })
+                .map_err(|source| crate::Error::Io {
+                    context: "reading this phase's calls back from the spool".into(),
+                    path: file.clone(),
+                    source,
+                })?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// perf_event counter totals per region (`rank0/perf_events/<region>`, schema spec §4.1).

@@ -234,6 +234,7 @@ mod tests {
             wall_ns: 5_000_000_000,
             warnings: vec!["perf: `cycles` dropped".into()],
             tree: None,
+            ..Report::default()
         };
         let s = render(&report, "run - out.h5");
         let lines: Vec<&str> = s.lines().filter(|l| !l.is_empty()).collect();

@@ -29,7 +29,7 @@ fn round_trip_and_rotation() {
     let dir = tempfile::tempdir().unwrap();
     let path = spool_path(&dir.path().join("out.h5"));
     assert!(path.ends_with(".out.h5.spool"));
-    let mut w = SpoolWriter::create(path.clone(), header()).unwrap();
+    let mut w = SpoolWriter::create(path.clone(), header(), false).unwrap();
     w.region(0, "a b/ü", "src/x.rs", 12);
     w.region(1, "b", "", -1);
     for k in 0..10_000 {
@@ -68,7 +68,7 @@ fn round_trip_and_rotation() {
 fn a_torn_last_frame_is_ignored() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s");
-    let mut w = SpoolWriter::create(path.clone(), header()).unwrap();
+    let mut w = SpoolWriter::create(path.clone(), header(), false).unwrap();
     w.region(0, "r", "", -1);
     w.call(0, call(1, 1));
     w.flush(&[], &[]);

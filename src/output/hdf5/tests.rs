@@ -3,6 +3,7 @@
 //! reader (`scripts/check_h5.py`, `scope-profiler inspect`).
 
 use super::*;
+use crate::output::model::CallRecord;
 use crate::stats::Stats;
 use ::hdf5::filters::Filter;
 use ::hdf5::types::TypeDescriptor;
@@ -56,6 +57,7 @@ fn phase(layout: Layout, regions: Vec<RegionRow>) -> PhaseData {
         region_names: Vec::new(),
         track_threads: true,
         track_async: false,
+        spooled: None,
     }
 }
 
@@ -329,7 +331,7 @@ fn aggregate_layout_follows_the_python_writer() {
 fn empty_phase_is_a_valid_file() {
     for layout in [Layout::Columnar, Layout::Aggregate] {
         let data = phase(layout, Vec::new());
-        let opts = WriteOptions { gzip: Some(4) };
+        let opts = WriteOptions { gzip: Some(4), ..WriteOptions::default() };
         let (_dir, path) = write(&format!("empty-{layout:?}"), &data, opts);
         let f = File::open(&path).unwrap();
         assert_eq!(attr_i64(&f, "scope_profiler_schema"), 3);
@@ -357,7 +359,7 @@ fn gzip_compresses_event_columns_only() {
         .map(|i| (i * 1000, i * 1000 + 400 + i % 7, 0, -1))
         .collect();
     let data = phase(Layout::Columnar, vec![row("hot", &calls), row("idle", &[])]);
-    let (_dir, path) = write("gzip", &data, WriteOptions { gzip: Some(6) });
+    let (_dir, path) = write("gzip", &data, WriteOptions { gzip: Some(6), ..WriteOptions::default() });
     let f = File::open(&path).unwrap();
     for name in [
         "events/start_deltas",

@@ -1,0 +1,373 @@
+//! The per-call part of a columnar file, streamed: `events/*` and the per-row index figures
+//! that depend on the calls (counts, offsets, `summary_statistics`).
+//!
+//! A phase's calls are read twice from wherever they are ([`PhaseData::for_each_call`]: the
+//! spool on disk, or memory without an output file), never all held at once:
+//! 1. [`scan`] counts each row's calls (which fixes every row's offset in `events/*`), folds the
+//!    summary compound and decides the optional columns; it also collects the compact copy
+//!    nesting needs ([`crate::nesting`]), when nesting is wanted and the phase fits its budget;
+//! 2. [`write_events`] creates each column at its final length and writes the calls through
+//!    bounded per-row buffers, as hyperslabs at each row's running position.
+//!
+//! Memory: one spool frame, the row buffers (at most [`BUFFERED_CALLS`] calls in all) and, for
+//! nesting, ~44 bytes per call up to [`crate::nesting::NEST_BUDGET`] calls.
+
+use ::hdf5::{Dataset, Group, H5Type};
+
+use super::hdf5::Ctx;
+use crate::error::Error;
+use crate::nesting::{Nested, Overlap, Span};
+use crate::output::model::{CallRecord, PhaseData};
+use crate::stats::Stats;
+
+/// Calls buffered over all rows before every row's buffer is written out.
+pub(crate) const BUFFERED_CALLS: usize = 1 << 19;
+/// Calls buffered in one row before it is written out.
+const ROW_CALLS: usize = 1 << 15;
+/// Largest chunk, in elements, of a compressed event column.
+const MAX_CHUNK: usize = 65_536;
+
+/// One `rank_region_index/summary_statistics` element: the 11-field packed compound of the
+/// Python writer (88 bytes, member names and order exactly so).
+#[derive(H5Type, Clone, Copy, Debug, Default, PartialEq)]
+#[repr(C)]
+pub(crate) struct SummaryRow {
+    /// Sum of durations (ns).
+    pub total: i64,
+    /// Smallest duration.
+    pub minimum: i64,
+    /// Largest duration.
+    pub maximum: i64,
+    /// Duration of the first stored call.
+    pub first: i64,
+    /// Duration of the last stored call.
+    pub last: i64,
+    /// Earliest absolute start.
+    pub start_minimum: i64,
+    /// Latest absolute end.
+    pub end_maximum: i64,
+    /// Calls with a GPU duration.
+    pub gpu_count: u64,
+    /// Sum of GPU durations.
+    pub gpu_total: i64,
+    /// Mean duration (ns).
+    pub mean: f64,
+    /// Sum of squared deviations from the mean.
+    pub m2: f64,
+}
+
+/// Which optional event columns a file gets (see `write_columnar` in `hdf5.rs`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Optional {
+    pub threads: bool,
+    pub tasks: bool,
+    pub gpu: bool,
+    pub ids: bool,
+}
+
+/// What the first pass learned about a phase's calls.
+#[derive(Debug, Default)]
+pub(crate) struct Scan {
+    /// Calls per row.
+    pub counts: Vec<u64>,
+    /// Summary compound per row.
+    pub summary: Vec<SummaryRow>,
+    /// Optional columns to write.
+    pub want: Optional,
+    /// Call ids, parents, exclusive totals and the tree, when nesting was asked for and worked.
+    pub nested: Option<Nested>,
+    /// Why nesting was asked for but not done (an overlap, or the budget).
+    pub not_nested: Option<NotNested>,
+    /// Whether the in-memory calls carry ids of their own (set by [`crate::nesting::nest`]).
+    own_ids: bool,
+}
+
+/// Why a phase was not nested.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NotNested {
+    /// Two calls of one lane partly overlap (rows of both).
+    Overlap(Overlap),
+    /// More calls than [`crate::nesting::NEST_BUDGET`].
+    TooMany(u64),
+}
+
+impl Scan {
+    /// Total calls.
+    pub(crate) fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+}
+
+/// Running summary of one row.
+#[derive(Default)]
+struct RowAcc {
+    s: SummaryRow,
+    stats: Stats,
+}
+
+impl RowAcc {
+    fn add(&mut self, c: &CallRecord) {
+        let d = c.dur_ns.max(0);
+        let s = &mut self.s;
+        if self.stats.count == 0 {
+            s.minimum = i64::MAX;
+            s.maximum = i64::MIN;
+            s.start_minimum = i64::MAX;
+            s.end_maximum = i64::MIN;
+            s.first = d;
+        }
+        s.last = d;
+        s.total = s.total.wrapping_add(d);
+        s.minimum = s.minimum.min(d);
+        s.maximum = s.maximum.max(d);
+        s.start_minimum = s.start_minimum.min(c.start_ns);
+        s.end_maximum = s.end_maximum.max(c.start_ns.saturating_add(d));
+        if c.gpu_ns >= 0 {
+            s.gpu_count += 1;
+            s.gpu_total += c.gpu_ns;
+        }
+        self.stats.add(d as u64);
+    }
+
+    fn finish(mut self) -> SummaryRow {
+        self.s.mean = self.stats.mean;
+        self.s.m2 = self.stats.m2;
+        self.s
+    }
+}
+
+/// The summary compound of one in-memory row (tests).
+#[cfg(test)]
+pub(crate) fn summarize(row: &crate::output::model::RegionRow) -> SummaryRow {
+    let mut acc = RowAcc::default();
+    row.calls.iter().for_each(|c| acc.add(c));
+    acc.finish()
+}
+
+/// First pass: counts, summaries, optional columns and (with `nest = Some(first_id,
+/// want_tree)`) nesting.
+///
+/// # Errors
+/// Reading the spool failed.
+pub(crate) fn scan(data: &PhaseData, nest: Option<(i64, bool)>) -> Result<Scan, Error> {
+    let rows = data.regions.len();
+    let mut acc: Vec<RowAcc> = (0..rows).map(|_| RowAcc::default()).collect();
+    let expected: u64 = data.regions.iter().map(|r| r.stats.count).sum();
+    let mut spans: Option<Vec<Span>> = match nest {
+        Some(_) if expected as usize <= crate::nesting::NEST_BUDGET => {
+            Some(Vec::with_capacity(expected as usize))
+        }
+        _ => None,
+    };
+    let mut want = Optional {
+        threads: data.track_threads,
+        ..Optional::default()
+    };
+    let mut first_thread = None;
+    let mut own_ids = false;
+    let mut g: u64 = 0;
+    data.for_each_call(&mut |row, c| {
+        acc[row as usize].add(c);
+        let first = *first_thread.get_or_insert(c.thread);
+        want.threads |= c.thread != first;
+        want.tasks |= c.task >= 0;
+        want.gpu |= c.gpu_ns >= 0;
+        own_ids |= c.call_id >= 0;
+        if let Some(s) = &mut spans {
+            if s.len() < crate::nesting::NEST_BUDGET {
+                s.push(Span::of(c, row, g as u32));
+            } else {
+                spans = None;
+            }
+        }
+        g += 1;
+    })?;
+    let counts: Vec<u64> = acc.iter().map(|a| a.stats.count).collect();
+    let mut scan = Scan {
+        counts,
+        summary: acc.into_iter().map(RowAcc::finish).collect(),
+        want,
+        nested: None,
+        not_nested: None,
+        own_ids: own_ids && nest.is_none(),
+    };
+    if let Some((first_id, want_tree)) = nest {
+        match spans {
+            Some(spans) => {
+                let names: Vec<&str> = data.regions.iter().map(|r| r.name.as_str()).collect();
+                match crate::nesting::nest_spans(spans, &names, first_id, want_tree) {
+                    Ok(n) => scan.nested = Some(n),
+                    Err(o) => scan.not_nested = Some(NotNested::Overlap(o)),
+                }
+            }
+            None => scan.not_nested = Some(NotNested::TooMany(g)),
+        }
+    }
+    scan.want.ids = data.track_threads && (scan.nested.is_some() || scan.own_ids);
+    Ok(scan)
+}
+
+/// One event column being written.
+struct Column {
+    ds: Dataset,
+    name: &'static str,
+}
+
+/// Second pass: creates `events/*` at full length and writes every call at its row's place.
+///
+/// # Errors
+/// Reading the spool or writing a column failed (the error names the column).
+pub(crate) fn write_events(
+    ctx: &Ctx<'_>,
+    events: &Group,
+    data: &PhaseData,
+    scan: &Scan,
+    gzip: Option<u8>,
+) -> Result<(), Error> {
+    let n = scan.total() as usize;
+    let want = scan.want;
+    let mut names = vec!["start_deltas", "durations"];
+    if want.threads {
+        names.push("thread_ids");
+    }
+    if want.tasks {
+        names.extend(["task_ids", "await_ns"]);
+    }
+    // Ids only when nesting succeeded (never an all-sentinel column, spec §1.7).
+    if want.ids {
+        names.extend(["call_ids", "parent_ids"]);
+    }
+    if want.gpu {
+        names.push("gpu_durations");
+    }
+    let mut columns = Vec::new();
+    for name in names {
+        let mut b = events.new_dataset::<i64>().shape(n);
+        if let Some(level) = gzip.filter(|_| n > 0) {
+            b = b.chunk(n.min(MAX_CHUNK)).shuffle().deflate(level.min(9));
+        }
+        let ds = ctx.h5(&format!("events/{name}"), b.create(name))?;
+        columns.push(Column { ds, name });
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    let mut w = Writer {
+        ctx,
+        columns,
+        want,
+        nested: scan.nested.as_ref(),
+        rows: Vec::new(),
+        buffered: 0,
+        scratch: Vec::new(),
+    };
+    let mut offset = 0u64;
+    for &count in &scan.counts {
+        w.rows.push(RowBuf {
+            next: offset,
+            previous_start: 0,
+            calls: Vec::new(),
+        });
+        offset += count;
+    }
+    let mut g = 0usize;
+    let mut failed = None;
+    data.for_each_call(&mut |row, c| {
+        if failed.is_some() {
+            return;
+        }
+        let r = &mut w.rows[row as usize];
+        r.calls.push((g, *c));
+        g += 1;
+        w.buffered += 1;
+        let full = r.calls.len() >= ROW_CALLS;
+        let result = if w.buffered >= BUFFERED_CALLS {
+            w.flush_all()
+        } else if full {
+            w.flush_row(row as usize)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = result {
+            failed = Some(e);
+        }
+    })?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    w.flush_all()
+}
+
+/// Buffered calls of one row and where the next one goes.
+struct RowBuf {
+    next: u64,
+    previous_start: i64,
+    calls: Vec<(usize, CallRecord)>,
+}
+
+struct Writer<'a> {
+    ctx: &'a Ctx<'a>,
+    columns: Vec<Column>,
+    want: Optional,
+    nested: Option<&'a Nested>,
+    rows: Vec<RowBuf>,
+    buffered: usize,
+    scratch: Vec<i64>,
+}
+
+impl Writer<'_> {
+    fn flush_all(&mut self) -> Result<(), Error> {
+        for r in 0..self.rows.len() {
+            self.flush_row(r)?;
+        }
+        Ok(())
+    }
+
+    fn flush_row(&mut self, r: usize) -> Result<(), Error> {
+        let row = &mut self.rows[r];
+        if row.calls.is_empty() {
+            return Ok(());
+        }
+        let calls = std::mem::take(&mut row.calls);
+        let at = row.next as usize;
+        let range = at..at + calls.len();
+        let mut previous = row.previous_start;
+        row.previous_start = calls.last().map_or(previous, |(_, c)| c.start_ns);
+        row.next += calls.len() as u64;
+        self.buffered -= calls.len();
+        let nested = self.nested;
+        for col in &self.columns {
+            let s = &mut self.scratch;
+            s.clear();
+            match col.name {
+                "start_deltas" => s.extend(calls.iter().map(|(_, c)| {
+                    let d = c.start_ns.wrapping_sub(previous);
+                    previous = c.start_ns;
+                    d
+                })),
+                "durations" => s.extend(calls.iter().map(|(_, c)| c.dur_ns.max(0))),
+                "thread_ids" => s.extend(calls.iter().map(|(_, c)| i64::from(c.thread))),
+                "task_ids" => s.extend(calls.iter().map(|(_, c)| c.task)),
+                "await_ns" => s.extend(calls.iter().map(|(_, c)| c.await_ns)),
+                "gpu_durations" => s.extend(calls.iter().map(|(_, c)| c.gpu_ns.max(-1))),
+                "call_ids" => s.extend(calls.iter().map(|&(g, c)| match nested {
+                    Some(n) => n.call_id(g),
+                    None => c.call_id,
+                })),
+                "parent_ids" => s.extend(calls.iter().map(|&(g, c)| match nested {
+                    Some(n) => n.parent_id(g),
+                    None => c.parent_id,
+                })),
+                _ => unreachable!("unknown column"),
+            }
+            let written = col.ds.write_slice(&s[..], range.clone());
+            self.ctx.h5(&format!("events/{}", col.name), written)?;
+        }
+        let _ = self.want;
+        // Reuse the allocation.
+        let mut calls = calls;
+        calls.clear();
+        self.rows[r].calls = calls;
+        Ok(())
+    }
+}
