@@ -102,14 +102,18 @@ impl Scan {
 #[derive(Default)]
 struct RowAcc {
     s: SummaryRow,
-    stats: Stats,
+    count: u64,
+    /// Sum of squared durations, for `m2` when the row's statistics do not describe exactly
+    /// these calls (`None` after an overflow).
+    sum_sq: Option<u128>,
 }
 
 impl RowAcc {
     fn add(&mut self, c: &CallRecord) {
         let d = c.dur_ns.max(0);
         let s = &mut self.s;
-        if self.stats.count == 0 {
+        if self.count == 0 {
+            self.sum_sq = Some(0);
             s.minimum = i64::MAX;
             s.maximum = i64::MIN;
             s.start_minimum = i64::MAX;
@@ -126,12 +130,37 @@ impl RowAcc {
             s.gpu_count += 1;
             s.gpu_total += c.gpu_ns;
         }
-        self.stats.add(d as u64);
+        self.count += 1;
+        let d = d as u128;
+        self.sum_sq = self.sum_sq.and_then(|q| q.checked_add(d * d));
     }
 
-    fn finish(mut self) -> SummaryRow {
-        self.s.mean = self.stats.mean;
-        self.s.m2 = self.stats.m2;
+    /// The compound; `mean`/`m2` from `stats` when they describe exactly these calls (the
+    /// flusher's running statistics, the usual case), else from the sums.
+    fn finish(mut self, stats: &Stats) -> SummaryRow {
+        let n = self.count;
+        if n == 0 {
+            return SummaryRow::default();
+        }
+        if stats.count == n && stats.total == self.s.total as u64 {
+            self.s.mean = stats.mean;
+            self.s.m2 = stats.m2;
+            return self.s;
+        }
+        let total = self.s.total as u128;
+        self.s.mean = total as f64 / n as f64;
+        // m2 = sum_sq - total^2 / n, exactly: (n * sum_sq - total^2) / n.
+        let exact = self.sum_sq.and_then(|q| {
+            let nq = q.checked_mul(u128::from(n))?;
+            nq.checked_sub(total.checked_mul(total)?)
+        });
+        self.s.m2 = match exact {
+            Some(v) => v as f64 / n as f64,
+            None => {
+                let mean = self.s.mean;
+                self.sum_sq.map_or(0.0, |q| q as f64 - n as f64 * mean * mean).max(0.0)
+            }
+        };
         self.s
     }
 }
@@ -141,7 +170,7 @@ impl RowAcc {
 pub(crate) fn summarize(row: &crate::output::model::RegionRow) -> SummaryRow {
     let mut acc = RowAcc::default();
     row.calls.iter().for_each(|c| acc.add(c));
-    acc.finish()
+    acc.finish(&row.stats)
 }
 
 /// First pass: counts, summaries, optional columns and (with `nest = Some(first_id,
@@ -166,7 +195,7 @@ pub(crate) fn scan(data: &PhaseData, nest: Option<(i64, bool)>) -> Result<Scan, 
     let mut first_thread = None;
     let mut own_ids = false;
     let mut g: u64 = 0;
-    data.for_each_call(&mut |row, c| {
+    data.for_each_call(|row, c| {
         acc[row as usize].add(c);
         let first = *first_thread.get_or_insert(c.thread);
         want.threads |= c.thread != first;
@@ -182,10 +211,15 @@ pub(crate) fn scan(data: &PhaseData, nest: Option<(i64, bool)>) -> Result<Scan, 
         }
         g += 1;
     })?;
-    let counts: Vec<u64> = acc.iter().map(|a| a.stats.count).collect();
+    let counts: Vec<u64> = acc.iter().map(|a| a.count).collect();
+    let summary = acc
+        .into_iter()
+        .zip(&data.regions)
+        .map(|(a, r)| a.finish(&r.stats))
+        .collect();
     let mut scan = Scan {
         counts,
-        summary: acc.into_iter().map(RowAcc::finish).collect(),
+        summary,
         want,
         nested: None,
         not_nested: None,
@@ -272,7 +306,7 @@ pub(crate) fn write_events(
     }
     let mut g = 0usize;
     let mut failed = None;
-    data.for_each_call(&mut |row, c| {
+    data.for_each_call(|row, c| {
         if failed.is_some() {
             return;
         }

@@ -198,7 +198,7 @@ impl PhaseData {
     /// A spool file cannot be read (the error names it).
     pub(crate) fn for_each_call(
         &self,
-        f: &mut dyn FnMut(u32, &CallRecord),
+        mut f: impl FnMut(u32, &CallRecord),
     ) -> Result<(), crate::Error> {
         for (r, row) in self.regions.iter().enumerate() {
             for c in &row.calls {
@@ -207,10 +207,12 @@ impl PhaseData {
         }
         if let Some(sp) = &self.spooled {
             for file in &sp.files {
-                crate::spool::scan(file, &mut |region, c| {
+                crate::spool::scan(file, &mut |region, calls| {
                     if let Some(&row) = sp.row_of.get(region as usize) {
                         if row != u32::MAX {
-                            f(row, c);
+                            for c in calls {
+                                f(row, c);
+                            }
                         }
                     }
                 })

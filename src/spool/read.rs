@@ -13,6 +13,13 @@ use crate::stats::Stats;
 /// Reads a zigzag LEB128 varint.
 #[inline]
 fn get_varint(d: &[u8], at: &mut usize) -> Option<i64> {
+    // Most values (deltas, small ids, zeros) fit one byte.
+    let b = *d.get(*at)?;
+    if b < 0x80 {
+        *at += 1;
+        let z = u64::from(b);
+        return Some(((z >> 1) as i64) ^ -((z & 1) as i64));
+    }
     let mut z = 0u64;
     let mut shift = 0;
     loop {
@@ -56,20 +63,21 @@ pub(crate) fn read(path: &Path) -> io::Result<SpoolContents> {
         if calls.len() <= region {
             calls.resize_with(region + 1, Vec::new);
         }
-        calls[region].push(*c);
+        calls[region].extend_from_slice(c);
     })?;
     calls.resize_with(out.regions.len().max(calls.len()), Vec::new);
     out.calls = calls;
     Ok(out)
 }
 
-/// Reads a spool (tolerating a torn last frame) one frame at a time, handing every call to
-/// `on_call` with its region id; returns everything else it holds (`calls` stays empty).
-/// Memory: one frame.
+/// Reads a spool (tolerating a torn last frame) one frame at a time, handing the calls of
+/// every calls frame to `on_calls` with their region id; returns everything else it holds
+/// (`calls` stays empty). Memory: one frame.
 pub(crate) fn scan(
     path: &Path,
-    on_call: &mut dyn FnMut(u32, &CallRecord),
+    on_calls: &mut dyn FnMut(u32, &[CallRecord]),
 ) -> io::Result<SpoolContents> {
+    let mut frame_calls: Vec<CallRecord> = Vec::new();
     let mut input = BufReader::with_capacity(1 << 20, File::open(path)?);
     let bad = |what: &str| {
         io::Error::new(
@@ -129,6 +137,8 @@ pub(crate) fn scan(
                 }
                 let (d, mut at) = (r.d, r.at);
                 let mut previous = 0i64;
+                frame_calls.clear();
+                frame_calls.reserve(n);
                 for _ in 0..n {
                     let mut next = || get_varint(d, &mut at);
                     let c = (|| {
@@ -146,8 +156,9 @@ pub(crate) fn scan(
                     })()
                     .ok_or_else(|| bad("calls"))?;
                     previous = c.start_ns;
-                    on_call(region as u32, &c);
+                    frame_calls.push(c);
                 }
+                on_calls(region as u32, &frame_calls);
             }
             TAG_THREADS => {
                 let n = r.u32().ok_or_else(|| bad("threads"))?;
