@@ -86,6 +86,14 @@ pub(crate) fn run(
     if trigger == Trigger::Drop && state.finalized && phase_calls == 0 {
         return append_late_sink_data(shared, state, snap);
     }
+    // A rotation with nothing completed in its period writes no file (the next phase, and
+    // its session row, simply start earlier); numbers stay without gaps.
+    if trigger == Trigger::Rotation && phase_calls == 0 && snap.spool_error.is_none() {
+        if let Some(p) = &snap.spool_phase {
+            let _ = std::fs::remove_file(p);
+        }
+        return Ok(None);
+    }
     let phase_start_ns = state.phase_start_ns;
     state.phase_start_ns = finalize_ns;
     if trigger != Trigger::Rotation {
