@@ -69,10 +69,11 @@ impl Span {
 pub(crate) struct Nested {
     /// The first id handed out.
     pub first_id: i64,
-    /// By storage position: the call's rank in (start asc, end desc) order.
-    id_of: Vec<u32>,
-    /// By storage position: the parent's rank, `u32::MAX` for a lane root.
-    parent_of: Vec<u32>,
+    /// Calls nested.
+    calls: u64,
+    /// By storage position: the call's rank in (start asc, end desc) order, and the parent's
+    /// rank (`u32::MAX` for a lane root). Only when the calls were nested in memory.
+    ids: Option<(Vec<u32>, Vec<u32>)>,
     /// Exclusive time per row (ns).
     pub exclusive: Vec<i64>,
     /// The summary's call tree, when asked for.
@@ -80,22 +81,30 @@ pub(crate) struct Nested {
 }
 
 impl Nested {
-    /// The call id of the call stored at position `g`.
+    /// Whether per-call ids are known (phases nested in memory).
+    pub(crate) fn has_ids(&self) -> bool {
+        self.ids.is_some()
+    }
+
+    /// The call id of the call stored at position `g` (-1 when ids are not known).
     pub(crate) fn call_id(&self, g: usize) -> i64 {
-        self.first_id + i64::from(self.id_of[g])
+        match &self.ids {
+            Some((id_of, _)) => self.first_id + i64::from(id_of[g]),
+            None => -1,
+        }
     }
 
     /// The parent's call id of the call stored at position `g` (-1 for a lane root).
     pub(crate) fn parent_id(&self, g: usize) -> i64 {
-        match self.parent_of[g] {
-            u32::MAX => -1,
-            p => self.first_id + i64::from(p),
+        match self.ids.as_ref().map(|(_, p)| p[g]) {
+            None | Some(u32::MAX) => -1,
+            Some(p) => self.first_id + i64::from(p),
         }
     }
 
     /// The first id free for the next phase.
     pub(crate) fn next_id(&self) -> i64 {
-        self.first_id + self.id_of.len() as i64
+        self.first_id + self.calls as i64
     }
 }
 
@@ -129,78 +138,145 @@ struct Path {
     recursive: bool,
 }
 
-/// Nests `spans` (any order; `g` must be 0..n) of a phase with `names.len()` rows; ids start at
-/// `first_id`. Builds the call tree too when `want_tree`.
+/// A call still open on its lane while later-starting calls are nested.
+#[derive(Clone, Copy)]
+struct Open {
+    rank: u32,
+    /// Doubled end (see [`Nester::push`]).
+    end2: i64,
+    row: u32,
+    path: u32,
+}
+
+/// Nests calls handed to it in (start asc, end desc) order. Memory: the open calls of each
+/// lane, the call paths, and 8 bytes per call only when it records ids.
+pub(crate) struct Nester<'a> {
+    names: &'a [&'a str],
+    first_id: i64,
+    want_tree: bool,
+    rank: u64,
+    ids: Option<(Vec<u32>, Vec<u32>)>,
+    exclusive: Vec<i64>,
+    paths: Vec<Path>,
+    key: HashMap<(u32, u32), u32>,
+    lane_index: crate::fasthash::FastMap<i64, usize>,
+    stacks: Vec<Vec<Open>>,
+    last_lane: (i64, usize),
+}
+
+impl<'a> Nester<'a> {
+    /// A nester for a phase with `names.len()` rows; ids start at `first_id`. With
+    /// `ids_for = Some(n)` it records the ids of the `n` calls (by storage position).
+    pub(crate) fn new(
+        names: &'a [&'a str],
+        first_id: i64,
+        want_tree: bool,
+        ids_for: Option<usize>,
+    ) -> Nester<'a> {
+        Nester {
+            names,
+            first_id,
+            want_tree,
+            rank: 0,
+            ids: ids_for.map(|n| (vec![0u32; n], vec![u32::MAX; n])),
+            exclusive: vec![0; names.len()],
+            paths: Vec::new(),
+            key: HashMap::new(),
+            lane_index: Default::default(),
+            stacks: Vec::new(),
+            last_lane: (i64::MIN, 0),
+        }
+    }
+
+    /// Nests the next call (in start asc, end desc order).
+    pub(crate) fn push(&mut self, a: &Span) -> Result<(), Overlap> {
+        // Doubled times; a zero-length call ends half a tick after it starts, so it is still
+        // open at its own start (as the reader does it).
+        let start2 = 2 * a.start;
+        let end2 = 2 * a.end + i64::from(a.end == a.start);
+        if a.lane != self.last_lane.0 {
+            let next = self.stacks.len();
+            let k = *self.lane_index.entry(a.lane).or_insert(next);
+            if k == next {
+                self.stacks.push(Vec::new());
+            }
+            self.last_lane = (a.lane, k);
+        }
+        let stack = &mut self.stacks[self.last_lane.1];
+        while stack.last().is_some_and(|o| o.end2 <= start2) {
+            stack.pop();
+        }
+        let parent = match stack.last() {
+            Some(p) if end2 > p.end2 => {
+                return Err(Overlap {
+                    row: a.row,
+                    other: p.row,
+                })
+            }
+            p => p.copied(),
+        };
+        let rank = self.rank as u32;
+        self.rank += 1;
+        let dur = a.end - a.start;
+        self.exclusive[a.row as usize] += dur;
+        if let Some(p) = parent {
+            self.exclusive[p.row as usize] -= dur;
+        }
+        if let Some((id_of, parent_of)) = &mut self.ids {
+            id_of[a.g as usize] = rank;
+            if let Some(p) = parent {
+                parent_of[a.g as usize] = p.rank;
+            }
+        }
+        let mut path = 0;
+        if self.want_tree {
+            let parent_path = parent.map(|p| p.path);
+            path = add_to_tree(&mut self.paths, &mut self.key, parent_path, a);
+            if let Some(pp) = parent_path {
+                self.paths[pp as usize].exclusive -= dur;
+            }
+        }
+        self.stacks[self.last_lane.1].push(Open {
+            rank,
+            end2,
+            row: a.row,
+            path,
+        });
+        Ok(())
+    }
+
+    /// The result.
+    pub(crate) fn finish(self) -> Nested {
+        let tree = self.want_tree.then(|| emit_tree(self.paths, self.names));
+        Nested {
+            first_id: self.first_id,
+            calls: self.rank,
+            ids: self.ids,
+            exclusive: self.exclusive,
+            tree,
+        }
+    }
+}
+
+/// Sorts calls the way nesting needs them: start ascending, end descending.
+pub(crate) fn sort(spans: &mut [Span]) {
+    spans.sort_unstable_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+}
+
+/// Nests `spans` (any order; `g` must be 0..n) of a phase with `names.len()` rows in memory,
+/// with ids; ids start at `first_id`. Builds the call tree too when `want_tree`.
 pub(crate) fn nest_spans(
     mut spans: Vec<Span>,
     names: &[&str],
     first_id: i64,
     want_tree: bool,
 ) -> Result<Nested, Overlap> {
-    let n = spans.len();
-    spans.sort_unstable_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
-    let mut id_of = vec![0u32; n];
-    let mut parent_of = vec![u32::MAX; n];
-    let mut exclusive = vec![0i64; names.len()];
-    let mut paths: Vec<Path> = Vec::new();
-    let mut key: HashMap<(u32, u32), u32> = HashMap::new();
-    let mut path_of: Vec<u32> = if want_tree { vec![0; n] } else { Vec::new() };
-
-    // Per lane, a stack of (rank, doubled end) of the calls still open.
-    let mut lane_index: crate::fasthash::FastMap<i64, usize> = Default::default();
-    let mut stacks: Vec<Vec<(u32, i64)>> = Vec::new();
-    let mut last_lane = (i64::MIN, 0usize);
-    for (i, a) in spans.iter().enumerate() {
-        // Doubled times; a zero-length call ends half a tick after it starts, so it is still
-        // open at its own start (as the reader does it).
-        let start2 = 2 * a.start;
-        let end2 = 2 * a.end + i64::from(a.end == a.start);
-        if a.lane != last_lane.0 {
-            let next = stacks.len();
-            let k = *lane_index.entry(a.lane).or_insert(next);
-            if k == next {
-                stacks.push(Vec::new());
-            }
-            last_lane = (a.lane, k);
-        }
-        let stack = &mut stacks[last_lane.1];
-        while stack.last().is_some_and(|&(_, e)| e <= start2) {
-            stack.pop();
-        }
-        let parent = match stack.last() {
-            Some(&(p, pend2)) if end2 > pend2 => {
-                return Err(Overlap {
-                    row: a.row,
-                    other: spans[p as usize].row,
-                })
-            }
-            Some(&(p, _)) => Some(p),
-            None => None,
-        };
-        stack.push((i as u32, end2));
-        let dur = a.end - a.start;
-        id_of[a.g as usize] = i as u32;
-        exclusive[a.row as usize] += dur;
-        if let Some(p) = parent {
-            parent_of[a.g as usize] = p;
-            exclusive[spans[p as usize].row as usize] -= dur;
-        }
-        if want_tree {
-            let parent_path = parent.map(|p| path_of[p as usize]);
-            path_of[i] = add_to_tree(&mut paths, &mut key, parent_path, a);
-            if let Some(pp) = parent_path {
-                paths[pp as usize].exclusive -= dur;
-            }
-        }
+    sort(&mut spans);
+    let mut n = Nester::new(names, first_id, want_tree, Some(spans.len()));
+    for a in &spans {
+        n.push(a)?;
     }
-    let tree = want_tree.then(|| emit_tree(paths, names));
-    Ok(Nested {
-        first_id,
-        id_of,
-        parent_of,
-        exclusive,
-        tree,
-    })
+    Ok(n.finish())
 }
 
 /// Adds one call (whose parent's path is `parent_path`) to the tree; returns its path.
@@ -384,6 +460,8 @@ pub(crate) struct TreeRow {
     /// Whether this is an `(own)` row.
     pub own: bool,
 }
+
+pub(crate) mod external;
 
 #[cfg(test)]
 mod tests;

@@ -23,7 +23,7 @@ use std::sync::mpsc::{self, Sender};
 use std::sync::Mutex;
 
 use crate::flush::{Command, Snapshot};
-use crate::output::events::{self, NotNested, Scan};
+use crate::output::events::{self, Scan};
 use crate::output::hdf5::WriteOptions;
 use crate::output::model::{Layout, PhaseData, RegionRow, SpooledCalls};
 use crate::report::{RegionStats, Report};
@@ -122,7 +122,7 @@ pub(crate) fn run(
             Scan::default()
         }
     };
-    let warnings = sinks(shared, &mut data, &mut result, &facts, &scan);
+    let warnings = sinks(shared, &mut data, &mut result, &facts);
     let mut report = report(&data, &facts, &scan, warnings, phase_start_ns, finalize_ns);
     if config.mode == Mode::Disabled {
         return Ok(Some(report));
@@ -264,7 +264,6 @@ fn sinks(
     data: &mut PhaseData,
     result: &mut Result<(), Error>,
     facts: &Facts,
-    scan: &Scan,
 ) -> Vec<String> {
     let mut warnings = Vec::new();
     if let Some(sinks) = &shared.sinks {
@@ -280,14 +279,6 @@ fn sinks(
              statistics stay exact); the summary is flat"
                 .into(),
         );
-    }
-    if let Some(NotNested::TooMany(n)) = scan.not_nested {
-        warnings.push(format!(
-            "this phase has {n} calls, more than the {} that nesting keeps in memory: the file \
-             has no call ids and no exclusive totals (the reader rebuilds both), the summary is \
-             flat; rotate more often to keep them",
-            crate::nesting::NEST_BUDGET
-        ));
     }
     warnings
 }

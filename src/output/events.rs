@@ -16,7 +16,8 @@ use ::hdf5::{Dataset, Group, H5Type};
 
 use super::hdf5::Ctx;
 use crate::error::Error;
-use crate::nesting::{Nested, Overlap, Span};
+use crate::nesting::external::Runs;
+use crate::nesting::{Nested, Nester, Overlap, Span};
 use crate::output::model::{CallRecord, PhaseData};
 use crate::stats::Stats;
 
@@ -87,8 +88,57 @@ pub(crate) struct Scan {
 pub(crate) enum NotNested {
     /// Two calls of one lane partly overlap (rows of both).
     Overlap(Overlap),
-    /// More calls than [`crate::nesting::NEST_BUDGET`].
-    TooMany(u64),
+}
+
+/// Where the first pass puts the compact copies nesting needs.
+enum Collect {
+    /// Nesting not wanted.
+    Off,
+    /// Up to [`crate::nesting::NEST_BUDGET`] calls: sorted in memory, with call ids.
+    Memory(Vec<Span>),
+    /// More: sorted runs on disk, merged (exclusive totals and the tree, no per-call ids).
+    External(std::io::Result<Runs>),
+}
+
+impl Collect {
+    fn push(&mut self, s: Span, data: &PhaseData) {
+        match self {
+            Collect::Off | Collect::External(Err(_)) => {}
+            Collect::Memory(v) if v.len() < crate::nesting::NEST_BUDGET => v.push(s),
+            Collect::Memory(v) => {
+                let first = std::mem::take(v);
+                let mut runs = Runs::new(&scratch_dir(data), first);
+                if let Ok(r) = &mut runs {
+                    if let Err(e) = r.push(s) {
+                        runs = Err(e);
+                    }
+                }
+                *self = Collect::External(runs);
+            }
+            Collect::External(Ok(r)) => {
+                if let Err(e) = r.push(s) {
+                    *self = Collect::External(Err(e));
+                }
+            }
+        }
+    }
+}
+
+/// Where the external sort's temporary file goes: beside the spool, else the temp directory.
+fn scratch_dir(data: &PhaseData) -> std::path::PathBuf {
+    data.spooled
+        .as_ref()
+        .and_then(|s| s.files.first())
+        .map(|f| crate::files::dir_of(f))
+        .unwrap_or_else(std::env::temp_dir)
+}
+
+fn spill_error(data: &PhaseData, source: std::io::Error) -> Error {
+    Error::Io {
+        context: "sorting this phase's calls for nesting (temporary file)".into(),
+        path: scratch_dir(data),
+        source,
+    }
 }
 
 impl Scan {
@@ -182,11 +232,12 @@ pub(crate) fn scan(data: &PhaseData, nest: Option<(i64, bool)>) -> Result<Scan, 
     let rows = data.regions.len();
     let mut acc: Vec<RowAcc> = (0..rows).map(|_| RowAcc::default()).collect();
     let expected: u64 = data.regions.iter().map(|r| r.stats.count).sum();
-    let mut spans: Option<Vec<Span>> = match nest {
+    let mut collect = match nest {
+        None => Collect::Off,
         Some(_) if expected as usize <= crate::nesting::NEST_BUDGET => {
-            Some(Vec::with_capacity(expected as usize))
+            Collect::Memory(Vec::with_capacity(expected as usize))
         }
-        _ => None,
+        Some(_) => Collect::External(Runs::new(&scratch_dir(data), Vec::new())),
     };
     let mut want = Optional {
         threads: data.track_threads,
@@ -202,13 +253,7 @@ pub(crate) fn scan(data: &PhaseData, nest: Option<(i64, bool)>) -> Result<Scan, 
         want.tasks |= c.task >= 0;
         want.gpu |= c.gpu_ns >= 0;
         own_ids |= c.call_id >= 0;
-        if let Some(s) = &mut spans {
-            if s.len() < crate::nesting::NEST_BUDGET {
-                s.push(Span::of(c, row, g as u32));
-            } else {
-                spans = None;
-            }
-        }
+        collect.push(Span::of(c, row, g as u32), data);
         g += 1;
     })?;
     let counts: Vec<u64> = acc.iter().map(|a| a.count).collect();
@@ -226,18 +271,26 @@ pub(crate) fn scan(data: &PhaseData, nest: Option<(i64, bool)>) -> Result<Scan, 
         own_ids: own_ids && nest.is_none(),
     };
     if let Some((first_id, want_tree)) = nest {
-        match spans {
-            Some(spans) => {
-                let names: Vec<&str> = data.regions.iter().map(|r| r.name.as_str()).collect();
-                match crate::nesting::nest_spans(spans, &names, first_id, want_tree) {
-                    Ok(n) => scan.nested = Some(n),
-                    Err(o) => scan.not_nested = Some(NotNested::Overlap(o)),
-                }
+        let names: Vec<&str> = data.regions.iter().map(|r| r.name.as_str()).collect();
+        let nested = match collect {
+            Collect::Memory(spans) => {
+                crate::nesting::nest_spans(spans, &names, first_id, want_tree)
             }
-            None => scan.not_nested = Some(NotNested::TooMany(g)),
+            Collect::External(Ok(runs)) => {
+                let mut nester = Nester::new(&names, first_id, want_tree, None);
+                let merged = runs.merge(|s| nester.push(s)).map_err(|e| spill_error(data, e))?;
+                merged.map(|()| nester.finish())
+            }
+            Collect::External(Err(e)) => return Err(spill_error(data, e)),
+            Collect::Off => Ok(Nested::default()),
+        };
+        match nested {
+            Ok(n) => scan.nested = Some(n),
+            Err(o) => scan.not_nested = Some(NotNested::Overlap(o)),
         }
     }
-    scan.want.ids = data.track_threads && (scan.nested.is_some() || scan.own_ids);
+    let ids = scan.nested.as_ref().is_some_and(Nested::has_ids);
+    scan.want.ids = data.track_threads && (ids || scan.own_ids);
     Ok(scan)
 }
 

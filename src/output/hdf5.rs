@@ -120,8 +120,10 @@ fn create_temp(path: &Path) -> Result<(PathBuf, File), Error> {
         let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
         let tmp_name = format!(".{}.{}.{n}.tmp", name.to_string_lossy(), std::process::id());
         let tmp = path.with_file_name(OsStr::new(&tmp_name));
+        // A 4 MiB chunk cache per dataset keeps a compressed chunk that the streamed writes
+        // fill piece by piece in memory until it is complete (at most ~32 MiB in all).
         let created = File::with_options()
-            .with_fapl(|p| p.file_locking(false))
+            .with_fapl(|p| p.file_locking(false).chunk_cache(101, 4 << 20, 1.0))
             .create_excl(&tmp);
         match created {
             Ok(f) => return Ok((tmp, f)),
