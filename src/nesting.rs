@@ -20,8 +20,6 @@
 //! which the start order makes exact). Phases above [`NEST_BUDGET`] calls are not nested (see
 //! there).
 
-use std::collections::HashMap;
-
 use crate::output::model::CallRecord;
 #[cfg(test)]
 use crate::output::model::PhaseData;
@@ -158,7 +156,7 @@ pub(crate) struct Nester<'a> {
     ids: Option<(Vec<u32>, Vec<u32>)>,
     exclusive: Vec<i64>,
     paths: Vec<Path>,
-    key: HashMap<(u32, u32), u32>,
+    key: Tree,
     lane_index: crate::fasthash::FastMap<i64, usize>,
     stacks: Vec<Vec<Open>>,
     last_lane: (i64, usize),
@@ -181,7 +179,7 @@ impl<'a> Nester<'a> {
             ids: ids_for.map(|n| (vec![0u32; n], vec![u32::MAX; n])),
             exclusive: vec![0; names.len()],
             paths: Vec::new(),
-            key: HashMap::new(),
+            key: Tree::default(),
             lane_index: Default::default(),
             stacks: Vec::new(),
             last_lane: (i64::MIN, 0),
@@ -258,9 +256,10 @@ impl<'a> Nester<'a> {
     }
 }
 
-/// Sorts calls the way nesting needs them: start ascending, end descending.
+/// Sorts calls the way nesting needs them: start ascending, end descending. (A stable sort:
+/// the spool's order is nearly sorted already, which it exploits.)
 pub(crate) fn sort(spans: &mut [Span]) {
-    spans.sort_unstable_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+    spans.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
 }
 
 /// Nests `spans` (any order; `g` must be 0..n) of a phase with `names.len()` rows in memory,
@@ -279,10 +278,17 @@ pub(crate) fn nest_spans(
     Ok(n.finish())
 }
 
+/// Path of (parent path or `u32::MAX`, row), with the last lookup cached (loops repeat it).
+#[derive(Default)]
+struct Tree {
+    map: crate::fasthash::FastMap<(u32, u32), u32>,
+    last: Option<((u32, u32), u32)>,
+}
+
 /// Adds one call (whose parent's path is `parent_path`) to the tree; returns its path.
 fn add_to_tree(
     paths: &mut Vec<Path>,
-    key: &mut HashMap<(u32, u32), u32>,
+    key: &mut Tree,
     parent_path: Option<u32>,
     a: &Span,
 ) -> u32 {
@@ -295,9 +301,15 @@ fn add_to_tree(
         }
         _ => {
             let next = paths.len() as u32;
-            let path = *key
-                .entry((parent_path.unwrap_or(u32::MAX), a.row))
-                .or_insert(next);
+            let k = (parent_path.unwrap_or(u32::MAX), a.row);
+            let path = match key.last {
+                Some((lk, p)) if lk == k => p,
+                _ => {
+                    let p = *key.map.entry(k).or_insert(next);
+                    key.last = Some((k, p));
+                    p
+                }
+            };
             if path == next {
                 paths.push(Path {
                     parent: parent_path,
