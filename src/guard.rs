@@ -157,7 +157,9 @@ impl FlushGuard {
                 })?;
             (Some(Mutex::new(tx)), Some(handle))
         };
-        let rotate = config.rotate_every.filter(|_| config.mode != Mode::Disabled);
+        let rotate = config
+            .rotate_every
+            .filter(|_| config.mode != Mode::Disabled);
         let inner = Arc::new(Inner {
             shared,
             tx,

@@ -286,12 +286,7 @@ struct Tree {
 }
 
 /// Adds one call (whose parent's path is `parent_path`) to the tree; returns its path.
-fn add_to_tree(
-    paths: &mut Vec<Path>,
-    key: &mut Tree,
-    parent_path: Option<u32>,
-    a: &Span,
-) -> u32 {
+fn add_to_tree(paths: &mut Vec<Path>, key: &mut Tree, parent_path: Option<u32>, a: &Span) -> u32 {
     let dur = a.end - a.start;
     // Recursion collapses into the parent's row.
     let (path, outermost) = match parent_path {

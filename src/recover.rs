@@ -338,13 +338,21 @@ fn write(output: &Path, spools: &[Pass0], no_replace: bool) -> Result<Recovered,
     let mut row_of = vec![u32::MAX; names.len()];
     let has_session = names.iter().any(|(n, _, _)| n == SESSION_REGION);
     let (start, end) = span.unwrap_or((header.start_time_ns, header.start_time_ns));
-    let (start, end) = (start.min(header.start_time_ns), end.max(header.start_time_ns));
+    let (start, end) = (
+        start.min(header.start_time_ns),
+        end.max(header.start_time_ns),
+    );
     if !has_session {
         let session_thread = threads
             .iter()
             .find(|t| t.name == "main")
             .map_or(0, |t| t.index);
-        rows.push(RegionRow::session(start, end - start, session_thread, layout));
+        rows.push(RegionRow::session(
+            start,
+            end - start,
+            session_thread,
+            layout,
+        ));
     }
     let mut calls = 0;
     for (id, (name, file, line)) in names.iter().enumerate() {

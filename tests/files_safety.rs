@@ -28,10 +28,16 @@ fn a_dangling_link_at_the_spool_is_not_followed() {
     let err = ScopeLayer::builder().output(&out).build().unwrap_err();
     let msg = err.to_string();
     assert!(matches!(err, Error::Io { .. }), "{err:?}");
-    assert!(msg.contains(spool.to_str().unwrap()), "names the path: {msg}");
+    assert!(
+        msg.contains(spool.to_str().unwrap()),
+        "names the path: {msg}"
+    );
     assert!(msg.contains("symbolic link"), "{msg}");
     assert!(!target.exists(), "nothing created where the link points");
-    assert!(std::fs::symlink_metadata(&spool).unwrap().file_type().is_symlink());
+    assert!(std::fs::symlink_metadata(&spool)
+        .unwrap()
+        .file_type()
+        .is_symlink());
 }
 
 #[test]
@@ -62,8 +68,15 @@ fn a_link_at_the_output_is_replaced_not_written_through() {
         tracing::dispatcher::with_default(&d, || info_span!("x").in_scope(|| ()));
         guard.finalize().unwrap();
         drop(guard);
-        assert!(std::fs::symlink_metadata(&out).unwrap().file_type().is_file());
-        assert_eq!(target.exists(), !dangling, "nothing created through the link");
+        assert!(std::fs::symlink_metadata(&out)
+            .unwrap()
+            .file_type()
+            .is_file());
+        assert_eq!(
+            target.exists(),
+            !dangling,
+            "nothing created through the link"
+        );
         if !dangling {
             assert_eq!(std::fs::read(&target).unwrap(), b"keep me");
         }

@@ -71,13 +71,23 @@ fn rotation_writes_numbered_files_holding_every_call_once() {
     drop(guard);
 
     let files = numbered(dir.path(), "svc");
-    assert!(files.len() >= 6, "3 s at 500 ms gives at least 6 files: {files:?}");
+    assert!(
+        files.len() >= 6,
+        "3 s at 500 ms gives at least 6 files: {files:?}"
+    );
     for (i, f) in files.iter().enumerate() {
         let want = dir.path().join(format!("svc.{:04}.h5", i + 1));
         assert_eq!(f, &want, "numbered from 1 without gaps");
     }
-    assert_eq!(files.last(), Some(&last), "the final finalize writes the next number");
-    assert!(!out.exists(), "with rotation the output name itself is not written");
+    assert_eq!(
+        files.last(),
+        Some(&last),
+        "the final finalize writes the next number"
+    );
+    assert!(
+        !out.exists(),
+        "with rotation the output name itself is not written"
+    );
     let total: u64 = files.iter().map(|f| calls_in(f, "work")).sum();
     assert_eq!(total, lifetime, "every call in exactly one file");
     assert!(lifetime > 10_000, "{lifetime}");
@@ -153,7 +163,11 @@ fn a_drop_after_finalize_never_replaces_its_file() {
     drop(guard);
     assert_eq!(calls_in(&out, "job"), 1000, "the published file is kept");
     let late = dir.path().join("app.late.h5");
-    assert_eq!(calls_in(&late, "job"), 1, "the late call is written beside it");
+    assert_eq!(
+        calls_in(&late, "job"),
+        1,
+        "the late call is written beside it"
+    );
     common::py("scope-profiler", &["inspect", late.to_str().unwrap()]);
 
     // A second run: its first phase replaces app.h5 as usual (a new run), and its late
@@ -235,7 +249,10 @@ fn a_killed_run_is_recovered_by_the_next_build() {
         .unwrap_or_else(|| panic!("no line about the recovery:\n{stderr}"));
     assert!(line.contains(recovered.to_str().unwrap()), "{line}");
     let n = calls_in(&recovered, "work item");
-    assert!(n >= reported, "{n} recovered < {reported} reported before the kill");
+    assert!(
+        n >= reported,
+        "{n} recovered < {reported} reported before the kill"
+    );
     common::py("scope-profiler", &["inspect", recovered.to_str().unwrap()]);
     // The second run's own file is complete, and no spool is left behind.
     assert_eq!(calls_in(&out, "second run"), 1);

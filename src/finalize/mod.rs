@@ -176,7 +176,11 @@ struct Facts {
 impl Facts {
     fn of(snap: &Snapshot) -> Facts {
         Facts {
-            regions: snap.regions.iter().map(RegionStats::from_snapshot).collect(),
+            regions: snap
+                .regions
+                .iter()
+                .map(RegionStats::from_snapshot)
+                .collect(),
             dropped: snap.dropped,
             spool_lost: snap.spool_lost,
             in_flight: snap.in_flight,
@@ -213,7 +217,12 @@ fn load(shared: &Shared, snap: Snapshot, phase_start_ns: i64, finalize_ns: i64) 
             layout,
         ));
     }
-    let ids = snap.regions.iter().map(|r| r.id as usize).max().map_or(0, |m| m + 1);
+    let ids = snap
+        .regions
+        .iter()
+        .map(|r| r.id as usize)
+        .max()
+        .map_or(0, |m| m + 1);
     let mut row_of = vec![u32::MAX; ids];
     for r in snap.regions.into_iter().filter(|r| r.row.stats.count > 0) {
         row_of[r.id as usize] = regions.len() as u32;

@@ -57,7 +57,13 @@ mod tests {
         assert_eq!(numbered(p, 1), Path::new("/d/profile.0001.h5"));
         assert_eq!(numbered(p, 12345), Path::new("/d/profile.12345.h5"));
         let late: Vec<PathBuf> = candidates(p, "late", 1).take(2).collect();
-        assert_eq!(late, [Path::new("/d/profile.late.h5"), Path::new("/d/profile.late-2.h5")]);
+        assert_eq!(
+            late,
+            [
+                Path::new("/d/profile.late.h5"),
+                Path::new("/d/profile.late-2.h5")
+            ]
+        );
         let rec: Vec<PathBuf> = candidates(p, "recovered", 1).take(1).collect();
         assert_eq!(rec, [Path::new("/d/profile.recovered-1.h5")]);
         assert_eq!(numbered(Path::new("out"), 2), Path::new("out.0002"));

@@ -67,9 +67,7 @@ impl Runs {
                     let _ = std::fs::remove_file(&path);
                     break f;
                 }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 8 => {
-                    attempt += 1
-                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempt < 8 => attempt += 1,
                 Err(e) => return Err(e),
             }
         };
@@ -260,6 +258,9 @@ mod tests {
         assert_eq!(external.tree, memory.tree);
         assert_eq!(external.next_id(), memory.next_id());
         assert!(!external.has_ids());
-        assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none(), "no file left");
+        assert!(
+            std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+            "no file left"
+        );
     }
 }

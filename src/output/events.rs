@@ -208,7 +208,9 @@ impl RowAcc {
             Some(v) => v as f64 / n as f64,
             None => {
                 let mean = self.s.mean;
-                self.sum_sq.map_or(0.0, |q| q as f64 - n as f64 * mean * mean).max(0.0)
+                self.sum_sq
+                    .map_or(0.0, |q| q as f64 - n as f64 * mean * mean)
+                    .max(0.0)
             }
         };
         self.s
@@ -278,7 +280,9 @@ pub(crate) fn scan(data: &PhaseData, nest: Option<(i64, bool)>) -> Result<Scan, 
             }
             Collect::External(Ok(runs)) => {
                 let mut nester = Nester::new(&names, first_id, want_tree, None);
-                let merged = runs.merge(|s| nester.push(s)).map_err(|e| spill_error(data, e))?;
+                let merged = runs
+                    .merge(|s| nester.push(s))
+                    .map_err(|e| spill_error(data, e))?;
                 merged.map(|()| nester.finish())
             }
             Collect::External(Err(e)) => return Err(spill_error(data, e)),

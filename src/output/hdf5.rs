@@ -24,9 +24,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use ::hdf5::types::VarLenUnicode;
 use ::hdf5::{File, Group, H5Type, Location};
 
-use super::events::{self, Scan, SummaryRow};
 #[cfg(test)]
 use super::events::summarize;
+use super::events::{self, Scan, SummaryRow};
 use crate::error::Error;
 use crate::output::model::{Layout, PhaseData, RegionRow};
 
@@ -172,10 +172,12 @@ fn publish(
     };
     let now = crate::files::identity(tmp).map_err(io_err("checking the temporary profile"))?;
     if created != Some(now) || !now.2 {
-        return Err(io_err("checking the temporary profile")(io::Error::other(format!(
-            "{} was replaced while it was being written; not publishing it",
-            tmp.display()
-        ))));
+        return Err(io_err("checking the temporary profile")(io::Error::other(
+            format!(
+                "{} was replaced while it was being written; not publishing it",
+                tmp.display()
+            ),
+        )));
     }
     if opts.durable {
         let f = crate::files::open_nofollow(tmp).map_err(io_err("syncing the profile"))?;

@@ -36,7 +36,6 @@ fn get_varint(d: &[u8], at: &mut usize) -> Option<i64> {
     }
 }
 
-
 /// Everything a spool holds, read back.
 #[derive(Debug, Default)]
 pub(crate) struct SpoolContents {
@@ -253,4 +252,3 @@ impl Cursor<'_> {
         Some(String::from_utf8_lossy(self.take(n)?).into_owned())
     }
 }
-

@@ -331,7 +331,10 @@ fn aggregate_layout_follows_the_python_writer() {
 fn empty_phase_is_a_valid_file() {
     for layout in [Layout::Columnar, Layout::Aggregate] {
         let data = phase(layout, Vec::new());
-        let opts = WriteOptions { gzip: Some(4), ..WriteOptions::default() };
+        let opts = WriteOptions {
+            gzip: Some(4),
+            ..WriteOptions::default()
+        };
         let (_dir, path) = write(&format!("empty-{layout:?}"), &data, opts);
         let f = File::open(&path).unwrap();
         assert_eq!(attr_i64(&f, "scope_profiler_schema"), 3);
@@ -359,7 +362,14 @@ fn gzip_compresses_event_columns_only() {
         .map(|i| (i * 1000, i * 1000 + 400 + i % 7, 0, -1))
         .collect();
     let data = phase(Layout::Columnar, vec![row("hot", &calls), row("idle", &[])]);
-    let (_dir, path) = write("gzip", &data, WriteOptions { gzip: Some(6), ..WriteOptions::default() });
+    let (_dir, path) = write(
+        "gzip",
+        &data,
+        WriteOptions {
+            gzip: Some(6),
+            ..WriteOptions::default()
+        },
+    );
     let f = File::open(&path).unwrap();
     for name in [
         "events/start_deltas",
