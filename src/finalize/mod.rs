@@ -49,8 +49,8 @@ pub(crate) struct GuardState {
     pub phase_start_ns: i64,
     /// First call id of the next phase (ids continue across finalizes, as in Python).
     pub next_call_id: i64,
-    /// Every file this guard published, oldest first.
-    pub published: Vec<PathBuf>,
+    /// Every file this guard published, oldest first, with its `(device, inode)`.
+    pub published: Vec<(PathBuf, (u64, u64))>,
     /// Numbered files still kept (for `max_files`), oldest first.
     pub numbered: VecDeque<PathBuf>,
     /// Number of the next numbered file.
@@ -354,7 +354,7 @@ fn publish(
         durable: config.durable,
         no_replace: false,
     };
-    let taken = state.published.iter().any(|p| p == path);
+    let taken = state.published.iter().any(|(p, _)| p == path);
     let written = if taken {
         // Never replace a file this guard published: the first free late name.
         opts.no_replace = true;
@@ -365,8 +365,8 @@ fn publish(
                 continue;
             }
             match crate::output::hdf5::write_scanned(&candidate, data, scan, &opts) {
-                Ok(()) => {
-                    written = Some(candidate);
+                Ok(id) => {
+                    written = Some((candidate, id));
                     break;
                 }
                 Err(e) if is_exists(&e) => last = Some(e),
@@ -387,10 +387,12 @@ fn publish(
             }
         }
     } else {
-        crate::output::hdf5::write_scanned(path, data, scan, &opts)?;
-        path.to_path_buf()
+        let id = crate::output::hdf5::write_scanned(path, data, scan, &opts)?;
+        (path.to_path_buf(), id)
     };
-    state.published.push(written.clone());
+    let (written, id) = written;
+    // The inode HDF5 created (rename keeps it), for a later reopen.
+    state.published.push((written.clone(), id));
     if numbered && !taken {
         state.numbered.push_back(written.clone());
         if let Some(keep) = config.max_files {
@@ -423,7 +425,7 @@ fn print(
 ) {
     let config = &shared.config;
     if trigger == Trigger::Drop && state.published.len() > 1 {
-        if let (Some(file), Some(first)) = (&report.file, state.published.first()) {
+        if let (Some(file), Some((first, _))) = (&report.file, state.published.first()) {
             if config.rotate_every.is_none() {
                 eprintln!(
                     "scope-profiler: {phase_calls} call(s) completed after the last finalize; \
@@ -466,9 +468,9 @@ fn append_late_sink_data(
         if let Some(sinks) = &shared.sinks {
             result = sinks.finalize(&mut data);
         }
-        if let Some(path) = state.published.last().filter(|p| p.exists()) {
+        if let Some((path, id)) = state.published.last() {
             data.perf = None;
-            result = result.and_then(|()| crate::output::hdf5_aux::append_aux(path, &data));
+            result = result.and_then(|()| crate::output::hdf5_aux::append_aux(path, *id, &data));
         }
     }
     if let Some(p) = &spool_phase {

@@ -301,7 +301,35 @@ pub(crate) fn scan(data: &PhaseData, nest: Option<(i64, bool)>) -> Result<Scan, 
 /// One event column being written.
 struct Column {
     ds: Dataset,
-    name: &'static str,
+    kind: Col,
+}
+
+/// The event columns, by what they hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Col {
+    StartDeltas,
+    Durations,
+    ThreadIds,
+    TaskIds,
+    AwaitNs,
+    CallIds,
+    ParentIds,
+    GpuDurations,
+}
+
+impl Col {
+    fn name(self) -> &'static str {
+        match self {
+            Col::StartDeltas => "start_deltas",
+            Col::Durations => "durations",
+            Col::ThreadIds => "thread_ids",
+            Col::TaskIds => "task_ids",
+            Col::AwaitNs => "await_ns",
+            Col::CallIds => "call_ids",
+            Col::ParentIds => "parent_ids",
+            Col::GpuDurations => "gpu_durations",
+        }
+    }
 }
 
 /// Second pass: creates `events/*` at full length and writes every call at its row's place.
@@ -317,28 +345,29 @@ pub(crate) fn write_events(
 ) -> Result<(), Error> {
     let n = scan.total() as usize;
     let want = scan.want;
-    let mut names = vec!["start_deltas", "durations"];
+    let mut kinds = vec![Col::StartDeltas, Col::Durations];
     if want.threads {
-        names.push("thread_ids");
+        kinds.push(Col::ThreadIds);
     }
     if want.tasks {
-        names.extend(["task_ids", "await_ns"]);
+        kinds.extend([Col::TaskIds, Col::AwaitNs]);
     }
     // Ids only when nesting succeeded (never an all-sentinel column, spec §1.7).
     if want.ids {
-        names.extend(["call_ids", "parent_ids"]);
+        kinds.extend([Col::CallIds, Col::ParentIds]);
     }
     if want.gpu {
-        names.push("gpu_durations");
+        kinds.push(Col::GpuDurations);
     }
     let mut columns = Vec::new();
-    for name in names {
+    for kind in kinds {
+        let name = kind.name();
         let mut b = events.new_dataset::<i64>().shape(n);
         if let Some(level) = gzip.filter(|_| n > 0) {
             b = b.chunk(n.min(MAX_CHUNK)).shuffle().deflate(level.min(9));
         }
         let ds = ctx.h5(&format!("events/{name}"), b.create(name))?;
-        columns.push(Column { ds, name });
+        columns.push(Column { ds, kind });
     }
     if n == 0 {
         return Ok(());
@@ -346,7 +375,6 @@ pub(crate) fn write_events(
     let mut w = Writer {
         ctx,
         columns,
-        want,
         nested: scan.nested.as_ref(),
         rows: Vec::new(),
         buffered: 0,
@@ -399,7 +427,6 @@ struct RowBuf {
 struct Writer<'a> {
     ctx: &'a Ctx<'a>,
     columns: Vec<Column>,
-    want: Optional,
     nested: Option<&'a Nested>,
     rows: Vec<RowBuf>,
     buffered: usize,
@@ -430,31 +457,29 @@ impl Writer<'_> {
         for col in &self.columns {
             let s = &mut self.scratch;
             s.clear();
-            match col.name {
-                "start_deltas" => s.extend(calls.iter().map(|(_, c)| {
+            match col.kind {
+                Col::StartDeltas => s.extend(calls.iter().map(|(_, c)| {
                     let d = c.start_ns.wrapping_sub(previous);
                     previous = c.start_ns;
                     d
                 })),
-                "durations" => s.extend(calls.iter().map(|(_, c)| c.dur_ns.max(0))),
-                "thread_ids" => s.extend(calls.iter().map(|(_, c)| i64::from(c.thread))),
-                "task_ids" => s.extend(calls.iter().map(|(_, c)| c.task)),
-                "await_ns" => s.extend(calls.iter().map(|(_, c)| c.await_ns)),
-                "gpu_durations" => s.extend(calls.iter().map(|(_, c)| c.gpu_ns.max(-1))),
-                "call_ids" => s.extend(calls.iter().map(|&(g, c)| match nested {
+                Col::Durations => s.extend(calls.iter().map(|(_, c)| c.dur_ns.max(0))),
+                Col::ThreadIds => s.extend(calls.iter().map(|(_, c)| i64::from(c.thread))),
+                Col::TaskIds => s.extend(calls.iter().map(|(_, c)| c.task)),
+                Col::AwaitNs => s.extend(calls.iter().map(|(_, c)| c.await_ns)),
+                Col::GpuDurations => s.extend(calls.iter().map(|(_, c)| c.gpu_ns.max(-1))),
+                Col::CallIds => s.extend(calls.iter().map(|&(g, c)| match nested {
                     Some(n) => n.call_id(g),
                     None => c.call_id,
                 })),
-                "parent_ids" => s.extend(calls.iter().map(|&(g, c)| match nested {
+                Col::ParentIds => s.extend(calls.iter().map(|&(g, c)| match nested {
                     Some(n) => n.parent_id(g),
                     None => c.parent_id,
                 })),
-                _ => unreachable!("unknown column"),
             }
             let written = col.ds.write_slice(&s[..], range.clone());
-            self.ctx.h5(&format!("events/{}", col.name), written)?;
+            self.ctx.h5(&format!("events/{}", col.kind.name()), written)?;
         }
-        let _ = self.want;
         // Reuse the allocation.
         let mut calls = calls;
         calls.clear();

@@ -65,11 +65,11 @@ pub(crate) fn write_phase(path: &Path, data: &PhaseData, opts: &WriteOptions) ->
         Layout::Columnar => events::scan(data, None)?,
         Layout::Aggregate => Scan::default(),
     };
-    write_scanned(path, data, &scan, opts)
+    write_scanned(path, data, &scan, opts).map(drop)
 }
 
 /// Writes `data` (whose calls `scan` describes) as a complete schema-3 profile and publishes it
-/// atomically at `path`.
+/// atomically at `path`; returns the published file's `(device, inode)`.
 ///
 /// The file is written as `.<name>.<pid>.<n>.tmp` in the target's directory, closed, checked
 /// to be the file HDF5 created and renamed over `path`. On any failure the temporary file is
@@ -84,7 +84,7 @@ pub(crate) fn write_scanned(
     data: &PhaseData,
     scan: &Scan,
     opts: &WriteOptions,
-) -> Result<(), Error> {
+) -> Result<(u64, u64), Error> {
     let ctx = Ctx { path };
     let (tmp, file) = create_temp(path)?;
     let created = crate::files::identity(&tmp).ok();
@@ -97,7 +97,7 @@ pub(crate) fn write_scanned(
             let _ = std::fs::remove_file(&tmp);
         }
     }
-    result
+    result.map(|()| created.map_or((0, 0), |(dev, ino, _)| (dev, ino)))
 }
 
 /// Creates the temporary HDF5 file `.<name>.<pid>.<counter>.tmp` beside `path`, exclusively

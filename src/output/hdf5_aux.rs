@@ -47,14 +47,38 @@ pub(crate) fn write_aux(file: &File, target: &Path, data: &PhaseData) -> Result<
 /// `rank0`, created when the file does not have it yet.
 /// Adds the auxiliary groups of `data` to an already published profile (used at shutdown, when
 /// a sink's results, such as LIKWID's, only exist after the last file was written).
-pub(crate) fn append_aux(path: &Path, data: &PhaseData) -> Result<(), Error> {
+///
+/// `published` is the file's `(device, inode)` as it was published: the path is reopened only
+/// while it still names that file (checked before and after HDF5 opens it), so a file swapped
+/// in since is never written.
+pub(crate) fn append_aux(
+    path: &Path,
+    published: (u64, u64),
+    data: &PhaseData,
+) -> Result<(), Error> {
     let ctx = Ctx { path };
+    let same = || {
+        crate::files::identity(path)
+            .map(|(dev, ino, file)| file && (dev, ino) == published)
+            .unwrap_or(false)
+    };
+    let swapped = || Error::Io {
+        context: "adding results to the published profile".into(),
+        path: path.to_path_buf(),
+        source: std::io::Error::other("the file was replaced since it was published"),
+    };
+    if !same() {
+        return Err(swapped());
+    }
     let file = ctx.h5(
         "the published file (reopening it)",
         File::with_options()
             .with_fapl(|p| p.file_locking(false))
             .open_rw(path),
     )?;
+    if !same() {
+        return Err(swapped());
+    }
     write_aux(&file, path, data)?;
     ctx.h5("the file (closing)", file.close())
 }
