@@ -30,6 +30,21 @@ use crate::stats::Stats;
 /// rebuilds both from the timestamps and lanes it always has), and the summary is flat.
 pub(crate) const NEST_BUDGET: usize = 1_500_000;
 
+/// The budget in force: [`NEST_BUDGET`], or a smaller one a unit test set for its thread.
+pub(crate) fn nest_budget() -> usize {
+    #[cfg(test)]
+    if let Some(b) = TEST_BUDGET.with(|b| b.get()) {
+        return b;
+    }
+    NEST_BUDGET
+}
+
+#[cfg(test)]
+thread_local! {
+    /// A smaller budget for the current test thread.
+    pub(crate) static TEST_BUDGET: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
 /// One call as nesting sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Span {

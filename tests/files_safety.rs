@@ -122,6 +122,7 @@ fn the_profile_respects_the_umask() {
             ))
             .arg(&exe)
             .env("SP_UMASK_OUT", &out)
+            .stdout(std::process::Stdio::null())
             .status()
             .unwrap();
         assert!(status.success());
