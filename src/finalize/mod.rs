@@ -55,6 +55,8 @@ pub(crate) struct GuardState {
     pub numbered: VecDeque<PathBuf>,
     /// Number of the next numbered file.
     pub next_number: u32,
+    /// The last phase went to a late name (its target held an earlier phase).
+    pub last_was_late: bool,
 }
 
 impl GuardState {
@@ -66,6 +68,7 @@ impl GuardState {
             published: Vec::new(),
             numbered: VecDeque::new(),
             next_number: 1,
+            last_was_late: false,
         }
     }
 }
@@ -79,7 +82,7 @@ pub(crate) fn run(
     to: Option<&Path>,
 ) -> Result<Option<Report>, Error> {
     let finalize_ns = shared.clock.now_ns();
-    let snap = snapshot(tx)?;
+    let mut snap = snapshot(tx)?;
     let phase_calls: u64 = snap.regions.iter().map(|r| r.row.stats.count).sum();
     // At drop with nothing new since an explicit finalize, its file stays as it is; only sink
     // results that appear at shutdown (LIKWID's) are added to it.
@@ -100,15 +103,15 @@ pub(crate) fn run(
         state.finalized = true;
     }
     let config = &shared.config;
-    let mut result = match &snap.spool_error {
-        Some(e) => Err(Error::Io {
+    let mut result = match snap.spool_error.take() {
+        Some(source) => Err(Error::Io {
             context: "writing the spool".into(),
             path: config
                 .output
                 .as_deref()
                 .map(crate::spool::spool_path)
                 .unwrap_or_default(),
-            source: std::io::Error::new(e.kind(), e.to_string()),
+            source,
         }),
         None => Ok(()),
     };
@@ -391,6 +394,7 @@ fn publish(
         (path.to_path_buf(), id)
     };
     let (written, id) = written;
+    state.last_was_late = taken;
     // The inode HDF5 created (rename keeps it), for a later reopen.
     state.published.push((written.clone(), id));
     if numbered && !taken {
@@ -424,16 +428,13 @@ fn print(
     phase_calls: u64,
 ) {
     let config = &shared.config;
-    if trigger == Trigger::Drop && state.published.len() > 1 {
-        if let (Some(file), Some((first, _))) = (&report.file, state.published.first()) {
-            if config.rotate_every.is_none() {
-                eprintln!(
-                    "scope-profiler: {phase_calls} call(s) completed after the last finalize; \
-                     written to {} ({} is kept as it was)",
-                    file.display(),
-                    first.display()
-                );
-            }
+    if trigger == Trigger::Drop && state.last_was_late {
+        if let Some(file) = &report.file {
+            eprintln!(
+                "scope-profiler: {phase_calls} call(s) completed after the last finalize; written \
+                 to {} (the earlier file is kept as it was)",
+                file.display(),
+            );
         }
     }
     if !config.summary || trigger == Trigger::Rotation {
