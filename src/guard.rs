@@ -111,7 +111,7 @@ impl Drop for OutputClaim {
 }
 
 /// Creates the spool beside `output`, first recovering the spool of an earlier run that did
-/// not finish (see [`crate::recover`]).
+/// not finish (see [`crate::recover()`]).
 fn open_spool(shared: &Shared, output: &Path) -> Result<SpoolWriter, Error> {
     crate::recover::recover_stale(output)?;
     let path = spool::spool_path(output);

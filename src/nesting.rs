@@ -13,21 +13,23 @@
 //! than its parent's (e.g. `spawn_blocking` work) is a root of that thread's lane, and
 //! `follows_from` links are ignored, because the Python reader sees only timestamps and lanes.
 //!
-//! **Memory.** Nesting works on a compact copy of each call ([`Span`], 32 bytes, plus 8-12
-//! bytes of results), not on the calls themselves: a finalize streams the calls from the spool
-//! and keeps only these. Exclusive totals and the call tree are folded in the same sorted pass
-//! (the tree in O(distinct call paths): each path's wall-clock coverage is a running union,
-//! which the start order makes exact). Phases above [`NEST_BUDGET`] calls are not nested (see
-//! there).
+//! **Memory.** Nesting works on a compact copy of each call ([`Span`], 32 bytes), not on the
+//! calls themselves: a finalize streams the calls from the spool and keeps only these.
+//! Exclusive totals and the call tree are folded in the same sorted pass ([`Nester`]; the tree
+//! in O(distinct call paths): each path's wall-clock coverage is a running union, which the
+//! start order makes exact). Up to [`NEST_BUDGET`] calls are sorted in memory and get call ids
+//! (8 more bytes each); larger phases are sorted on disk ([`external`]) and get exact exclusive
+//! totals and tree, but no per-call ids.
 
 use crate::output::model::CallRecord;
 #[cfg(test)]
 use crate::output::model::PhaseData;
 use crate::stats::Stats;
 
-/// Most calls a phase may have to be nested (about 44 bytes each, so at most ~66 MiB). Above
-/// it the file gets no `call_ids`/`parent_ids` and exclusive totals of -1 (the Python reader
-/// rebuilds both from the timestamps and lanes it always has), and the summary is flat.
+/// Most calls a phase may have to be nested in memory (40 bytes each plus 16 while sorting, so
+/// at most ~84 MiB). Above it the calls are sorted on disk ([`external`]): exclusive totals and
+/// the tree stay exact, but the file gets no `call_ids`/`parent_ids` (the Python reader
+/// rebuilds them from the timestamps and lanes it always has).
 pub(crate) const NEST_BUDGET: usize = 1_500_000;
 
 /// The budget in force: [`NEST_BUDGET`], or a smaller one a unit test set for its thread.

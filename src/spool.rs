@@ -16,7 +16,7 @@
 //! A frame cut short by a crash is ignored on reading. The flusher writes frames at every
 //! flush interval (and whenever 1 MiB is buffered) and truncates the spool after each
 //! successful finalize, so the spool always holds exactly the unpublished calls.
-//! [`crate::recover`] turns a spool into a schema-3 file.
+//! [`crate::recover()`] turns a spool into a schema-3 file.
 
 use std::fs::File;
 use std::io::{self, Write};

@@ -2,8 +2,12 @@
 //!
 //! ```text
 //! scope-profiler-recover OUTPUT.h5                 # the newest run's spool files beside OUTPUT.h5
-//! scope-profiler-recover --spool SPOOL OUTPUT.h5   # one spool file (left in place)
+//! scope-profiler-recover --spool SPOOL OUTPUT.h5   # one spool file (left in place), also
+//!                                                  # one kept as `.<name>.spool.corrupt-N`
 //! ```
+//!
+//! A program that builds a profiler on the same output recovers a crashed run's spool by itself
+//! (into `<stem>.recovered-N.h5`); this command is for doing it without running the program.
 
 use std::process::ExitCode;
 

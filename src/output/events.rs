@@ -79,7 +79,7 @@ pub(crate) struct Scan {
     pub nested: Option<Nested>,
     /// Why nesting was asked for but not done (an overlap, or the budget).
     pub not_nested: Option<NotNested>,
-    /// Whether the in-memory calls carry ids of their own (set by [`crate::nesting::nest`]).
+    /// Whether the in-memory calls carry ids of their own (set by `nesting::nest` in tests).
     own_ids: bool,
 }
 

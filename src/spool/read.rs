@@ -1,5 +1,5 @@
 //! Reading a spool back: frame by frame, calls handed to a callback one at a time, so a phase
-//! of any length is read in constant memory ([`scan`]); [`read`] collects everything (tests and
+//! of any length is read in constant memory ([`scan`]); `read` collects everything (tests and
 //! small spools only).
 
 use std::fs::File;
