@@ -14,8 +14,11 @@
 //! | 4 | aggregate | `n` u32, then n x (`region` u32, `count` u64, `total` u64, `min` u64, `max` u64, `mean` f64, `m2` f64) |
 //!
 //! A frame cut short by a crash is ignored on reading. The flusher writes frames at every
-//! flush interval (and whenever 1 MiB is buffered) and truncates the spool after each
-//! successful finalize, so the spool always holds exactly the unpublished calls.
+//! flush interval (and whenever 1 MiB is buffered; fsynced with `durable`); each finalize moves
+//! the spool aside as that phase's file (`<spool>.<phase>`, deleted once published) and starts
+//! a fresh one, so the spool always holds exactly the unpublished calls. The spool is created
+//! with `O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600, and locked (`flock`) while its process runs, so
+//! a later `build()` can tell a crashed run's spool from a live one.
 //! [`crate::recover()`] turns a spool into a schema-3 file.
 
 use std::fs::File;

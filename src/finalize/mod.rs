@@ -118,7 +118,7 @@ pub(crate) fn run(
     let spool_phase = snap.spool_phase.clone();
     let facts = Facts::of(&snap);
     let mut data = load(shared, snap, phase_start_ns, finalize_ns);
-    let scan = match nest(shared, state, &data) {
+    let scan = match nest(shared, state, trigger, &data) {
         Ok(s) => s,
         Err(e) => {
             result = result.and(Err(e));
@@ -255,7 +255,12 @@ fn load(shared: &Shared, snap: Snapshot, phase_start_ns: i64, finalize_ns: i64) 
 }
 
 /// Step 3: the first pass over the calls, nesting them when the file or the summary wants it.
-fn nest(shared: &Shared, state: &mut GuardState, data: &PhaseData) -> Result<Scan, Error> {
+fn nest(
+    shared: &Shared,
+    state: &mut GuardState,
+    trigger: Trigger,
+    data: &PhaseData,
+) -> Result<Scan, Error> {
     if data.layout != Layout::Columnar {
         return Ok(Scan::default());
     }
@@ -263,7 +268,9 @@ fn nest(shared: &Shared, state: &mut GuardState, data: &PhaseData) -> Result<Sca
     // Nesting feeds the call ids (written with track_threads), the exclusive totals and the
     // summary's tree; skip it when none of them is wanted.
     let want = config.track_threads || config.summary;
-    let scan = events::scan(data, want.then_some((state.next_call_id, config.summary)))?;
+    // The tree is for the printed summary, which automatic rotations do not print.
+    let tree = config.summary && trigger != Trigger::Rotation;
+    let scan = events::scan(data, want.then_some((state.next_call_id, tree)))?;
     if let Some(n) = &scan.nested {
         state.next_call_id = n.next_id();
     }
