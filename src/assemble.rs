@@ -16,9 +16,12 @@
 //!   say) has been published and drained. Only the commonest shape, a span created, entered
 //!   once, exited and closed with nothing in between on one lane, is completed at once.
 
+use std::sync::Arc;
+
 use crate::fasthash::FastMap;
 use crate::lane::record::{Record, AUX, CLOSE, ENTER, EXIT, NEW};
-use crate::region::RegionTable;
+use crate::region::{Callsites, RegionTable};
+use crate::taint::Mark;
 
 /// A completed call, in raw clock ticks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,6 +100,13 @@ pub(crate) struct Assembler {
     epoch: u64,
     /// Records that belonged to no known span instance.
     pub(crate) orphans: u64,
+    /// Records rejected as corrupt (unknown kind, or a callsite the layer never registered).
+    pub(crate) corrupt: u64,
+    /// Spans that lost a record, by id: `Some(epoch)` once their close was seen (see
+    /// [`crate::taint`]); their records are discarded.
+    tainted: FastMap<u64, Option<u64>>,
+    /// Calls dropped whole because a record of theirs was lost.
+    pub(crate) dropped_calls: u64,
     /// Whether to keep every poll in `polls`.
     pub(crate) keep_polls: bool,
     /// Polls completed since the caller last took them (when `keep_polls`).
@@ -105,9 +115,47 @@ pub(crate) struct Assembler {
 }
 
 impl Assembler {
-    /// Marks the start of a complete drain (every published record of every lane).
-    pub(crate) fn begin_complete_drain(&mut self) {
+    /// An assembler that accepts the callsites registered in `callsites`.
+    pub(crate) fn new(callsites: Arc<Callsites>) -> Assembler {
+        Assembler {
+            regions: RegionTable::new(callsites),
+            ..Assembler::default()
+        }
+    }
+
+    /// Marks the start of a complete drain (every published record of every lane), taking the
+    /// spans that lost a record since the last one: they are dropped whole.
+    pub(crate) fn begin_complete_drain(&mut self, marks: Vec<Mark>) {
         self.epoch += 1;
+        for m in marks {
+            let known = self.tainted.contains_key(&m.id);
+            let entry = self.tainted.entry(m.id).or_insert(None);
+            if !known {
+                self.dropped_calls += 1;
+            }
+            if m.closed && entry.is_none() {
+                *entry = Some(self.epoch);
+            }
+            self.open.remove(&m.id);
+            self.stash.remove(&m.id);
+        }
+    }
+
+    /// Whether `id` lost a record (its records are discarded); notes its close.
+    #[inline]
+    fn discard(&mut self, r: &Record) -> bool {
+        if self.tainted.is_empty() {
+            return false;
+        }
+        match self.tainted.get_mut(&r.id) {
+            Some(closed) => {
+                if r.kind() == CLOSE && closed.is_none() {
+                    *closed = Some(self.epoch);
+                }
+                true
+            }
+            None => false,
+        }
     }
 
     /// Feeds one lane's records, in that lane's program order.
@@ -124,9 +172,14 @@ impl Assembler {
                     && n.id == e.id
                     && e.id == x.id
                     && x.id == c.id
+                    && (self.tainted.is_empty() || !self.tainted.contains_key(&n.id))
                 {
                     let end = x.tsc.max(e.tsc);
-                    let region = self.regions.region_of(n.metadata());
+                    let Some(region) = self.regions.region_of(n.callsite_addr()) else {
+                        self.corrupt += 4;
+                        i += 4;
+                        continue;
+                    };
                     if self.keep_polls {
                         self.polls.push(RawPoll {
                             region,
@@ -157,9 +210,20 @@ impl Assembler {
     }
 
     fn feed_one(&mut self, lane: u32, r: &Record, out: &mut Vec<RawCall>) {
+        if !r.kind_is_valid() {
+            self.corrupt += 1;
+            return;
+        }
+        if self.discard(r) {
+            return;
+        }
         if r.kind() == NEW {
+            let Some(region) = self.regions.region_of(r.callsite_addr()) else {
+                self.corrupt += 1;
+                return;
+            };
             let inst = Inst {
-                region: self.regions.region_of(r.metadata()),
+                region,
                 created: r.tsc,
                 first_enter: None,
                 last_exit: 0,
@@ -259,6 +323,10 @@ impl Assembler {
     /// Call after the complete drain has fed every lane.
     pub(crate) fn end_complete_drain(&mut self, out: &mut Vec<RawCall>) {
         let epoch = self.epoch;
+        if !self.tainted.is_empty() {
+            self.tainted
+                .retain(|_, closed| closed.is_none_or(|e| e >= epoch));
+        }
         let mut orphans = 0;
         self.stash.retain(|_, v| {
             let before = v.len();
@@ -329,8 +397,15 @@ mod tests {
 
     /// An empty complete drain: what completes calls closed in the previous one.
     fn next_drain(a: &mut Assembler, out: &mut Vec<RawCall>) {
-        a.begin_complete_drain();
+        a.begin_complete_drain(Vec::new());
         a.end_complete_drain(out);
+    }
+
+    /// An assembler that knows the test callsite.
+    fn assembler() -> Assembler {
+        let callsites = Arc::new(Callsites::default());
+        callsites.register(&META);
+        Assembler::new(callsites)
     }
 
     fn new(id: u64, t: u64) -> Record {
@@ -348,7 +423,7 @@ mod tests {
 
     #[test]
     fn five_enters_are_one_call() {
-        let mut a = Assembler::default();
+        let mut a = assembler();
         let mut out = vec![];
         let mut recs = vec![new(1, 1)];
         for k in 0..5 {
@@ -356,7 +431,7 @@ mod tests {
             recs.push(exit(1, 15 + 10 * k));
         }
         recs.push(close(1, 100));
-        a.begin_complete_drain();
+        a.begin_complete_drain(Vec::new());
         a.feed(0, &recs, &mut out);
         a.end_complete_drain(&mut out);
         assert!(out.is_empty(), "completed one drain after its close");
@@ -370,16 +445,16 @@ mod tests {
 
     #[test]
     fn cross_lane_call_waits_for_next_complete_drain() {
-        let mut a = Assembler::default();
+        let mut a = assembler();
         let mut out = vec![];
-        a.begin_complete_drain();
+        a.begin_complete_drain(Vec::new());
         a.feed(0, &[new(7, 1)], &mut out);
         a.feed(1, &[enter(7, 5), exit(7, 9)], &mut out);
         // Close on a third lane, while a poll's exit on lane 1 is not drained yet.
         a.feed(2, &[close(7, 30)], &mut out);
         a.end_complete_drain(&mut out);
         assert!(out.is_empty());
-        a.begin_complete_drain();
+        a.begin_complete_drain(Vec::new());
         a.feed(1, &[enter(7, 20), exit(7, 25)], &mut out);
         a.end_complete_drain(&mut out);
         assert_eq!(out.len(), 1);
@@ -392,9 +467,9 @@ mod tests {
 
     #[test]
     fn a_replayed_later_poll_does_not_hide_the_first_one() {
-        let mut a = Assembler::default();
+        let mut a = assembler();
         let mut out = vec![];
-        a.begin_complete_drain();
+        a.begin_complete_drain(Vec::new());
         // Lane 0 (drained first) has the span's second poll; lane 1 created it and ran the
         // first poll. The stashed second poll is replayed when the NEW arrives, before lane 1's
         // own (earlier) poll is fed.
@@ -413,9 +488,9 @@ mod tests {
 
     #[test]
     fn reused_ids_route_by_time() {
-        let mut a = Assembler::default();
+        let mut a = assembler();
         let mut out = vec![];
-        a.begin_complete_drain();
+        a.begin_complete_drain(Vec::new());
         // Lane 1 reuses id 3 after lane 0's span closed; lane 1 is drained first.
         a.feed(1, &[new(3, 50), enter(3, 51), exit(3, 60)], &mut out);
         let lane0 = [
@@ -439,7 +514,7 @@ mod tests {
 
     #[test]
     fn the_contiguous_shape_completes_at_once() {
-        let mut a = Assembler::default();
+        let mut a = assembler();
         let mut out = vec![];
         a.feed(
             0,
@@ -452,9 +527,9 @@ mod tests {
 
     #[test]
     fn never_entered_span_is_no_call_and_orphans_are_counted() {
-        let mut a = Assembler::default();
+        let mut a = assembler();
         let mut out = vec![];
-        a.begin_complete_drain();
+        a.begin_complete_drain(Vec::new());
         a.feed(0, &[new(1, 1), close(1, 2), exit(9, 3)], &mut out);
         a.end_complete_drain(&mut out);
         assert_eq!(
@@ -468,9 +543,9 @@ mod tests {
 
     #[test]
     fn polls_drained_before_their_new_are_replayed() {
-        let mut a = Assembler::default();
+        let mut a = assembler();
         let mut out = vec![];
-        a.begin_complete_drain();
+        a.begin_complete_drain(Vec::new());
         // A worker lane is drained before the spawning lane that created the span.
         a.feed(1, &[enter(4, 10), exit(4, 12), enter(4, 20)], &mut out);
         a.feed(0, &[new(4, 5)], &mut out);
@@ -483,5 +558,64 @@ mod tests {
             (10, 26, 8, 2)
         );
         assert_eq!(a.orphans, 0);
+    }
+
+    #[test]
+    fn a_span_that_lost_a_record_is_dropped_whole() {
+        let mut a = assembler();
+        let mut out = vec![];
+        a.begin_complete_drain(Vec::new());
+        // Span 5 lost its exit (say); its other records were already assembled.
+        a.feed(0, &[new(5, 1), enter(5, 2), new(6, 3), enter(6, 4), exit(6, 5)], &mut out);
+        a.end_complete_drain(&mut out);
+        a.begin_complete_drain(vec![Mark { id: 5, closed: false }]);
+        a.feed(0, &[close(5, 9), close(6, 10)], &mut out);
+        a.end_complete_drain(&mut out);
+        next_drain(&mut a, &mut out);
+        assert_eq!(out.len(), 1, "only the intact call");
+        assert_eq!(out[0].start, 4);
+        assert_eq!(a.dropped_calls, 1);
+        assert_eq!(a.in_flight(), 0);
+        // The mark is forgotten one drain after the close, so the id may come back.
+        next_drain(&mut a, &mut out);
+        a.feed(0, &[new(5, 20), enter(5, 21), exit(5, 22), close(5, 23)], &mut out);
+        assert_eq!(out.len(), 2);
+    }
+
+    #[test]
+    fn a_lost_close_still_ends_the_mark() {
+        let mut a = assembler();
+        let mut out = vec![];
+        a.begin_complete_drain(Vec::new());
+        a.feed(0, &[new(8, 1), enter(8, 2), exit(8, 3)], &mut out);
+        a.end_complete_drain(&mut out);
+        a.begin_complete_drain(vec![Mark { id: 8, closed: true }]);
+        a.end_complete_drain(&mut out);
+        assert_eq!((a.in_flight(), a.dropped_calls), (0, 1));
+        next_drain(&mut a, &mut out);
+        assert!(a.tainted.is_empty());
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn corrupt_records_are_counted_not_followed() {
+        let mut a = assembler();
+        let mut out = vec![];
+        // A creation record whose callsite word points nowhere the layer registered, and a
+        // record with an impossible kind: neither is dereferenced.
+        let bogus = Record {
+            id: 1,
+            tsc: 0,
+            aux: 0x88,
+        };
+        let bad_kind = Record {
+            id: 2,
+            tsc: 0,
+            aux: 7,
+        };
+        a.feed(0, &[bogus, enter(1, 2), exit(1, 3), close(1, 4)], &mut out);
+        a.feed(0, &[bad_kind], &mut out);
+        assert!(out.is_empty());
+        assert_eq!(a.corrupt, 5);
     }
 }

@@ -46,6 +46,15 @@ impl ScopeLayer {
         }
     }
 
+    /// After a record of span `id` could not be buffered: marks the span so the flusher drops
+    /// its call whole (cold; a no-op when the record was buffered or nobody would read it).
+    #[inline(always)]
+    fn lost_unless(&self, pushed: bool, id: u64, closed: bool) {
+        if !pushed && self.shared.pool.flusher_alive() {
+            self.shared.taint.mark(id, closed);
+        }
+    }
+
     /// The mode this layer records in (after environment overrides).
     pub fn mode(&self) -> Mode {
         self.shared.config.mode
@@ -70,6 +79,10 @@ where
         if self.disabled && meta.is_span() {
             Interest::never()
         } else {
+            if meta.is_span() {
+                // The flusher accepts creation records only for callsites registered here.
+                self.shared.callsites.register(meta);
+            }
             Interest::always()
         }
     }
@@ -86,9 +99,10 @@ where
         // No clock read: span ids carry the registry's slot generation, so an id does not come
         // back within any drain window and creation needs no timestamp to be told apart
         // (see `assemble`).
-        with_local(&self.shared, |l| {
+        let pushed = with_local(&self.shared, |l| {
             l.push(Record::new_span(id.into_u64(), 0, attrs.metadata()))
         });
+        self.lost_unless(pushed, id.into_u64(), false);
         if let Some(sinks) = &self.shared.sinks {
             sinks.new_span(id.into_u64(), attrs.metadata());
         }
@@ -110,11 +124,12 @@ where
         } else {
             0
         };
-        with_local(&self.shared, |l| {
+        let pushed = with_local(&self.shared, |l| {
             // Read the clock last, so the call's time excludes our bookkeeping.
             let tsc = self.shared.clock.raw();
             l.push(Record::enter(id.into_u64(), tsc, task))
         });
+        self.lost_unless(pushed, id.into_u64(), false);
     }
 
     #[inline]
@@ -128,13 +143,16 @@ where
         }
         // Read the clock first, for the same reason.
         let tsc = self.shared.clock.raw();
-        with_local(&self.shared, |l| {
+        let pushed = with_local(&self.shared, |l| {
             l.push(Record::plain(record::EXIT, id, tsc))
         });
+        self.lost_unless(pushed, id, false);
         if let Some(sinks) = &self.shared.sinks {
             if let Some(meta) = ctx.metadata(&Id::from_u64(id)) {
                 sinks.exit(id, meta, &mut |payload| {
-                    with_local(&self.shared, |l| l.push(Record::aux(id, tsc, payload)))
+                    let pushed =
+                        with_local(&self.shared, |l| l.push(Record::aux(id, tsc, payload)));
+                    self.lost_unless(pushed, id, false);
                 });
             }
         }
@@ -152,11 +170,13 @@ where
             // Sink payloads go before the CLOSE record, so they reach the call before the
             // flusher completes it.
             sinks.close(id, &mut |payload| {
-                with_local(&self.shared, |l| l.push(Record::aux(id, tsc, payload)))
+                let pushed = with_local(&self.shared, |l| l.push(Record::aux(id, tsc, payload)));
+                self.lost_unless(pushed, id, false);
             });
         }
-        with_local(&self.shared, |l| {
+        let pushed = with_local(&self.shared, |l| {
             l.push(Record::plain(record::CLOSE, id, tsc))
         });
+        self.lost_unless(pushed, id, true);
     }
 }

@@ -59,9 +59,10 @@ mod sink;
 mod spool;
 mod state;
 mod stats;
+mod taint;
 mod task;
 
-pub use builder::{Builder, Mode};
+pub use builder::{Builder, Mode, DEFAULT_BUFFER_BUDGET, MIN_BUFFER_BUDGET};
 pub use error::Error;
 pub use guard::{FlushGuard, SESSION_REGION};
 pub use layer::ScopeLayer;

@@ -32,7 +32,7 @@ pub(crate) struct Record {
     pub id: u64,
     /// Raw clock ticks ([`crate::clock::Clock::raw`]).
     pub tsc: u64,
-    /// Kind tag in the low two bits, payload above.
+    /// Kind tag in the low three bits, payload above.
     pub aux: u64,
 }
 
@@ -93,13 +93,18 @@ impl Record {
         self.aux >> KIND_BITS
     }
 
-    /// The callsite of a creation record.
+    /// The callsite address of a creation record. It is only an address: the flusher looks it
+    /// up among the callsites the layer registered (`region::Callsites`) and never
+    /// dereferences it, so a torn record cannot send it to a wild pointer.
     #[inline(always)]
-    pub(crate) fn metadata(&self) -> &'static Metadata<'static> {
-        debug_assert_eq!(self.kind(), NEW);
-        // SAFETY: NEW records are only built by `new_span` from a `&'static Metadata<'static>`,
-        // so the (untagged) word is a valid pointer to static data.
-        unsafe { &*((self.aux & !KIND_MASK) as *const Metadata<'static>) }
+    pub(crate) fn callsite_addr(&self) -> usize {
+        (self.aux & !KIND_MASK) as usize
+    }
+
+    /// Whether the kind tag is one the layer writes (a torn record may carry another).
+    #[inline(always)]
+    pub(crate) fn kind_is_valid(&self) -> bool {
+        self.kind() <= AUX
     }
 }
 
