@@ -2,9 +2,14 @@
 //!
 //! A call is one span instance from its first enter to its last exit. The records of one
 //! instance may come from several lanes (a future created on one thread and polled on Tokio
-//! workers). Span ids carry the registry's slot generation and do not repeat while records are
-//! in flight, so a record goes to the newest instance of its id (the routing also honours
-//! creation times when a `NEW` carries one; the layer stores none, see `lane::record`).
+//! workers). Span ids are reused: the registry's slot generation wraps, so one thread creating
+//! spans in a loop gets the same id back every 8 191 spans, far inside one drain. But an id is
+//! never reused while its span is open, so a record goes to the newest instance of its id; and
+//! records of the creating lane that precede a `NEW` in that lane belong to an earlier
+//! instance (see `replay`).
+//!
+//! A `LOST` marker (a record the owner could not buffer, see `lane::writer`) is routed like
+//! the record it replaces: its instance is dropped whole and counted in `dropped_calls`.
 //!
 //! Lanes are drained one after the other, so a record that happened before another one on a
 //! *different* lane may be drained after it. Two rules make that harmless:
@@ -19,9 +24,8 @@
 use std::sync::Arc;
 
 use crate::fasthash::FastMap;
-use crate::lane::record::{Record, AUX, CLOSE, ENTER, EXIT, NEW};
+use crate::lane::record::{Record, AUX, CLOSE, ENTER, EXIT, LOST, NEW};
 use crate::region::{Callsites, RegionTable};
-use crate::taint::Mark;
 
 /// A completed call, in raw clock ticks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -58,7 +62,6 @@ pub(crate) struct RawPoll {
 #[derive(Clone, Debug)]
 struct Inst {
     region: u32,
-    created: u64,
     first_enter: Option<(u64, u32, u64)>,
     last_exit: u64,
     /// Polls in progress, one per lane: (lane, depth, start, task). Per lane, because a
@@ -69,6 +72,11 @@ struct Inst {
     polls: u32,
     closed_epoch: Option<u64>,
     aux: Vec<u64>,
+    /// A record of this call was lost (a `LOST` marker): the call is dropped whole.
+    lost: bool,
+    /// The lane whose `CLOSE` (or lost close) ended the call: later records of that lane
+    /// belong to a newer instance of the id.
+    closed_lane: Option<u32>,
 }
 
 impl Inst {
@@ -102,10 +110,7 @@ pub(crate) struct Assembler {
     pub(crate) orphans: u64,
     /// Records rejected as corrupt (unknown kind, or a callsite the layer never registered).
     pub(crate) corrupt: u64,
-    /// Spans that lost a record, by id: `Some(epoch)` once their close was seen (see
-    /// [`crate::taint`]); their records are discarded.
-    tainted: FastMap<u64, Option<u64>>,
-    /// Calls dropped whole because a record of theirs was lost.
+    /// Calls dropped whole because a record of theirs was lost (a `LOST` marker).
     pub(crate) dropped_calls: u64,
     /// Whether to keep every poll in `polls`.
     pub(crate) keep_polls: bool,
@@ -123,39 +128,9 @@ impl Assembler {
         }
     }
 
-    /// Marks the start of a complete drain (every published record of every lane), taking the
-    /// spans that lost a record since the last one: they are dropped whole.
-    pub(crate) fn begin_complete_drain(&mut self, marks: Vec<Mark>) {
+    /// Marks the start of a complete drain (every published record of every lane).
+    pub(crate) fn begin_complete_drain(&mut self) {
         self.epoch += 1;
-        for m in marks {
-            let known = self.tainted.contains_key(&m.id);
-            let entry = self.tainted.entry(m.id).or_insert(None);
-            if !known {
-                self.dropped_calls += 1;
-            }
-            if m.closed && entry.is_none() {
-                *entry = Some(self.epoch);
-            }
-            self.open.remove(&m.id);
-            self.stash.remove(&m.id);
-        }
-    }
-
-    /// Whether `id` lost a record (its records are discarded); notes its close.
-    #[inline]
-    fn discard(&mut self, r: &Record) -> bool {
-        if self.tainted.is_empty() {
-            return false;
-        }
-        match self.tainted.get_mut(&r.id) {
-            Some(closed) => {
-                if r.kind() == CLOSE && closed.is_none() {
-                    *closed = Some(self.epoch);
-                }
-                true
-            }
-            None => false,
-        }
     }
 
     /// Feeds one lane's records, in that lane's program order.
@@ -172,7 +147,6 @@ impl Assembler {
                     && n.id == e.id
                     && e.id == x.id
                     && x.id == c.id
-                    && (self.tainted.is_empty() || !self.tainted.contains_key(&n.id))
                 {
                     let end = x.tsc.max(e.tsc);
                     let Some(region) = self.regions.region_of(n.callsite_addr()) else {
@@ -214,9 +188,6 @@ impl Assembler {
             self.corrupt += 1;
             return;
         }
-        if self.discard(r) {
-            return;
-        }
         if r.kind() == NEW {
             let Some(region) = self.regions.region_of(r.callsite_addr()) else {
                 self.corrupt += 1;
@@ -224,7 +195,6 @@ impl Assembler {
             };
             let inst = Inst {
                 region,
-                created: r.tsc,
                 first_enter: None,
                 last_exit: 0,
                 open_polls: Vec::new(),
@@ -233,18 +203,21 @@ impl Assembler {
                 polls: 0,
                 closed_epoch: None,
                 aux: Vec::new(),
+                lost: false,
+                closed_lane: None,
             };
             self.open.entry(r.id).or_default().push(inst);
             if let Some(stashed) = self.stash.remove(&r.id) {
-                self.replay(r.id, r.tsc, stashed, out);
+                self.replay(lane, stashed, out);
             }
             return;
         }
-        // The instance created last, not after this record.
+        // An id is reused only after its span closed, so a record belongs to the instance of
+        // its id created last (what `replay` keeps true for records that wait for their NEW).
         let found = self.open.get(&r.id).and_then(|insts| {
-            (0..insts.len())
-                .filter(|&k| insts[k].created <= r.tsc)
-                .max_by_key(|&k| insts[k].created)
+            let k = insts.len().checked_sub(1)?;
+            // Nothing follows a span's close on the lane that closed it.
+            (insts[k].closed_lane != Some(lane)).then_some(k)
         });
         let Some(k) = found else {
             let epoch = self.epoch;
@@ -290,7 +263,11 @@ impl Assembler {
                 }
             }
             AUX => inst.aux.push(r.payload()),
+            LOST if r.payload() == 0 => inst.lost = true,
             _ => {
+                // CLOSE, or a marker of a lost CLOSE, which ends the call as well.
+                inst.lost |= r.kind() == LOST;
+                inst.closed_lane = Some(lane);
                 if inst.closed_epoch.is_none() {
                     inst.closed_epoch = Some(self.epoch);
                     self.deferred.push(r.id);
@@ -299,23 +276,40 @@ impl Assembler {
         }
     }
 
-    /// Replays the stashed records of `id` that belong to the instance created at `created`
-    /// (or a later one), keeping the older ones stashed.
+    /// Replays the stashed records of an id whose `NEW` just arrived on lane `created_on`.
+    /// Stashed records of that same lane came before the `NEW` in its program order, so they
+    /// belong to an earlier instance of the reused id whose `NEW` was lost: orphans.
     fn replay(
         &mut self,
-        id: u64,
-        created: u64,
+        created_on: u32,
         stashed: Vec<(u64, u32, Record)>,
         out: &mut Vec<RawCall>,
     ) {
-        let (now, older): (Vec<_>, Vec<_>) =
-            stashed.into_iter().partition(|(_, _, r)| r.tsc >= created);
-        if !older.is_empty() {
-            self.stash.insert(id, older);
-        }
+        let (now, earlier): (Vec<_>, Vec<_>) = stashed
+            .into_iter()
+            .partition(|(_, lane, _)| *lane != created_on);
+        self.orphaned(earlier.iter().map(|(_, _, r)| r));
         for (_, lane, r) in now {
             self.feed_one(lane, &r, out);
         }
+    }
+
+    /// Counts records that belong to no instance (one id's, in stash order). Each span among
+    /// them that lost a record (its `NEW` was lost, hence no instance) is one dropped call:
+    /// the id may have been reused by several such spans, each ending at a close (or the
+    /// marker of a lost close).
+    fn orphaned<'a>(&mut self, records: impl Iterator<Item = &'a Record>) {
+        let mut lost = false;
+        for r in records {
+            self.orphans += 1;
+            lost |= r.kind() == LOST;
+            let closes = r.kind() == CLOSE || (r.kind() == LOST && r.payload() == 1);
+            if closes && lost {
+                self.dropped_calls += 1;
+                lost = false;
+            }
+        }
+        self.dropped_calls += u64::from(lost);
     }
 
     /// Completes the cross-lane instances closed before the current complete drain began,
@@ -323,20 +317,23 @@ impl Assembler {
     /// Call after the complete drain has fed every lane.
     pub(crate) fn end_complete_drain(&mut self, out: &mut Vec<RawCall>) {
         let epoch = self.epoch;
-        if !self.tainted.is_empty() {
-            self.tainted
-                .retain(|_, closed| closed.is_none_or(|e| e >= epoch));
-        }
-        let mut orphans = 0;
+
+        let mut expired = Vec::new();
         self.stash.retain(|_, v| {
-            let before = v.len();
-            v.retain(|(e, _, _)| *e >= epoch);
-            orphans += (before - v.len()) as u64;
+            if v.iter().all(|(e, _, _)| *e >= epoch) {
+                return true;
+            }
+            let (keep, gone): (Vec<_>, Vec<_>) = v.drain(..).partition(|(e, _, _)| *e >= epoch);
+            *v = keep;
+            expired.push(gone);
             !v.is_empty()
         });
-        self.orphans += orphans;
+        for gone in expired {
+            self.orphaned(gone.iter().map(|(_, _, r)| r));
+        }
         let mut keep = Vec::new();
         let mut kept = crate::fasthash::FastMap::<u64, ()>::default();
+        let mut dropped = 0;
         for id in std::mem::take(&mut self.deferred) {
             let Some(insts) = self.open.get_mut(&id) else {
                 continue;
@@ -345,7 +342,15 @@ impl Assembler {
             let mut k = 0;
             while k < insts.len() {
                 match insts[k].closed_epoch {
-                    Some(e) if e < epoch => out.extend(insts.swap_remove(k).into_call()),
+                    Some(e) if e < epoch => {
+                        // `remove`, not `swap_remove`: the last instance is the newest.
+                        let inst = insts.remove(k);
+                        if inst.lost {
+                            dropped += 1;
+                        } else {
+                            out.extend(inst.into_call());
+                        }
+                    }
                     Some(_) => {
                         waiting = true;
                         k += 1;
@@ -361,6 +366,7 @@ impl Assembler {
             }
         }
         self.deferred = keep;
+        self.dropped_calls += dropped;
     }
 
     /// Calls started and not yet closed (in flight).
@@ -397,7 +403,7 @@ mod tests {
 
     /// An empty complete drain: what completes calls closed in the previous one.
     fn next_drain(a: &mut Assembler, out: &mut Vec<RawCall>) {
-        a.begin_complete_drain(Vec::new());
+        a.begin_complete_drain();
         a.end_complete_drain(out);
     }
 
@@ -431,7 +437,7 @@ mod tests {
             recs.push(exit(1, 15 + 10 * k));
         }
         recs.push(close(1, 100));
-        a.begin_complete_drain(Vec::new());
+        a.begin_complete_drain();
         a.feed(0, &recs, &mut out);
         a.end_complete_drain(&mut out);
         assert!(out.is_empty(), "completed one drain after its close");
@@ -447,14 +453,14 @@ mod tests {
     fn cross_lane_call_waits_for_next_complete_drain() {
         let mut a = assembler();
         let mut out = vec![];
-        a.begin_complete_drain(Vec::new());
+        a.begin_complete_drain();
         a.feed(0, &[new(7, 1)], &mut out);
         a.feed(1, &[enter(7, 5), exit(7, 9)], &mut out);
         // Close on a third lane, while a poll's exit on lane 1 is not drained yet.
         a.feed(2, &[close(7, 30)], &mut out);
         a.end_complete_drain(&mut out);
         assert!(out.is_empty());
-        a.begin_complete_drain(Vec::new());
+        a.begin_complete_drain();
         a.feed(1, &[enter(7, 20), exit(7, 25)], &mut out);
         a.end_complete_drain(&mut out);
         assert_eq!(out.len(), 1);
@@ -469,7 +475,7 @@ mod tests {
     fn a_replayed_later_poll_does_not_hide_the_first_one() {
         let mut a = assembler();
         let mut out = vec![];
-        a.begin_complete_drain(Vec::new());
+        a.begin_complete_drain();
         // Lane 0 (drained first) has the span's second poll; lane 1 created it and ran the
         // first poll. The stashed second poll is replayed when the NEW arrives, before lane 1's
         // own (earlier) poll is fed.
@@ -484,32 +490,6 @@ mod tests {
             (2, 20, 13, 2)
         );
         assert_eq!((out[0].lane, out[0].last_lane), (1, 0));
-    }
-
-    #[test]
-    fn reused_ids_route_by_time() {
-        let mut a = assembler();
-        let mut out = vec![];
-        a.begin_complete_drain(Vec::new());
-        // Lane 1 reuses id 3 after lane 0's span closed; lane 1 is drained first.
-        a.feed(1, &[new(3, 50), enter(3, 51), exit(3, 60)], &mut out);
-        let lane0 = [
-            new(3, 1),
-            enter(3, 2),
-            exit(3, 4),
-            enter(3, 6),
-            exit(3, 8),
-            close(3, 9),
-        ];
-        a.feed(0, &lane0, &mut out);
-        a.feed(1, &[close(3, 61)], &mut out);
-        a.end_complete_drain(&mut out);
-        assert!(out.is_empty());
-        next_drain(&mut a, &mut out);
-        out.sort_by_key(|c| c.start);
-        assert_eq!(out.len(), 2);
-        assert_eq!((out[0].start, out[0].end, out[0].polls), (2, 8, 2));
-        assert_eq!((out[1].start, out[1].end, out[1].polls), (51, 60, 1));
     }
 
     #[test]
@@ -529,7 +509,7 @@ mod tests {
     fn never_entered_span_is_no_call_and_orphans_are_counted() {
         let mut a = assembler();
         let mut out = vec![];
-        a.begin_complete_drain(Vec::new());
+        a.begin_complete_drain();
         a.feed(0, &[new(1, 1), close(1, 2), exit(9, 3)], &mut out);
         a.end_complete_drain(&mut out);
         assert_eq!(
@@ -545,7 +525,7 @@ mod tests {
     fn polls_drained_before_their_new_are_replayed() {
         let mut a = assembler();
         let mut out = vec![];
-        a.begin_complete_drain(Vec::new());
+        a.begin_complete_drain();
         // A worker lane is drained before the spawning lane that created the span.
         a.feed(1, &[enter(4, 10), exit(4, 12), enter(4, 20)], &mut out);
         a.feed(0, &[new(4, 5)], &mut out);
@@ -560,41 +540,94 @@ mod tests {
         assert_eq!(a.orphans, 0);
     }
 
+    fn lost(id: u64, closed: bool) -> Record {
+        Record::lost(id, closed)
+    }
+
     #[test]
-    fn a_span_that_lost_a_record_is_dropped_whole() {
+    fn a_call_with_a_lost_record_is_dropped_whole() {
         let mut a = assembler();
         let mut out = vec![];
-        a.begin_complete_drain(Vec::new());
-        // Span 5 lost its exit (say); its other records were already assembled.
-        a.feed(0, &[new(5, 1), enter(5, 2), new(6, 3), enter(6, 4), exit(6, 5)], &mut out);
-        a.end_complete_drain(&mut out);
-        a.begin_complete_drain(vec![Mark { id: 5, closed: false }]);
-        a.feed(0, &[close(5, 9), close(6, 10)], &mut out);
+        a.begin_complete_drain();
+        // Span 5 lost its exit; span 6 is intact.
+        a.feed(
+            0,
+            &[new(5, 1), enter(5, 2), new(6, 3), enter(6, 4), exit(6, 5)],
+            &mut out,
+        );
+        a.feed(0, &[lost(5, false), close(5, 9), close(6, 10)], &mut out);
         a.end_complete_drain(&mut out);
         next_drain(&mut a, &mut out);
         assert_eq!(out.len(), 1, "only the intact call");
         assert_eq!(out[0].start, 4);
-        assert_eq!(a.dropped_calls, 1);
-        assert_eq!(a.in_flight(), 0);
-        // The mark is forgotten one drain after the close, so the id may come back.
-        next_drain(&mut a, &mut out);
-        a.feed(0, &[new(5, 20), enter(5, 21), exit(5, 22), close(5, 23)], &mut out);
+        assert_eq!((a.dropped_calls, a.in_flight()), (1, 0));
+        // The reused id is a new instance, untouched by the old loss.
+        a.feed(
+            0,
+            &[new(5, 20), enter(5, 21), exit(5, 22), close(5, 23)],
+            &mut out,
+        );
         assert_eq!(out.len(), 2);
     }
 
     #[test]
-    fn a_lost_close_still_ends_the_mark() {
+    fn a_lost_close_ends_the_call_and_drops_it() {
         let mut a = assembler();
         let mut out = vec![];
-        a.begin_complete_drain(Vec::new());
-        a.feed(0, &[new(8, 1), enter(8, 2), exit(8, 3)], &mut out);
+        a.begin_complete_drain();
+        a.feed(
+            0,
+            &[new(8, 1), enter(8, 2), exit(8, 3), lost(8, true)],
+            &mut out,
+        );
         a.end_complete_drain(&mut out);
-        a.begin_complete_drain(vec![Mark { id: 8, closed: true }]);
-        a.end_complete_drain(&mut out);
-        assert_eq!((a.in_flight(), a.dropped_calls), (0, 1));
         next_drain(&mut a, &mut out);
-        assert!(a.tainted.is_empty());
         assert!(out.is_empty());
+        assert_eq!((a.in_flight(), a.dropped_calls), (0, 1));
+    }
+
+    #[test]
+    fn a_lost_new_orphans_its_records_as_one_dropped_call() {
+        let mut a = assembler();
+        let mut out = vec![];
+        a.begin_complete_drain();
+        // Span 9's NEW was lost; its later records arrive with the marker before them.
+        a.feed(
+            0,
+            &[lost(9, false), enter(9, 2), exit(9, 3), close(9, 4)],
+            &mut out,
+        );
+        a.end_complete_drain(&mut out);
+        next_drain(&mut a, &mut out);
+        assert!(out.is_empty());
+        assert_eq!((a.dropped_calls, a.orphans), (1, 4));
+    }
+
+    #[test]
+    fn same_lane_records_before_a_new_belong_to_an_earlier_instance() {
+        let mut a = assembler();
+        let mut out = vec![];
+        a.begin_complete_drain();
+        // Lane 0: a lost NEW of id 4 (marker, enter, exit, close), then id 4 reused by a new,
+        // intact span in the same drain. The stashed records must not join the new instance.
+        a.feed(
+            0,
+            &[
+                lost(4, false),
+                enter(4, 2),
+                exit(4, 3),
+                close(4, 4),
+                new(4, 5),
+                enter(4, 6),
+            ],
+            &mut out,
+        );
+        a.feed(0, &[exit(4, 8), close(4, 9)], &mut out);
+        a.end_complete_drain(&mut out);
+        next_drain(&mut a, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].start, out[0].end, out[0].polls), (6, 8, 1));
+        assert_eq!((a.dropped_calls, a.orphans), (1, 4));
     }
 
     #[test]

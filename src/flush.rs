@@ -11,8 +11,8 @@
 //! for `finalize()` to report, recording threads stop waiting for it, and the thread goes on
 //! draining and discarding (counted) so the program keeps running with bounded memory.
 
-use std::sync::atomic::Ordering;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +29,9 @@ use crate::Mode;
 
 /// How often the flusher collects full chunks.
 pub(crate) const POLL: Duration = Duration::from_millis(2);
+
+/// Chunks the flusher reads from one lane before it folds them and gives them back.
+const DRAIN_BATCH: usize = 16;
 
 /// Requests from the guard.
 pub(crate) enum Command {
@@ -98,6 +101,8 @@ pub(crate) struct Flusher {
     exited: Vec<ThreadRow>,
     /// Records lost from dropped lanes (their counters are gone with them).
     exited_dropped: u64,
+    /// Calls dropped whole by dropped lanes.
+    exited_dropped_calls: u64,
     drains: u64,
     asm: Assembler,
     scratch: Vec<RawCall>,
@@ -126,6 +131,7 @@ impl Flusher {
             lanes: Vec::new(),
             exited: Vec::new(),
             exited_dropped: 0,
+            exited_dropped_calls: 0,
             drains: 0,
             asm,
             scratch: Vec::new(),
@@ -146,7 +152,7 @@ impl Flusher {
         self.shared.pool.set_flusher(std::thread::current());
         let outcome = catch_unwind(AssertUnwindSafe(|| self.serve(&rx)));
         if let Err(panic) = outcome {
-            let cause = panic_message(&panic);
+            let cause = panic_message(&*panic);
             self.shared.pool.flusher_stopped();
             *self
                 .shared
@@ -158,10 +164,7 @@ impl Flusher {
                  goes on{}",
                 self.spool
                     .as_ref()
-                    .map(|s| format!(
-                        "; calls flushed so far are kept in {}",
-                        s.path().display()
-                    ))
+                    .map(|s| format!("; calls flushed so far are kept in {}", s.path().display()))
                     .unwrap_or_default()
             );
             // The spool stays on disk as it is (recoverable); its writer is not touched again.
@@ -208,7 +211,11 @@ impl Flusher {
             let pool = &self.shared.pool;
             let mut lost = 0u64;
             self.lanes.retain_mut(|(lane, cursor)| {
-                !lane.drain(cursor, pool, |records| lost += records.len() as u64)
+                !lane
+                    .drain(cursor, pool, usize::MAX, |records| {
+                        lost += records.len() as u64
+                    })
+                    .finished
             });
             self.shared.lost.fetch_add(lost, Ordering::Relaxed);
             match rx.try_recv() {
@@ -236,33 +243,58 @@ impl Flusher {
     fn complete_drain(&mut self) {
         self.drains += 1;
         if self.shared.config.buffering.fail_flusher_at == Some(self.drains) {
-            panic!("injected flusher fault (test hook) in drain {}", self.drains);
+            panic!(
+                "injected flusher fault (test hook) in drain {}",
+                self.drains
+            );
         }
         self.shared.clock.recalibrate();
-        self.asm.begin_complete_drain(self.shared.taint.take());
+        self.asm.begin_complete_drain();
         self.refresh_lanes();
-        let Flusher {
-            shared,
-            lanes,
-            asm,
-            scratch,
-            exited,
-            exited_dropped,
-            ..
-        } = self;
-        let pool = &shared.pool;
-        lanes.retain_mut(|(lane, cursor)| {
-            let index = lane.index;
-            let finished = lane.drain(cursor, pool, |records| asm.feed(index, records, scratch));
-            if finished {
+        let mut i = 0;
+        while i < self.lanes.len() {
+            if self.drain_lane(i) {
                 // The thread is gone and all it recorded is in: keep its row, drop the lane.
-                exited.push(thread_row(lane));
-                *exited_dropped += lane.dropped.load(Ordering::Relaxed);
+                let (lane, _) = self.lanes.swap_remove(i);
+                self.exited.push(thread_row(&lane));
+                self.exited_dropped += lane.dropped.load(Ordering::Relaxed);
+                self.exited_dropped_calls += lane.dropped_calls.load(Ordering::Relaxed);
+            } else {
+                i += 1;
             }
-            !finished
-        });
+        }
         self.asm.end_complete_drain(&mut self.scratch);
         self.fold();
+    }
+
+    /// Drains lane `i` in batches of [`DRAIN_BATCH`] chunks, folding after each, so the
+    /// flusher's own memory stays small and waiting threads get buffers back early. Stops once
+    /// everything published before it started has been read (a producer that keeps up with
+    /// the flusher cannot hold it here). Returns whether the lane is finished.
+    fn drain_lane(&mut self, i: usize) -> bool {
+        let lane = self.lanes[i].0.clone();
+        let mut cursor = self.lanes[i].1;
+        let backlog = lane.queued() + 1;
+        let mut read = 0;
+        let finished = loop {
+            let Flusher {
+                shared,
+                asm,
+                scratch,
+                ..
+            } = self;
+            let index = lane.index;
+            let d = lane.drain(&mut cursor, &shared.pool, DRAIN_BATCH, |records| {
+                asm.feed(index, records, scratch)
+            });
+            read += d.chunks;
+            self.fold();
+            if !d.more || read >= backlog {
+                break d.finished;
+            }
+        };
+        self.lanes[i].1 = cursor;
+        finished
     }
 
     /// Folds assembled calls into the phase: statistics always, the calls themselves in
@@ -407,6 +439,16 @@ impl Flusher {
         }
     }
 
+    /// Calls dropped whole: marked in the stream, plus those dropped entirely on a lane.
+    fn dropped_calls(&self) -> u64 {
+        let lanes: u64 = self
+            .lanes
+            .iter()
+            .map(|(l, _)| l.dropped_calls.load(Ordering::Relaxed))
+            .sum();
+        self.asm.dropped_calls + lanes + self.exited_dropped_calls
+    }
+
     fn dropped(&self) -> u64 {
         let lanes: u64 = self
             .lanes
@@ -474,7 +516,7 @@ impl Flusher {
             calls_truncated: std::mem::take(&mut self.calls_truncated),
             in_flight: self.asm.in_flight(),
             dropped: self.dropped(),
-            dropped_calls: self.asm.dropped_calls,
+            dropped_calls: self.dropped_calls(),
             waits: self.shared.pool.waits.load(Ordering::Relaxed),
             wait_ns: self.shared.pool.wait_ns.load(Ordering::Relaxed),
             corrupt: self.asm.corrupt,

@@ -378,7 +378,11 @@ impl FlushGuard {
     /// becomes the error.
     fn ask_flusher(&self, tx: &Sender<Command>) -> Result<Snapshot, Error> {
         let failed = || {
-            let cause = self.shared.failure.lock().unwrap_or_else(|e| e.into_inner());
+            let cause = self
+                .shared
+                .failure
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
             match cause.clone() {
                 Some(cause) => Error::FlusherFailed { cause },
                 None => Error::FlusherGone,

@@ -46,15 +46,6 @@ impl ScopeLayer {
         }
     }
 
-    /// After a record of span `id` could not be buffered: marks the span so the flusher drops
-    /// its call whole (cold; a no-op when the record was buffered or nobody would read it).
-    #[inline(always)]
-    fn lost_unless(&self, pushed: bool, id: u64, closed: bool) {
-        if !pushed && self.shared.pool.flusher_alive() {
-            self.shared.taint.mark(id, closed);
-        }
-    }
-
     /// The mode this layer records in (after environment overrides).
     pub fn mode(&self) -> Mode {
         self.shared.config.mode
@@ -96,13 +87,11 @@ where
         if self.disabled {
             return;
         }
-        // No clock read: span ids carry the registry's slot generation, so an id does not come
-        // back within any drain window and creation needs no timestamp to be told apart
-        // (see `assemble`).
-        let pushed = with_local(&self.shared, |l| {
+        // No clock read: an id is never reused while its span is open, and the flusher tells
+        // instances of a reused id apart by their order in the lanes (see `assemble`).
+        with_local(&self.shared, |l| {
             l.push(Record::new_span(id.into_u64(), 0, attrs.metadata()))
         });
-        self.lost_unless(pushed, id.into_u64(), false);
         if let Some(sinks) = &self.shared.sinks {
             sinks.new_span(id.into_u64(), attrs.metadata());
         }
@@ -124,12 +113,11 @@ where
         } else {
             0
         };
-        let pushed = with_local(&self.shared, |l| {
+        with_local(&self.shared, |l| {
             // Read the clock last, so the call's time excludes our bookkeeping.
             let tsc = self.shared.clock.raw();
             l.push(Record::enter(id.into_u64(), tsc, task))
         });
-        self.lost_unless(pushed, id.into_u64(), false);
     }
 
     #[inline]
@@ -143,16 +131,13 @@ where
         }
         // Read the clock first, for the same reason.
         let tsc = self.shared.clock.raw();
-        let pushed = with_local(&self.shared, |l| {
+        with_local(&self.shared, |l| {
             l.push(Record::plain(record::EXIT, id, tsc))
         });
-        self.lost_unless(pushed, id, false);
         if let Some(sinks) = &self.shared.sinks {
             if let Some(meta) = ctx.metadata(&Id::from_u64(id)) {
                 sinks.exit(id, meta, &mut |payload| {
-                    let pushed =
-                        with_local(&self.shared, |l| l.push(Record::aux(id, tsc, payload)));
-                    self.lost_unless(pushed, id, false);
+                    with_local(&self.shared, |l| l.push(Record::aux(id, tsc, payload)));
                 });
             }
         }
@@ -170,13 +155,11 @@ where
             // Sink payloads go before the CLOSE record, so they reach the call before the
             // flusher completes it.
             sinks.close(id, &mut |payload| {
-                let pushed = with_local(&self.shared, |l| l.push(Record::aux(id, tsc, payload)));
-                self.lost_unless(pushed, id, false);
+                with_local(&self.shared, |l| l.push(Record::aux(id, tsc, payload)));
             });
         }
-        let pushed = with_local(&self.shared, |l| {
+        with_local(&self.shared, |l| {
             l.push(Record::plain(record::CLOSE, id, tsc))
         });
-        self.lost_unless(pushed, id, true);
     }
 }

@@ -59,7 +59,6 @@ mod sink;
 mod spool;
 mod state;
 mod stats;
-mod taint;
 mod task;
 
 pub use builder::{Builder, Mode, DEFAULT_BUFFER_BUDGET, MIN_BUFFER_BUDGET};

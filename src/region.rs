@@ -42,7 +42,11 @@ impl Callsites {
     }
 
     /// Copies the callsites registered after the first `seen` into `into`.
-    fn load_from(&self, seen: usize, into: &mut FastMap<usize, &'static Metadata<'static>>) -> usize {
+    fn load_from(
+        &self,
+        seen: usize,
+        into: &mut FastMap<usize, &'static Metadata<'static>>,
+    ) -> usize {
         if self.len.load(Ordering::Acquire) <= seen {
             return seen;
         }

@@ -1,6 +1,6 @@
 //! What the layer, the lanes, the flusher and the guard share: the layer's identity and
 //! configuration (immutable after `build()`), the clock, new lanes, the buffer pool, the
-//! registered callsites and the marks of spans that lost a record.
+//! registered callsites.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -12,7 +12,6 @@ use crate::lane::chunk::CHUNK_BYTES;
 use crate::lane::pool::{Policy, Pool};
 use crate::lane::Lane;
 use crate::region::Callsites;
-use crate::taint::Taint;
 use crate::sink::Sinks;
 use crate::Mode;
 
@@ -60,8 +59,6 @@ pub(crate) struct Shared {
     pub pool: Arc<Pool>,
     /// Span callsites the layer was told about (what the flusher accepts in records).
     pub callsites: Arc<Callsites>,
-    /// Spans that lost a record, for the flusher to drop whole.
-    pub taint: Taint,
     /// Records lost because the thread could not reach its lane (thread teardown).
     pub lost: AtomicU64,
     /// Why the flusher failed, once it has.
@@ -92,7 +89,6 @@ impl Shared {
             next_lane: AtomicU32::new(0),
             pool: Arc::new(pool),
             callsites: Arc::new(Callsites::default()),
-            taint: Taint::default(),
             lost: AtomicU64::new(0),
             failure: Mutex::new(None),
             sinks,

@@ -54,9 +54,23 @@ pub(crate) struct Lane {
     pub(crate) cpu_ns: AtomicI64,
     /// Records this thread could not buffer (no chunk within the wait bound, or lossy).
     pub(crate) dropped: StdAtomicU64,
+    /// Calls dropped whole on this lane with nothing of them in the stream (every record,
+    /// creation to close, was dropped here); the others are marked in the stream.
+    pub(crate) dropped_calls: StdAtomicU64,
     current: AtomicPtr<Chunk>,
     full: Mutex<VecDeque<Box<Chunk>>>,
     exited: AtomicBool,
+}
+
+/// What one [`Lane::drain`] did.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Drained {
+    /// Full chunks consumed.
+    pub chunks: usize,
+    /// Full chunks are still waiting (the current chunk was not read).
+    pub more: bool,
+    /// The owner has exited and everything it recorded has been read: drop the lane.
+    pub finished: bool,
 }
 
 /// Where the flusher stands in one lane's stream: the next unread record is slot `offset` of
@@ -78,6 +92,7 @@ impl Lane {
             end_ns: AtomicI64::new(-1),
             cpu_ns: AtomicI64::new(0),
             dropped: StdAtomicU64::new(0),
+            dropped_calls: StdAtomicU64::new(0),
             current: AtomicPtr::new(std::ptr::null_mut()),
             full: Mutex::new(VecDeque::new()),
             exited: AtomicBool::new(false),
@@ -101,25 +116,37 @@ impl Lane {
         self.exited.store(true, Ordering::Release);
     }
 
-    /// Hands every record published since `cursor` to `sink`, in the owner's program order:
-    /// full chunks, then the published part of the chunk being written; gives the consumed
-    /// chunks back to `pool` at the end. Returns true when the owner has exited and everything
-    /// it recorded has been drained, so the lane can be dropped.
+    /// Full chunks waiting for the flusher now.
+    pub(crate) fn queued(&self) -> usize {
+        lock(&self.full).len()
+    }
+
+    /// Hands records published since `cursor` to `sink`, in the owner's program order: at most
+    /// `max_chunks` full chunks and, once no full chunk is left, the published part of the
+    /// chunk being written. The consumed chunks go back to `pool` at the end, so waiting
+    /// threads get buffers back after every batch.
     pub(crate) fn drain(
         &self,
         cursor: &mut Cursor,
         pool: &Pool,
+        max_chunks: usize,
         mut sink: impl FnMut(&[Record]),
-    ) -> bool {
+    ) -> Drained {
         let exited = self.exited.load(Ordering::Acquire);
         // Load `current` before popping: if it fills up meanwhile it shows up in `full` below
         // and is recognised by address, so records are never taken out of order.
         let current = self.current.load(Ordering::Acquire);
-        let taken = std::mem::take(&mut *lock(&self.full));
+        let (taken, more) = {
+            let mut full = lock(&self.full);
+            let n = full.len().min(max_chunks);
+            let taken: Vec<Box<Chunk>> = full.drain(..n).collect();
+            (taken, !full.is_empty())
+        };
         for c in &taken {
             Self::take(c, cursor, &mut sink);
         }
-        if !current.is_null() && !taken.iter().any(|c| std::ptr::eq(&**c, current)) {
+        // The current chunk comes after every full one; read it only when none is left.
+        if !more && !current.is_null() && !taken.iter().any(|c| std::ptr::eq(&**c, current)) {
             // SAFETY: `current` was published with a release store after the chunk was reset.
             // It was not taken above, so it is either still the owner's chunk (alive: only the
             // owner hands it off, and only to `full`) or it reached `full` after our pop and
@@ -129,10 +156,17 @@ impl Lane {
             // thread (see the module docs; loom checks it).
             Self::take(unsafe { &*current }, cursor, &mut sink);
         }
+        let chunks = taken.len();
         for c in taken {
             pool.give(c);
         }
-        exited
+        Drained {
+            chunks,
+            more,
+            // `exited` was set after the owner's last handoff: with nothing left in `full`,
+            // all it recorded has been read.
+            finished: exited && !more,
+        }
     }
 
     fn take(c: &Chunk, cursor: &mut Cursor, sink: &mut impl FnMut(&[Record])) {
