@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use ::hdf5::{Dataset, File};
 
 use columns::{read_range, short, H5};
-pub use summary::Summary;
+pub use summary::{Calls, Summary};
 
 /// A file that cannot be read as a profile, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -189,6 +189,17 @@ pub struct Profile {
 /// Largest lane index accepted in files without a lane table (a bit flip must not make the
 /// reader allocate per-lane state for a billion lanes).
 const MAX_LANES_WITHOUT_TABLE: i64 = 1 << 20;
+
+/// Largest absolute time (ns, ~73 years) accepted for a start or end: nesting doubles times,
+/// and a bit flip in a high bit must be an error, not an overflow.
+const MAX_TIME: i64 = 1 << 61;
+
+/// Whether `start..start + dur` lies in the accepted time range.
+fn time_ok(start: i64, dur: i64) -> bool {
+    start
+        .checked_add(dur)
+        .is_some_and(|end| start.abs() < MAX_TIME && end.abs() < MAX_TIME)
+}
 
 impl Profile {
     /// Opens `path` and checks its structure.
@@ -556,8 +567,11 @@ impl Profile {
                         ends[i].wrapping_sub(start)
                     }
                     .max(0);
-                    if start.checked_add(dur).is_none() {
-                        return Err(err(format!("event {k}: start + duration overflows")));
+                    if !time_ok(start, dur) {
+                        return Err(err(format!(
+                            "event {k}: start {start} ns + duration {dur} ns is out of range \
+                             (times must stay below 2^61 ns)"
+                        )));
                     }
                     let thread = match &threads {
                         Some(t) => {
@@ -632,8 +646,12 @@ impl Profile {
                     )));
                 }
                 let dur = durs[i].max(0);
-                if starts[i].checked_add(dur).is_none() {
-                    return Err(err(format!("poll {k}: start + duration overflows")));
+                if !time_ok(starts[i], dur) {
+                    return Err(err(format!(
+                        "poll {k}: start {} ns + duration {dur} ns is out of range \
+                         (times must stay below 2^61 ns)",
+                        starts[i]
+                    )));
                 }
                 let thread =
                     self.check_lane("polls/thread_ids", threads[i], self.threads.len(), k)?;

@@ -133,21 +133,26 @@ pub(crate) fn json_str(s: &str) -> String {
     out
 }
 
-impl Profile {
-    /// Reads every call and builds the summary (memory grows with the number of calls).
-    ///
-    /// # Errors
-    /// A [`ReadError`] when the calls cannot be read (see [`Profile::for_each_call`]).
-    pub fn summary(&self) -> Result<Summary, ReadError> {
-        let title = self.label().map_or_else(
-            || self.path().display().to_string(),
-            |l| format!("{l} - {}", self.path().display()),
-        );
-        let data = match self.layout() {
-            StorageLayout::Aggregate => return Ok(self.aggregate_summary(title)),
-            StorageLayout::Columnar => self.phase_data()?,
+/// Every call of a file, loaded for [`Calls::summary`] (see [`Profile::load_calls`]).
+#[derive(Debug)]
+pub struct Calls {
+    data: Option<PhaseData>,
+    aggregate: Option<Summary>,
+    title: String,
+}
+
+impl Calls {
+    /// Nests the calls and builds the summary (pure computation, no file access).
+    pub fn summary(self) -> Summary {
+        if let Some(s) = self.aggregate {
+            return s;
+        }
+        let Some(mut data) = self.data else {
+            return Summary {
+                report: Report::default(),
+                title: self.title,
+            };
         };
-        let mut data = data;
         let tree: Option<Vec<TreeRow>> = nest(&mut data, 0).ok().map(|_| call_tree(&data));
         let calls = || data.regions.iter().flat_map(|r| r.calls.iter());
         let first = calls().map(|c| c.start_ns).min().unwrap_or(0);
@@ -160,20 +165,59 @@ impl Profile {
         regions.sort_by(|a, b| b.total_ns.cmp(&a.total_ns));
         let report = Report {
             regions,
-            wall_ns: (last - first).max(0) as u64,
+            wall_ns: last.saturating_sub(first).max(0) as u64,
             tree,
             ..Report::default()
         };
-        Ok(Summary { report, title })
+        Summary {
+            report,
+            title: self.title,
+        }
+    }
+}
+
+impl Profile {
+    /// Reads every call and builds the summary (memory grows with the number of calls).
+    ///
+    /// # Errors
+    /// A [`ReadError`] when the calls cannot be read (see [`Profile::for_each_call`]).
+    pub fn summary(&self) -> Result<Summary, ReadError> {
+        Ok(self.load_calls(&mut || {})?.summary())
+    }
+
+    /// Reads every call into memory for [`Calls::summary`], calling `progress` after each
+    /// chunk read.
+    ///
+    /// # Errors
+    /// As [`Profile::summary`]; also when a region's durations add up past `i64::MAX` ns.
+    pub fn load_calls(&self, progress: &mut dyn FnMut()) -> Result<Calls, ReadError> {
+        let title = self.label().map_or_else(
+            || self.path().display().to_string(),
+            |l| format!("{l} - {}", self.path().display()),
+        );
+        match self.layout() {
+            StorageLayout::Aggregate => Ok(Calls {
+                data: None,
+                aggregate: Some(self.aggregate_summary(title.clone())),
+                title,
+            }),
+            StorageLayout::Columnar => Ok(Calls {
+                data: Some(self.phase_data(progress)?),
+                aggregate: None,
+                title,
+            }),
+        }
     }
 
     /// All calls, pooled by region name, lanes made unique across ranks.
-    fn phase_data(&self) -> Result<PhaseData, ReadError> {
+    fn phase_data(&self, progress: &mut dyn FnMut()) -> Result<PhaseData, ReadError> {
         let mut by_name: HashMap<&str, usize> = HashMap::new();
         let mut regions: Vec<RegionRow> = Vec::new();
         let mut threads: HashMap<(u32, i64), u32> = HashMap::new();
         let mut tasks: HashMap<(u32, i64), i64> = HashMap::new();
+        let mut totals: Vec<i64> = Vec::new();
         self.for_each_call(1 << 16, |row, chunk| {
+            progress();
             let name = self.region_name(row.region);
             let next = regions.len();
             let k = *by_name.entry(name).or_insert(next);
@@ -189,8 +233,16 @@ impl Profile {
                     exclusive_ns: -1,
                 });
             }
+            totals.resize(regions.len(), 0);
             let region = &mut regions[k];
             for c in chunk {
+                // Statistics add durations: a corrupt duration must not overflow them.
+                totals[k] = totals[k].checked_add(c.dur_ns).ok_or_else(|| ReadError {
+                    path: self.path().to_path_buf(),
+                    problem: format!(
+                        "the durations of region `{name}` add up past 2^63 ns: corrupt durations"
+                    ),
+                })?;
                 let n = threads.len() as u32;
                 let thread = *threads.entry((row.rank, c.thread)).or_insert(n);
                 let task = if c.task >= 0 {
@@ -202,7 +254,7 @@ impl Profile {
                 region.stats.add(c.dur_ns as u64);
                 if c.gpu_ns >= 0 {
                     region.gpu_count += 1;
-                    region.gpu_total += c.gpu_ns;
+                    region.gpu_total = region.gpu_total.saturating_add(c.gpu_ns);
                 }
                 region.calls.push(CallRecord {
                     start_ns: c.start_ns,
@@ -249,8 +301,8 @@ impl Profile {
             } else {
                 (s.min, s.max) = (s.min.min(min), s.max.max(max));
             }
-            s.count += a.count;
-            s.total += total;
+            s.count = s.count.saturating_add(a.count);
+            s.total = s.total.saturating_add(total);
             s.mean = s.total as f64 / s.count.max(1) as f64;
         }
         let mut regions: Vec<RegionStats> = by_name

@@ -56,7 +56,9 @@ fn open(file: &Path) -> Result<Profile, String> {
 
 fn inspect(file: &Path, json: bool) -> Result<(), String> {
     let p = open(file)?;
-    let summary = p.summary().map_err(|e| e.to_string())?;
+    let mut hb = Heartbeat::new();
+    let calls = p.load_calls(&mut || hb.tick()).map_err(|e| e.to_string())?;
+    let summary = crate::supervise::busy(|| calls.summary());
     let text = if json {
         summary.to_json()
     } else {
@@ -253,17 +255,19 @@ fn flamegraph(
             walker.overlapping
         );
     }
-    let lines = sink.lines();
+    let lines = crate::supervise::busy(|| sink.lines());
     let title = file.display().to_string();
-    write_out(output, |w| {
-        if folded {
-            for l in &lines {
-                writeln!(w, "{l}")?;
+    crate::supervise::busy(|| {
+        write_out(output, |w| {
+            if folded {
+                for l in &lines {
+                    writeln!(w, "{l}")?;
+                }
+                Ok(())
+            } else {
+                svg(&title, &lines, w)
             }
-            Ok(())
-        } else {
-            svg(&title, &lines, w)
-        }
+        })
     })
 }
 

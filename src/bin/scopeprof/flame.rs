@@ -150,7 +150,8 @@ impl Sink for Folded {
 
     fn end(&mut self, open: &Open, _: u32, _: &[Open]) -> Result<(), Self::Error> {
         let own = (open.item.end - open.item.start - open.child_ns).max(0) as u64;
-        self.weights[open.node as usize] += own;
+        let w = &mut self.weights[open.node as usize];
+        *w = w.saturating_add(own);
         Ok(())
     }
 }

@@ -25,6 +25,27 @@ pub(crate) fn is_child() -> bool {
     std::env::var_os(CHILD_ENV).is_some()
 }
 
+/// Runs `f`, a pure computation that touches no file (nesting, sorting in memory), with a
+/// heartbeat from a helper thread, so a long but healthy computation is not taken for a hang.
+pub(crate) fn busy<T>(f: impl FnOnce() -> T) -> T {
+    if !is_child() {
+        return f();
+    }
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = done.clone();
+    let ticker = std::thread::spawn(move || {
+        while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+            std::thread::park_timeout(Duration::from_secs(1));
+            let _ = writeln!(std::io::stderr(), "{TICK}");
+        }
+    });
+    let out = f();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    ticker.thread().unpark();
+    let _ = ticker.join();
+    out
+}
+
 /// A heartbeat for the child's reading loops (rate-limited to one per second).
 pub(crate) struct Heartbeat {
     last: Instant,
