@@ -267,7 +267,7 @@ fn fuzz_two_thousand_mutated_files() {
                 let sources = &sources;
                 let dir = dir.path();
                 s.spawn(move || {
-                    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (w as u64 + 1) * 0x1234_5678);
+                    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ ((w as u64 + 1) * 0x1234_5678));
                     let file = dir.join(format!("fuzz{w}.h5"));
                     let out = dir.join(format!("fuzz{w}.out"));
                     let (mut ok, mut rejected, mut crashes) = (0, 0, 0);

@@ -162,7 +162,7 @@ impl Calls {
             .iter()
             .map(|r| region_stats(&r.name, &r.stats, r.gpu_count, r.gpu_total))
             .collect();
-        regions.sort_by(|a, b| b.total_ns.cmp(&a.total_ns));
+        regions.sort_by_key(|r| std::cmp::Reverse(r.total_ns));
         let report = Report {
             regions,
             wall_ns: last.saturating_sub(first).max(0) as u64,

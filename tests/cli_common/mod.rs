@@ -166,7 +166,7 @@ pub fn reference_file(ref_python: &Path, dir: &Path, recommended: bool) -> PathB
         "ref_min.h5"
     });
     let mut cmd = Command::new(ref_python);
-    cmd.arg(&script).arg(&path);
+    cmd.arg(script).arg(&path);
     if recommended {
         cmd.arg("--recommended");
     }
