@@ -288,7 +288,7 @@ fn fuzz_two_thousand_mutated_files() {
                                 // must still answer with status 2 and one line.
                                 let keep = dir.join(format!("crash{case}.h5"));
                                 let _ = std::fs::copy(&file, &keep);
-                                let status = other.map(|o| {
+                                let status = other.as_ref().map(|o| {
                                     let err = String::from_utf8_lossy(&o.stderr).into_owned();
                                     (
                                         o.status,
@@ -304,7 +304,13 @@ fn fuzz_two_thousand_mutated_files() {
                                 eprintln!("{what}: the reading child gave {status:?}");
                                 let mut supervised = args.clone();
                                 supervised.extend(["--stall-secs".to_owned(), "5".to_owned()]);
-                                assert_rejected(&run(&supervised), &file, &what);
+                                let o = run(&supervised);
+                                if other.is_none() && o.status.success() {
+                                    // Only slow (a loaded machine), not stuck.
+                                    ok += 1;
+                                    continue;
+                                }
+                                assert_rejected(&o, &file, &what);
                                 rejected += 1;
                                 crashes += 1;
                             }

@@ -270,3 +270,55 @@ fn reference_files_export_with_their_thread_names() {
         names
     );
 }
+
+#[test]
+fn device_times_go_on_a_gpu_track() {
+    let dir = tempfile::tempdir().unwrap();
+    let reference = ref_python();
+    let full = reference_file(&reference, dir.path(), true);
+    // Give every other call a device time of half its duration (-1 = none for the rest).
+    let durations = column(&full, "events/durations");
+    let gpu: Vec<i64> = durations
+        .iter()
+        .enumerate()
+        .map(|(i, d)| if i % 2 == 0 { d / 2 } else { -1 })
+        .collect();
+    {
+        let f = hdf5::File::open_rw(&full).unwrap();
+        f.new_dataset_builder()
+            .with_data(&gpu)
+            .create("events/gpu_durations")
+            .unwrap();
+    }
+    let trace = dir.path().join("gpu.pftrace");
+    scopeprof_ok(&[
+        "export",
+        full.to_str().unwrap(),
+        "-o",
+        trace.to_str().unwrap(),
+    ]);
+    let out = python(perfetto_python(), CHECK_PFTRACE, &[trace.to_str().unwrap()]);
+    assert!(out.contains("\"bad\": []"), "{out}");
+    assert_eq!(
+        count(&out, "gpu@other"),
+        gpu.iter().filter(|&&g| g >= 0).count(),
+        "{out}"
+    );
+    assert_eq!(count(&out, "call@thread"), durations.len(), "{out}");
+
+    let json = dir.path().join("gpu.json");
+    scopeprof_ok(&[
+        "export",
+        "--format",
+        "chrome",
+        full.to_str().unwrap(),
+        "-o",
+        json.to_str().unwrap(),
+    ]);
+    let out = python(perfetto_python(), CHECK_CHROME, &[json.to_str().unwrap()]);
+    assert_eq!(
+        count(&out, "gpu"),
+        gpu.iter().filter(|&&g| g >= 0).count(),
+        "{out}"
+    );
+}
