@@ -52,6 +52,7 @@ mod lane;
 mod layer;
 mod nesting;
 mod output;
+pub mod read;
 mod recover;
 mod region;
 mod report;
