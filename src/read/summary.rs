@@ -277,6 +277,7 @@ impl Profile {
             timestamp: String::new(),
             label: None,
             dropped: 0,
+            losses: Default::default(),
             perf: None,
             likwid: None,
             threads: Vec::new(),
