@@ -54,6 +54,7 @@ mod lane;
 mod layer;
 mod nesting;
 mod output;
+pub mod read;
 mod recover;
 mod region;
 mod report;
@@ -63,7 +64,7 @@ mod state;
 mod stats;
 mod task;
 
-pub use builder::{Builder, Mode};
+pub use builder::{Builder, Mode, DEFAULT_BUFFER_BUDGET, MIN_BUFFER_BUDGET};
 pub use error::Error;
 pub use guard::{FlushGuard, SESSION_REGION};
 pub use layer::ScopeLayer;
