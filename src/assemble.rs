@@ -19,6 +19,7 @@
 use crate::fasthash::FastMap;
 use crate::lane::record::{Record, AUX, CLOSE, ENTER, EXIT, NEW};
 use crate::region::RegionTable;
+use crate::task::OpenStarts;
 
 /// A completed call, in raw clock ticks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,6 +103,8 @@ pub(crate) struct Assembler {
     /// Polls completed since the caller last took them (when `keep_polls`).
     pub(crate) polls: Vec<RawPoll>,
     pub(crate) regions: RegionTable,
+    /// Starts of the entered, not yet completed instances of each Tokio task.
+    pub(crate) task_open: OpenStarts,
 }
 
 impl Assembler {
@@ -198,6 +201,10 @@ impl Assembler {
                 // The earliest enter starts the call (records of other lanes may be replayed
                 // before this lane's earlier ones).
                 if inst.first_enter.is_none_or(|(t, _, _)| r.tsc < t) {
+                    if let Some((t, _, task)) = inst.first_enter {
+                        self.task_open.remove(task, t);
+                    }
+                    self.task_open.insert(r.task(), r.tsc);
                     inst.first_enter = Some((r.tsc, lane, r.task()));
                 }
             }
@@ -277,7 +284,13 @@ impl Assembler {
             let mut k = 0;
             while k < insts.len() {
                 match insts[k].closed_epoch {
-                    Some(e) if e < epoch => out.extend(insts.swap_remove(k).into_call()),
+                    Some(e) if e < epoch => {
+                        let inst = insts.swap_remove(k);
+                        if let Some((t, _, task)) = inst.first_enter {
+                            self.task_open.remove(task, t);
+                        }
+                        out.extend(inst.into_call());
+                    }
                     Some(_) => {
                         waiting = true;
                         k += 1;

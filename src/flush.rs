@@ -18,7 +18,7 @@ use crate::region::RegionInfo;
 use crate::spool::SpoolWriter;
 use crate::state::Shared;
 use crate::stats::Stats;
-use crate::task::{TaskCall, Tasks};
+use crate::task::{TaskCall, TaskTotals, Tasks};
 use crate::Mode;
 
 /// How often the flusher collects full chunks.
@@ -83,6 +83,8 @@ pub(crate) struct Flusher {
     scratch: Vec<RawCall>,
     phase: Vec<PhaseRegion>,
     tasks: Tasks,
+    /// Rows of retired tasks, without an output file.
+    finished_tasks: Vec<TaskTotals>,
     polls: Vec<PollRecord>,
     keep_calls: bool,
     spool: Option<SpoolWriter>,
@@ -108,6 +110,7 @@ impl Flusher {
             scratch: Vec::new(),
             phase: Vec::new(),
             tasks: Tasks::default(),
+            finished_tasks: Vec::new(),
             polls: Vec::new(),
             keep_calls,
             spool,
@@ -130,6 +133,7 @@ impl Flusher {
             match rx.recv_timeout(POLL) {
                 Ok(Command::Finalize(reply)) => {
                     let snap = self.finalize();
+                    self.note_cpu();
                     let _ = reply.send(snap);
                 }
                 Ok(Command::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
@@ -137,9 +141,19 @@ impl Flusher {
                     self.shutdown_spool();
                     return;
                 }
-                Err(RecvTimeoutError::Timeout) => self.complete_drain(),
+                Err(RecvTimeoutError::Timeout) => {
+                    self.complete_drain();
+                    self.note_cpu();
+                }
             }
         }
+    }
+
+    /// Publishes the flusher thread's CPU time so far (see `FlushGuard::flusher_cpu_ns`).
+    fn note_cpu(&self) {
+        self.shared
+            .flusher_cpu_ns
+            .store(crate::clock::thread_cpu_ns(), Ordering::Relaxed);
     }
 
     fn refresh_lanes(&mut self) {
@@ -241,6 +255,13 @@ impl Flusher {
                 self.calls_truncated = true;
             }
         }
+        self.polls_and_tasks();
+    }
+
+    /// Folds the drained polls, then settles the task table (see [`crate::task`]): rows of
+    /// retired tasks go to the spool (or stay in memory without an output file).
+    fn polls_and_tasks(&mut self) {
+        let clock = self.shared.clock;
         for p in self.asm.polls.drain(..) {
             let start_ns = clock.to_ns(p.start);
             self.polls.push(PollRecord {
@@ -254,6 +275,21 @@ impl Flusher {
                     -1
                 },
             });
+        }
+        if !self.shared.config.track_async {
+            return;
+        }
+        let open = &self.asm.task_open;
+        self.tasks.settle(clock.now_ns(), false, |t| {
+            open.earliest(t).map(|s| clock.to_ns(s))
+        });
+        let finished = self.tasks.take_finished();
+        if finished.is_empty() {
+            return;
+        }
+        match &mut self.spool {
+            Some(spool) => spool.tasks(&finished),
+            None => self.finished_tasks.extend(finished),
         }
     }
 
@@ -359,6 +395,17 @@ impl Flusher {
             });
         }
         let region_names: Vec<String> = infos.iter().map(|i| i.name.to_owned()).collect();
+        let (clock, open) = (self.shared.clock, &self.asm.task_open);
+        let name = |r: u32| region_names[r as usize].clone();
+        let mut tasks = self.tasks.take_rows(
+            clock.now_ns(),
+            |t| open.earliest(t).map(|s| clock.to_ns(s)),
+            name,
+        );
+        if !self.finished_tasks.is_empty() {
+            tasks.extend(self.finished_tasks.drain(..).map(|t| t.row(false, name)));
+            tasks.sort_by_key(|r| r.index);
+        }
         let threads = self.threads();
         let agg = self.aggregate_stats();
         self.phase_no += 1;
@@ -379,7 +426,7 @@ impl Flusher {
         Snapshot {
             regions,
             threads,
-            tasks: self.tasks.take_rows(|r| region_names[r as usize].clone()),
+            tasks,
             polls: std::mem::take(&mut self.polls),
             region_names,
             spool_phase,

@@ -12,6 +12,7 @@
 //! | 2 | calls | `region` u32, `n` u32, then n x (`start - previous start`, `dur`, `thread`, `task`, `await`, `gpu`), each a zigzag LEB128 varint (7 bytes per call, typically, against 44 fixed) |
 //! | 3 | threads | `n` u32, then n x (`index` u32, `native_id` i64, `start` i64, `end` i64, `cpu` i64, `name` str) |
 //! | 4 | aggregate | `n` u32, then n x (`region` u32, `count` u64, `total` u64, `min` u64, `max` u64, `mean` f64, `m2` f64) |
+//! | 5 | tasks | `n` u32, then n x (`index`, `tokio_id`, `thread_index`, `created`, `done`, `steps`, `running`, `suspended`, `root_region` (-1 = none)), each a zigzag LEB128 varint: rows of tasks retired during the phase (see [`crate::task`]) |
 //!
 //! A frame cut short by a crash is ignored on reading. The flusher writes frames at every
 //! flush interval (and whenever 1 MiB is buffered) and truncates the spool after each
@@ -22,7 +23,7 @@ use std::fs::File;
 use std::io::{self, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::output::model::{CallRecord, ThreadRow};
+use crate::output::model::{CallRecord, TaskRow, ThreadRow};
 use crate::stats::Stats;
 
 const MAGIC: &[u8; 8] = b"SPRSPOL1";
@@ -31,6 +32,7 @@ pub(crate) const TAG_REGION: u8 = 1;
 pub(crate) const TAG_CALLS: u8 = 2;
 pub(crate) const TAG_THREADS: u8 = 3;
 pub(crate) const TAG_AGGREGATE: u8 = 4;
+pub(crate) const TAG_TASKS: u8 = 5;
 /// Calls buffered per region before they become a frame.
 const CALLS_PER_FRAME: usize = 4096;
 /// Bytes buffered before they are written out.
@@ -137,6 +139,44 @@ impl SpoolWriter {
             if self.buf.len() >= WRITE_THRESHOLD {
                 self.write_out();
             }
+        }
+    }
+
+    /// Buffers the rows of retired tasks (one frame).
+    pub(crate) fn tasks(&mut self, rows: &[crate::task::TaskTotals]) {
+        if self.error.is_some() || rows.is_empty() {
+            return;
+        }
+        self.put_region_frames();
+        let at = self.buf.len();
+        self.buf.push(TAG_TASKS);
+        self.buf.extend_from_slice(&[0; 4]);
+        self.buf
+            .extend_from_slice(&(rows.len() as u32).to_le_bytes());
+        for t in rows {
+            let region = if t.root_region == u32::MAX {
+                -1
+            } else {
+                i64::from(t.root_region)
+            };
+            for v in [
+                t.index,
+                t.tokio_id as i64,
+                i64::from(t.thread_index),
+                t.created_ns,
+                t.done_ns,
+                t.steps,
+                t.running_ns,
+                t.suspended_ns,
+                region,
+            ] {
+                put_varint(&mut self.buf, v);
+            }
+        }
+        let len = (self.buf.len() - at - 5) as u32;
+        self.buf[at + 1..at + 5].copy_from_slice(&len.to_le_bytes());
+        if self.buf.len() >= WRITE_THRESHOLD {
+            self.write_out();
         }
     }
 
@@ -325,6 +365,8 @@ pub(crate) struct SpoolContents {
     pub threads: Vec<ThreadRow>,
     /// The latest aggregate statistics, by region id.
     pub aggregate: Vec<(u32, Stats)>,
+    /// Rows of tasks retired during the phase.
+    pub tasks: Vec<TaskRow>,
     /// Bytes at the end that did not form a whole frame (a write cut short).
     pub torn_bytes: u64,
 }
@@ -451,6 +493,34 @@ pub(crate) fn read(path: &Path) -> io::Result<SpoolContents> {
                     })()
                     .ok_or_else(|| bad("aggregate"))?;
                     out.aggregate.push(s);
+                }
+            }
+            TAG_TASKS => {
+                let n = r.u32().ok_or_else(|| bad("tasks"))?;
+                let (d, mut at) = (r.d, r.at);
+                for _ in 0..n {
+                    let mut v = [0i64; 9];
+                    for x in &mut v {
+                        *x = get_varint(d, &mut at).ok_or_else(|| bad("tasks"))?;
+                    }
+                    let totals = crate::task::TaskTotals {
+                        index: v[0],
+                        tokio_id: v[1] as u64,
+                        thread_index: u32::try_from(v[2]).map_err(|_| bad("tasks"))?,
+                        created_ns: v[3],
+                        done_ns: v[4],
+                        steps: v[5],
+                        running_ns: v[6],
+                        suspended_ns: v[7],
+                        root_region: u32::try_from(v[8]).unwrap_or(u32::MAX),
+                    };
+                    let regions = &out.regions;
+                    out.tasks.push(totals.row(false, |id| {
+                        regions
+                            .get(id as usize)
+                            .map(|r| r.0.clone())
+                            .unwrap_or_default()
+                    }));
                 }
             }
             _ => return Err(bad(&format!("unknown frame tag {tag}"))),

@@ -2,7 +2,7 @@
 //! configuration (immutable after `build()`), the clock and the list of lanes.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,6 +51,8 @@ pub(crate) struct Shared {
     pub lost: AtomicU64,
     /// The configured sinks, if any.
     pub sinks: Option<Sinks>,
+    /// CPU time (ns) the flusher thread has used, updated after each of its drains.
+    pub flusher_cpu_ns: AtomicI64,
 }
 
 impl Shared {
@@ -66,6 +68,7 @@ impl Shared {
             lanes: Mutex::new(Vec::new()),
             lost: AtomicU64::new(0),
             sinks,
+            flusher_cpu_ns: AtomicI64::new(0),
         }
     }
 
