@@ -173,18 +173,21 @@ impl Assembler {
                 closed_epoch: None,
                 aux: Vec::new(),
             };
-            self.open.entry(r.id).or_default().push(inst);
+            // Instances of one id stay in creation order, so the routing below finds the
+            // newest one from the back (O(1) however many wait for their completion).
+            let insts = self.open.entry(r.id).or_default();
+            let at = insts.partition_point(|i| i.created <= r.tsc);
+            insts.insert(at, inst);
             if let Some(stashed) = self.stash.remove(&r.id) {
                 self.replay(r.id, r.tsc, stashed, out);
             }
             return;
         }
         // The instance created last, not after this record.
-        let found = self.open.get(&r.id).and_then(|insts| {
-            (0..insts.len())
-                .filter(|&k| insts[k].created <= r.tsc)
-                .max_by_key(|&k| insts[k].created)
-        });
+        let found = self
+            .open
+            .get(&r.id)
+            .and_then(|insts| insts.iter().rposition(|i| i.created <= r.tsc));
         let Some(k) = found else {
             let epoch = self.epoch;
             self.stash.entry(r.id).or_default().push((epoch, lane, *r));
@@ -274,38 +277,39 @@ impl Assembler {
             !v.is_empty()
         });
         self.orphans += orphans;
-        let mut keep = Vec::new();
-        let mut kept = crate::fasthash::FastMap::<u64, ()>::default();
-        for id in std::mem::take(&mut self.deferred) {
+        // One visit per id (an id reused many times between two drains is listed as often),
+        // and one pass over its instances that keeps their creation order.
+        let mut ids = std::mem::take(&mut self.deferred);
+        ids.sort_unstable();
+        ids.dedup();
+        for id in ids {
             let Some(insts) = self.open.get_mut(&id) else {
                 continue;
             };
             let mut waiting = false;
-            let mut k = 0;
-            while k < insts.len() {
+            let mut kept = 0;
+            for k in 0..insts.len() {
                 match insts[k].closed_epoch {
-                    Some(e) if e < epoch => {
-                        let inst = insts.swap_remove(k);
-                        if let Some((t, _, task)) = inst.first_enter {
-                            self.task_open.remove(task, t);
-                        }
-                        out.extend(inst.into_call());
-                    }
-                    Some(_) => {
-                        waiting = true;
-                        k += 1;
-                    }
-                    None => k += 1,
+                    Some(e) if e < epoch => continue,
+                    Some(_) => waiting = true,
+                    None => {}
                 }
+                insts.swap(kept, k);
+                kept += 1;
+            }
+            for inst in insts.drain(kept..) {
+                if let Some((t, _, task)) = inst.first_enter {
+                    self.task_open.remove(task, t);
+                }
+                out.extend(inst.into_call());
             }
             if insts.is_empty() {
                 self.open.remove(&id);
             }
-            if waiting && kept.insert(id, ()).is_none() {
-                keep.push(id);
+            if waiting {
+                self.deferred.push(id);
             }
         }
-        self.deferred = keep;
     }
 
     /// Calls started and not yet closed (in flight).

@@ -164,6 +164,7 @@ impl Flusher {
     }
 
     fn complete_drain(&mut self) {
+        self.shared.flusher_drains.fetch_add(1, Ordering::Relaxed);
         self.shared.clock.recalibrate();
         self.asm.begin_complete_drain();
         self.refresh_lanes();

@@ -244,6 +244,16 @@ impl FlushGuard {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Complete drains the flusher has done so far (it drains every 2 ms, with or without
+    /// records); with [`flusher_cpu_ns`](Self::flusher_cpu_ns), separates the cost of
+    /// polling from the cost per record. Not a stable API.
+    #[doc(hidden)]
+    pub fn flusher_drains(&self) -> u64 {
+        self.shared
+            .flusher_drains
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     fn finalize_inner(&self, on_drop: bool, to: Option<&Path>) -> Result<Option<Report>, Error> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let finalize_ns = self.shared.clock.now_ns();

@@ -53,6 +53,8 @@ pub(crate) struct Shared {
     pub sinks: Option<Sinks>,
     /// CPU time (ns) the flusher thread has used, updated after each of its drains.
     pub flusher_cpu_ns: AtomicI64,
+    /// Complete drains the flusher has done.
+    pub flusher_drains: AtomicU64,
 }
 
 impl Shared {
@@ -69,6 +71,7 @@ impl Shared {
             lost: AtomicU64::new(0),
             sinks,
             flusher_cpu_ns: AtomicI64::new(0),
+            flusher_drains: AtomicU64::new(0),
         }
     }
 

@@ -20,7 +20,7 @@
 //!   have been quiet for [`QUIET_NS`] or when more than [`QUIET_CAP`] are quiet. A retired
 //!   task that runs spans again gets a new index and a second row with the same `tokio_id`.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use crate::fasthash::FastMap;
 use crate::output::model::TaskRow;
@@ -32,53 +32,48 @@ pub(crate) const QUIET_CAP: usize = 16_384;
 
 /// Starts (raw ticks) of the entered, not yet completed calls of each task, kept by the
 /// assembler so the task table can tell whether a completed call has an open container.
+/// O(log n) per change in the calls open in one task, whatever order they complete in (a
+/// connection's commands complete first-in first-out, a recursion last-in first-out).
 #[derive(Default)]
 pub(crate) struct OpenStarts {
-    /// Per task, sorted ascending (duplicates allowed).
-    by_task: FastMap<u64, Vec<u64>>,
+    /// Per task: start -> number of open calls that started then.
+    by_task: FastMap<u64, BTreeMap<u64, u32>>,
 }
 
 impl OpenStarts {
     /// A call of `task` was entered first at `start`.
     pub(crate) fn insert(&mut self, task: u64, start: u64) {
-        if task == 0 {
-            return;
+        if task != 0 {
+            *self
+                .by_task
+                .entry(task)
+                .or_default()
+                .entry(start)
+                .or_insert(0) += 1;
         }
-        let v = self.by_task.entry(task).or_default();
-        // Enters mostly come in time order: the common case is a push.
-        let at = if v.last().is_none_or(|&l| l <= start) {
-            v.len()
-        } else {
-            v.partition_point(|&s| s <= start)
-        };
-        v.insert(at, start);
     }
 
     /// The call of `task` entered first at `start` completed (or moved its start).
     pub(crate) fn remove(&mut self, task: u64, start: u64) {
-        if task == 0 {
-            return;
-        }
-        let Some(v) = self.by_task.get_mut(&task) else {
+        let Some(m) = self.by_task.get_mut(&task) else {
             return;
         };
-        // Innermost calls complete first: the common case is the last element.
-        if v.last() == Some(&start) {
-            v.pop();
-        } else {
-            let at = v.partition_point(|&s| s < start);
-            if v.get(at) == Some(&start) {
-                v.remove(at);
+        if let Some(n) = m.get_mut(&start) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&start);
             }
         }
-        if v.is_empty() {
+        if m.is_empty() {
             self.by_task.remove(&task);
         }
     }
 
     /// The earliest start of an open call of `task`.
     pub(crate) fn earliest(&self, task: u64) -> Option<u64> {
-        self.by_task.get(&task).and_then(|v| v.first().copied())
+        self.by_task
+            .get(&task)
+            .and_then(|m| m.first_key_value().map(|(&s, _)| s))
     }
 }
 
@@ -266,9 +261,10 @@ impl Tasks {
                 break;
             }
             self.quiet.pop_front();
-            let retire = self.by_id.get(&id).is_some_and(|a| {
-                a.generation == generation && !a.dirty && open(id).is_none()
-            });
+            let retire = self
+                .by_id
+                .get(&id)
+                .is_some_and(|a| a.generation == generation && !a.dirty && open(id).is_none());
             if retire {
                 let acc = self.by_id.remove(&id).expect("checked above");
                 self.finished.push(acc.totals);
@@ -376,7 +372,10 @@ mod tests {
         assert_eq!((r.steps, r.running_ns, r.suspended_ns), (8, 70, 50 + 30));
         assert_eq!(r.root_region, "r0");
         assert_eq!(r.thread_index, 2, "thread of the latest poll");
-        assert!(t.take_rows(0, none, |_| String::new()).is_empty(), "reset per phase");
+        assert!(
+            t.take_rows(0, none, |_| String::new()).is_empty(),
+            "reset per phase"
+        );
     }
 
     #[test]
@@ -391,7 +390,11 @@ mod tests {
         }
         let rows = t.take_rows(0, open, |_| "x".into());
         assert_eq!(rows.len(), 1);
-        assert_eq!((rows[0].steps, rows[0].done_ns), (0, -1), "only the open root counts");
+        assert_eq!(
+            (rows[0].steps, rows[0].done_ns),
+            (0, -1),
+            "only the open root counts"
+        );
     }
 
     #[test]
