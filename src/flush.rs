@@ -265,7 +265,7 @@ impl Flusher {
         let clock = self.shared.clock;
         for p in self.asm.polls.drain(..) {
             let start_ns = clock.to_ns(p.start);
-            self.polls.push(PollRecord {
+            let record = PollRecord {
                 region: p.region,
                 start_ns,
                 dur_ns: (clock.to_ns(p.end) - start_ns).max(0),
@@ -275,7 +275,11 @@ impl Flusher {
                 } else {
                     -1
                 },
-            });
+            };
+            match &mut self.spool {
+                Some(spool) => spool.poll(record),
+                None => self.polls.push(record),
+            }
         }
         if !self.shared.config.track_async {
             return;

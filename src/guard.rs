@@ -140,6 +140,9 @@ fn load_spooled_calls(phase: &Path, snap: &mut Snapshot) -> Result<(), Error> {
         .enumerate()
         .map(|(i, r)| (r.row.name.clone(), i))
         .collect();
+    if !contents.polls.is_empty() {
+        snap.polls.extend(contents.polls);
+    }
     if !contents.tasks.is_empty() {
         snap.tasks.extend(contents.tasks);
         snap.tasks.sort_by_key(|t| t.index);
