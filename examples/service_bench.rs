@@ -234,7 +234,84 @@ fn main() {
             x.req_per_s, x.flusher_ns_per_req, x.exit_s
         );
     }
+    let short = arg("--short-tasks", 1_000_000);
+    if short > 0 {
+        short_tasks(short, &dir, false);
+        short_tasks(short, &dir, true);
+    }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Resident set size of this process (MiB), from /proc.
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+#[instrument(skip_all)]
+async fn request(k: u64) -> u64 {
+    tokio::task::yield_now().await;
+    k.wrapping_mul(31)
+}
+
+/// A task per request: `n` short tasks with one instrumented span each (4 workers, at most
+/// 1000 alive at once); RSS growth while recording and the finalize time of that phase.
+fn short_tasks(n: u64, dir: &std::path::Path, on: bool) {
+    if !on {
+        std::env::set_var("SCOPE_PROFILER", "off");
+    }
+    let built = ScopeLayer::builder()
+        .output(dir.join("short.h5"))
+        .track_async(true)
+        .summary(false)
+        .build();
+    std::env::remove_var("SCOPE_PROFILER");
+    let (layer, guard) = built.expect("build");
+    let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let d2 = d.clone();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .on_thread_start(move || std::mem::forget(tracing::dispatcher::set_default(&d2)))
+        .build()
+        .expect("runtime");
+    let before = rss_mib();
+    let t0 = Instant::now();
+    let peak = rt.block_on(async move {
+        let mut peak = 0f64;
+        let mut left = n;
+        while left > 0 {
+            let batch = left.min(1000);
+            left -= batch;
+            let hs: Vec<_> = (0..batch).map(|k| tokio::spawn(request(k))).collect();
+            for h in hs {
+                h.await.expect("task");
+            }
+            if left % 50_000 == 0 {
+                peak = peak.max(rss_mib());
+            }
+        }
+        peak
+    });
+    let run_s = t0.elapsed().as_secs_f64();
+    drop(rt);
+    let after = rss_mib().max(peak);
+    let t1 = Instant::now();
+    let report = guard.finalize().expect("finalize");
+    let fin = t1.elapsed().as_secs_f64();
+    let calls = report.region("request").map_or(0, |r| r.calls);
+    drop(d);
+    println!(
+        "{n} short tasks, profiler {}: {calls} calls in {run_s:.2} s, RSS +{:.1} MiB while \
+         recording (peak {after:.1} MiB), finalize {fin:.3} s",
+        if on { "on" } else { "off (SCOPE_PROFILER=off)" },
+        after - before
+    );
 }
 
 fn name(c: Config) -> &'static str {
