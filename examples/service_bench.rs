@@ -201,7 +201,15 @@ fn main() {
         round(*c, clients, requests / 5, &dir, 100 + k);
     }
     for r in 0..rounds {
-        for (k, c) in configs.iter().enumerate() {
+        // Rotate the order each round, so no configuration always runs first.
+        let order: Vec<(usize, &Config)> = configs
+            .iter()
+            .enumerate()
+            .cycle()
+            .skip(r % 3)
+            .take(3)
+            .collect();
+        for (k, c) in order {
             let x = round(*c, clients, requests, &dir, r * 3 + k);
             tput.entry(name(*c)).or_default().push(x.req_per_s);
             if *c == Config::Layer {
@@ -210,21 +218,28 @@ fn main() {
             }
         }
     }
-    let bare = median(tput[name(Config::Bare)].clone());
+    if rounds == 0 {
+        tput.clear();
+    }
+    let bare = median(tput.get(name(Config::Bare)).cloned().unwrap_or(vec![0.0]));
     println!(
         "service_bench: {rounds} rounds x {clients} clients x {requests} requests, interleaved"
     );
     println!("| configuration | req/s (median) | vs. bare |");
     println!("|---|---:|---:|");
     for c in configs {
-        let m = median(tput[name(c)].clone());
+        let m = median(tput.get(name(c)).cloned().unwrap_or(vec![0.0]));
         println!("| {} | {:.0} | {:.3}x |", name(c), m, m / bare);
     }
     println!(
         "flusher CPU per request (layer): {:.0} ns (median); finalize + drop after the last \
          request: {:.3} s (median)",
-        median(flusher),
-        median(exit)
+        median(if flusher.is_empty() {
+            vec![0.0]
+        } else {
+            flusher
+        }),
+        median(if exit.is_empty() { vec![0.0] } else { exit })
     );
     if one > 0 {
         let x = round(Config::Layer, 1, one, &dir, 999);
@@ -305,10 +320,11 @@ fn short_tasks(n: u64, dir: &std::path::Path, on: bool) {
     let report = guard.finalize().expect("finalize");
     let fin = t1.elapsed().as_secs_f64();
     let calls = report.region("request").map_or(0, |r| r.calls);
+    let dropped = report.dropped();
     drop(d);
     println!(
         "{n} short tasks, profiler {}: {calls} calls in {run_s:.2} s, RSS +{:.1} MiB while \
-         recording (peak {after:.1} MiB), finalize {fin:.3} s",
+         recording (peak {after:.1} MiB), {dropped} records dropped, finalize {fin:.3} s",
         if on { "on" } else { "off (SCOPE_PROFILER=off)" },
         after - before
     );

@@ -16,6 +16,8 @@
 //!   say) has been published and drained. Only the commonest shape, a span created, entered
 //!   once, exited and closed with nothing in between on one lane, is completed at once.
 
+use std::collections::hash_map::Entry;
+
 use crate::fasthash::FastMap;
 use crate::lane::record::{Record, AUX, CLOSE, ENTER, EXIT, NEW};
 use crate::region::RegionTable;
@@ -283,9 +285,11 @@ impl Assembler {
         ids.sort_unstable();
         ids.dedup();
         for id in ids {
-            let Some(insts) = self.open.get_mut(&id) else {
+            // One hash lookup per id (the entry is removed through it when emptied).
+            let Entry::Occupied(mut entry) = self.open.entry(id) else {
                 continue;
             };
+            let insts = entry.get_mut();
             let mut waiting = false;
             let mut kept = 0;
             for k in 0..insts.len() {
@@ -304,7 +308,7 @@ impl Assembler {
                 out.extend(inst.into_call());
             }
             if insts.is_empty() {
-                self.open.remove(&id);
+                entry.remove();
             }
             if waiting {
                 self.deferred.push(id);

@@ -211,15 +211,25 @@ impl Flusher {
             let dur_ns = (clock.to_ns(c.end) - start_ns).max(0);
             let busy_ns = clock.ticks_to_ns(c.busy).min(dur_ns);
             let task = if track_tasks && c.task != 0 {
-                self.tasks.add_call(&TaskCall {
-                    tokio_id: c.task,
-                    start_ns,
-                    end_ns: start_ns + dur_ns,
-                    polls: c.polls,
-                    busy_ns,
-                    region: c.region,
-                    last_thread: c.last_lane,
-                })
+                // An open call of the task that started no later contains this one: it is no
+                // root, and needs no settling (a connection's commands).
+                let contained = self
+                    .asm
+                    .task_open
+                    .earliest(c.task)
+                    .is_some_and(|s| s <= c.start);
+                self.tasks.add_call(
+                    contained,
+                    &TaskCall {
+                        tokio_id: c.task,
+                        start_ns,
+                        end_ns: start_ns + dur_ns,
+                        polls: c.polls,
+                        busy_ns,
+                        region: c.region,
+                        last_thread: c.last_lane,
+                    },
+                )
             } else {
                 -1
             };

@@ -210,8 +210,9 @@ impl Tasks {
         self.acc(tokio_id).totals.index
     }
 
-    /// Accounts one completed call of a task; returns its dense index.
-    pub(crate) fn add_call(&mut self, c: &TaskCall) -> i64 {
+    /// Accounts one completed call of a task; returns its dense index. `contained`: an open
+    /// call of the task is known to contain it (then it is no root).
+    pub(crate) fn add_call(&mut self, contained: bool, c: &TaskCall) -> i64 {
         let drain = self.drain;
         let acc = self.acc(c.tokio_id);
         if c.end_ns >= acc.last_end_ns {
@@ -219,6 +220,9 @@ impl Tasks {
             acc.totals.thread_index = c.last_thread;
         }
         acc.generation += 1;
+        if contained {
+            return acc.totals.index;
+        }
         acc.pending.push(Root {
             start_ns: c.start_ns,
             end_ns: c.end_ns,
@@ -359,12 +363,12 @@ mod tests {
         let none = |_| None;
         // Inner call completes first, then the outer one that contains it, then a second
         // sequential root.
-        assert_eq!(t.add_call(&call(77, 20, 30, 1, 10, 1)), 0);
+        assert_eq!(t.add_call(false, &call(77, 20, 30, 1, 10, 1)), 0);
         t.settle(0, false, none);
-        assert_eq!(t.add_call(&call(77, 10, 100, 6, 40, 0)), 0);
-        assert_eq!(t.add_call(&call(5, 1, 2, 1, 1, 0)), 1);
+        assert_eq!(t.add_call(false, &call(77, 10, 100, 6, 40, 0)), 0);
+        assert_eq!(t.add_call(false, &call(5, 1, 2, 1, 1, 0)), 1);
         t.settle(0, false, none);
-        t.add_call(&call(77, 200, 260, 2, 30, 2));
+        t.add_call(false, &call(77, 200, 260, 2, 30, 2));
         let rows = t.take_rows(0, none, |r| format!("r{r}"));
         assert_eq!(rows.len(), 2);
         let r = &rows[0];
@@ -384,7 +388,7 @@ mod tests {
         // The connection's outer call started at 5 and stays open.
         let open = |id| (id == 9).then_some(5);
         for k in 0..10_000 {
-            t.add_call(&call(9, 10 + 10 * k, 15 + 10 * k, 1, 5, 1));
+            t.add_call(false, &call(9, 10 + 10 * k, 15 + 10 * k, 1, 5, 1));
             t.settle(0, false, open);
             assert!(t.by_id[&9].pending.len() <= 1, "at most one drain pending");
         }
@@ -403,7 +407,7 @@ mod tests {
         let none = |_| None;
         let n = QUIET_CAP as u64 + 1000;
         for id in 1..=n {
-            t.add_call(&call(id, 1, 3, 1, 2, 0));
+            t.add_call(false, &call(id, 1, 3, 1, 2, 0));
             t.settle(0, false, none);
             t.settle(0, false, none);
         }
