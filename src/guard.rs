@@ -144,6 +144,13 @@ fn load_spooled_calls(phase: &Path, snap: &mut Snapshot) -> Result<(), Error> {
         .enumerate()
         .map(|(i, r)| (r.row.name.clone(), i))
         .collect();
+    if !contents.polls.is_empty() {
+        snap.polls.extend(contents.polls);
+    }
+    if !contents.tasks.is_empty() {
+        snap.tasks.extend(contents.tasks);
+        snap.tasks.sort_by_key(|t| t.index);
+    }
     let mut calls = contents.calls;
     for (id, (name, _, _)) in contents.regions.iter().enumerate() {
         if let Some(&i) = by_name.get(name) {
@@ -232,6 +239,25 @@ impl FlushGuard {
         crate::builder::check_writable(path)?;
         self.finalize_inner(false, Some(path))
             .map(|r| r.unwrap_or_default())
+    }
+
+    /// CPU time (ns) the profiler's flusher thread has used so far, as of its latest drain
+    /// (every finalize ends with one). For scaling tests and benchmarks; not a stable API.
+    #[doc(hidden)]
+    pub fn flusher_cpu_ns(&self) -> i64 {
+        self.shared
+            .flusher_cpu_ns
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Complete drains the flusher has done so far (it drains every 2 ms, with or without
+    /// records); with [`flusher_cpu_ns`](Self::flusher_cpu_ns), separates the cost of
+    /// polling from the cost per record. Not a stable API.
+    #[doc(hidden)]
+    pub fn flusher_drains(&self) -> u64 {
+        self.shared
+            .flusher_drains
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     fn finalize_inner(&self, on_drop: bool, to: Option<&Path>) -> Result<Option<Report>, Error> {
