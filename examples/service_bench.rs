@@ -93,6 +93,8 @@ enum Config {
 
 struct Round {
     req_per_s: f64,
+    /// Process CPU (all threads: server, clients, flusher) per request, ns.
+    cpu_ns_per_req: f64,
     flusher_ns_per_req: f64,
     exit_s: f64,
 }
@@ -136,6 +138,7 @@ fn round(config: Config, clients: usize, requests: u64, dir: &std::path::Path, k
     let addr = listener.local_addr().expect("addr");
     server_rt.spawn(serve(listener, Db::default()));
     let cpu0 = guard.as_ref().map_or(0, |g| g.flusher_cpu_ns());
+    let process0 = process_cpu_ns();
     let t0 = Instant::now();
     client_rt.block_on(async {
         let hs: Vec<_> = (0..clients)
@@ -146,6 +149,7 @@ fn round(config: Config, clients: usize, requests: u64, dir: &std::path::Path, k
         }
     });
     let elapsed = t0.elapsed().as_secs_f64();
+    let process = process_cpu_ns() - process0;
     let total = clients as u64 * requests;
     // Connections end when the clients hang up; give the server a moment to see it.
     drop(client_rt);
@@ -167,9 +171,22 @@ fn round(config: Config, clients: usize, requests: u64, dir: &std::path::Path, k
     };
     Round {
         req_per_s: total as f64 / elapsed,
+        cpu_ns_per_req: process as f64 / total as f64,
         flusher_ns_per_req: flusher,
         exit_s: t_exit.elapsed().as_secs_f64(),
     }
+}
+
+/// CPU time of the whole process (user + system, every thread), ns.
+fn process_cpu_ns() -> i64 {
+    // SAFETY: `ru` is a valid, writable rusage; getrusage only writes into it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_SELF is always valid.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0;
+    }
+    let us = |t: libc::timeval| t.tv_sec * 1_000_000 + t.tv_usec;
+    (us(ru.ru_utime) + us(ru.ru_stime)) * 1000
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -194,6 +211,7 @@ fn main() {
     let dir = tempfile_dir();
     let configs = [Config::Bare, Config::Layer, Config::Off];
     let mut tput: HashMap<&str, Vec<f64>> = HashMap::new();
+    let mut cpu: HashMap<&str, Vec<f64>> = HashMap::new();
     let mut flusher = Vec::new();
     let mut exit = Vec::new();
     // One warm-up round of each, not counted.
@@ -212,6 +230,7 @@ fn main() {
         for (k, c) in order {
             let x = round(*c, clients, requests, &dir, r * 3 + k);
             tput.entry(name(*c)).or_default().push(x.req_per_s);
+            cpu.entry(name(*c)).or_default().push(x.cpu_ns_per_req);
             if *c == Config::Layer {
                 flusher.push(x.flusher_ns_per_req);
                 exit.push(x.exit_s);
@@ -225,11 +244,22 @@ fn main() {
     println!(
         "service_bench: {rounds} rounds x {clients} clients x {requests} requests, interleaved"
     );
-    println!("| configuration | req/s (median) | vs. bare |");
-    println!("|---|---:|---:|");
+    let bare_cpu = median(cpu.get(name(Config::Bare)).cloned().unwrap_or(vec![0.0]));
+    println!(
+        "| configuration | req/s (median) | vs. bare | process CPU per request (median) | vs. bare |"
+    );
+    println!("|---|---:|---:|---:|---:|");
     for c in configs {
         let m = median(tput.get(name(c)).cloned().unwrap_or(vec![0.0]));
-        println!("| {} | {:.0} | {:.3}x |", name(c), m, m / bare);
+        let p = median(cpu.get(name(c)).cloned().unwrap_or(vec![0.0]));
+        println!(
+            "| {} | {:.0} | {:.3}x | {:.2} us | {:.3}x |",
+            name(c),
+            m,
+            m / bare,
+            p / 1e3,
+            p / bare_cpu
+        );
     }
     println!(
         "flusher CPU per request (layer): {:.0} ns (median); finalize + drop after the last \

@@ -103,8 +103,12 @@ impl Inst {
 #[derive(Default)]
 pub(crate) struct Assembler {
     open: FastMap<u64, Vec<Inst>>,
-    /// Ids with a closed instance waiting for the next complete drain.
+    /// Ids with an instance closed during the previous complete drain: completed at the end
+    /// of the current one.
     deferred: Vec<u64>,
+    /// Ids with an instance closed during the current complete drain: they cannot complete
+    /// before the next one, so this drain's end does not visit them.
+    closed_now: Vec<u64>,
     /// Records that arrived before their instance's `NEW`: (epoch stashed, lane, record).
     stash: FastMap<u64, Vec<(u64, u32, Record)>>,
     epoch: u64,
@@ -280,7 +284,7 @@ impl Assembler {
                 inst.closed_lane = Some(lane);
                 if inst.closed_epoch.is_none() {
                     inst.closed_epoch = Some(self.epoch);
-                    self.deferred.push(r.id);
+                    self.closed_now.push(r.id);
                 }
             }
         }
@@ -341,9 +345,10 @@ impl Assembler {
         for gone in expired {
             self.orphaned(gone.iter().map(|(_, _, r)| r));
         }
-        // One visit per id (an id reused many times between two drains is listed as often),
-        // and one pass over its instances that keeps their creation order.
-        let mut ids = std::mem::take(&mut self.deferred);
+        // Only ids with an instance closed before this drain; one visit per id (an id reused
+        // many times between two drains is listed as often), one pass over its instances
+        // that keeps their creation order.
+        let mut ids = std::mem::replace(&mut self.deferred, std::mem::take(&mut self.closed_now));
         ids.sort_unstable();
         ids.dedup();
         let mut dropped = 0;
@@ -353,13 +358,11 @@ impl Assembler {
                 continue;
             };
             let insts = entry.get_mut();
-            let mut waiting = false;
+            // Instances closed during this drain stay: their ids are in `closed_now`.
             let mut kept = 0;
             for k in 0..insts.len() {
-                match insts[k].closed_epoch {
-                    Some(e) if e < epoch => continue,
-                    Some(_) => waiting = true,
-                    None => {}
+                if insts[k].closed_epoch.is_some_and(|e| e < epoch) {
+                    continue;
                 }
                 insts.swap(kept, k);
                 kept += 1;
@@ -376,9 +379,6 @@ impl Assembler {
             }
             if insts.is_empty() {
                 entry.remove();
-            }
-            if waiting {
-                self.deferred.push(id);
             }
         }
         self.dropped_calls += dropped;
