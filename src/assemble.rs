@@ -21,11 +21,13 @@
 //!   say) has been published and drained. Only the commonest shape, a span created, entered
 //!   once, exited and closed with nothing in between on one lane, is completed at once.
 
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 use crate::fasthash::FastMap;
 use crate::lane::record::{Record, AUX, CLOSE, ENTER, EXIT, LOST, NEW};
 use crate::region::{Callsites, RegionTable};
+use crate::task::OpenStarts;
 
 /// A completed call, in raw clock ticks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,8 +103,12 @@ impl Inst {
 #[derive(Default)]
 pub(crate) struct Assembler {
     open: FastMap<u64, Vec<Inst>>,
-    /// Ids with a closed instance waiting for the next complete drain.
+    /// Ids with an instance closed during the previous complete drain: completed at the end
+    /// of the current one.
     deferred: Vec<u64>,
+    /// Ids with an instance closed during the current complete drain: they cannot complete
+    /// before the next one, so this drain's end does not visit them.
+    closed_now: Vec<u64>,
     /// Records that arrived before their instance's `NEW`: (epoch stashed, lane, record).
     stash: FastMap<u64, Vec<(u64, u32, Record)>>,
     epoch: u64,
@@ -117,6 +123,8 @@ pub(crate) struct Assembler {
     /// Polls completed since the caller last took them (when `keep_polls`).
     pub(crate) polls: Vec<RawPoll>,
     pub(crate) regions: RegionTable,
+    /// Starts of the entered, not yet completed instances of each Tokio task.
+    pub(crate) task_open: OpenStarts,
 }
 
 impl Assembler {
@@ -206,6 +214,8 @@ impl Assembler {
                 lost: false,
                 closed_lane: None,
             };
+            // Instances of one id stay in creation order, so the routing below finds the
+            // newest one from the back (O(1) however many wait for their completion).
             self.open.entry(r.id).or_default().push(inst);
             if let Some(stashed) = self.stash.remove(&r.id) {
                 self.replay(lane, stashed, out);
@@ -235,6 +245,10 @@ impl Assembler {
                 // The earliest enter starts the call (records of other lanes may be replayed
                 // before this lane's earlier ones).
                 if inst.first_enter.is_none_or(|(t, _, _)| r.tsc < t) {
+                    if let Some((t, _, task)) = inst.first_enter {
+                        self.task_open.remove(task, t);
+                    }
+                    self.task_open.insert(r.task(), r.tsc);
                     inst.first_enter = Some((r.tsc, lane, r.task()));
                 }
             }
@@ -270,7 +284,7 @@ impl Assembler {
                 inst.closed_lane = Some(lane);
                 if inst.closed_epoch.is_none() {
                     inst.closed_epoch = Some(self.epoch);
-                    self.deferred.push(r.id);
+                    self.closed_now.push(r.id);
                 }
             }
         }
@@ -331,41 +345,42 @@ impl Assembler {
         for gone in expired {
             self.orphaned(gone.iter().map(|(_, _, r)| r));
         }
-        let mut keep = Vec::new();
-        let mut kept = crate::fasthash::FastMap::<u64, ()>::default();
+        // Only ids with an instance closed before this drain; one visit per id (an id reused
+        // many times between two drains is listed as often), one pass over its instances
+        // that keeps their creation order.
+        let mut ids = std::mem::replace(&mut self.deferred, std::mem::take(&mut self.closed_now));
+        ids.sort_unstable();
+        ids.dedup();
         let mut dropped = 0;
-        for id in std::mem::take(&mut self.deferred) {
-            let Some(insts) = self.open.get_mut(&id) else {
+        for id in ids {
+            // One hash lookup per id (the entry is removed through it when emptied).
+            let Entry::Occupied(mut entry) = self.open.entry(id) else {
                 continue;
             };
-            let mut waiting = false;
-            let mut k = 0;
-            while k < insts.len() {
-                match insts[k].closed_epoch {
-                    Some(e) if e < epoch => {
-                        // `remove`, not `swap_remove`: the last instance is the newest.
-                        let inst = insts.remove(k);
-                        if inst.lost {
-                            dropped += 1;
-                        } else {
-                            out.extend(inst.into_call());
-                        }
-                    }
-                    Some(_) => {
-                        waiting = true;
-                        k += 1;
-                    }
-                    None => k += 1,
+            let insts = entry.get_mut();
+            // Instances closed during this drain stay: their ids are in `closed_now`.
+            let mut kept = 0;
+            for k in 0..insts.len() {
+                if insts[k].closed_epoch.is_some_and(|e| e < epoch) {
+                    continue;
+                }
+                insts.swap(kept, k);
+                kept += 1;
+            }
+            for inst in insts.drain(kept..) {
+                if let Some((t, _, task)) = inst.first_enter {
+                    self.task_open.remove(task, t);
+                }
+                if inst.lost {
+                    dropped += 1;
+                } else {
+                    out.extend(inst.into_call());
                 }
             }
             if insts.is_empty() {
-                self.open.remove(&id);
-            }
-            if waiting && kept.insert(id, ()).is_none() {
-                keep.push(id);
+                entry.remove();
             }
         }
-        self.deferred = keep;
         self.dropped_calls += dropped;
     }
 

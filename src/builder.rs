@@ -323,6 +323,16 @@ impl Builder {
         self
     }
 
+    /// How long a recording thread waits for a flusher that frees no buffer before it drops
+    /// instead (default 100 ms; see [`lossy`](Self::lossy)). The bound is on the flusher
+    /// making no progress: while it frees buffers, a thread keeps waiting. A longer bound keeps
+    /// counts exact on a machine too loaded to run the flusher often; a shorter one bounds the
+    /// stall a service's threads can see.
+    pub fn backpressure_timeout(mut self, timeout: Duration) -> Self {
+        self.buffering.max_wait = timeout;
+        self
+    }
+
     /// Test hook: makes the flusher panic in its `n`-th drain, to check that a failing flusher
     /// never takes the program down. Not part of the stable API.
     #[doc(hidden)]

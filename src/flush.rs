@@ -24,7 +24,7 @@ use crate::region::RegionInfo;
 use crate::spool::SpoolWriter;
 use crate::state::Shared;
 use crate::stats::Stats;
-use crate::task::{TaskCall, Tasks};
+use crate::task::{TaskCall, TaskTotals, Tasks};
 use crate::Mode;
 
 /// How often the flusher collects full chunks.
@@ -105,7 +105,7 @@ pub(crate) struct Flusher {
     shared: Arc<Shared>,
     lanes: Vec<(Arc<Lane>, Cursor)>,
     /// Rows of threads whose lanes were drained and dropped.
-    exited: Vec<ThreadRow>,
+    exited: crate::thread_rows::ExitedThreads,
     /// Records lost from dropped lanes (their counters are gone with them).
     exited_dropped: u64,
     /// Calls dropped whole by dropped lanes.
@@ -115,6 +115,8 @@ pub(crate) struct Flusher {
     scratch: Vec<RawCall>,
     phase: Vec<PhaseRegion>,
     tasks: Tasks,
+    /// Rows of retired tasks, without an output file.
+    finished_tasks: Vec<TaskTotals>,
     polls: Vec<PollRecord>,
     keep_calls: bool,
     spool: Option<SpoolWriter>,
@@ -137,7 +139,7 @@ impl Flusher {
         Flusher {
             shared,
             lanes: Vec::new(),
-            exited: Vec::new(),
+            exited: Default::default(),
             exited_dropped: 0,
             exited_dropped_calls: 0,
             drains: 0,
@@ -145,6 +147,7 @@ impl Flusher {
             scratch: Vec::new(),
             phase: Vec::new(),
             tasks: Tasks::default(),
+            finished_tasks: Vec::new(),
             polls: Vec::new(),
             keep_calls,
             spool,
@@ -194,6 +197,7 @@ impl Flusher {
             match rx.try_recv() {
                 Ok(Command::Finalize(reply)) => {
                     let snap = self.finalize();
+                    self.note_cpu();
                     let _ = reply.send(Ok(snap));
                 }
                 Ok(Command::Shutdown) | Err(TryRecvError::Disconnected) => {
@@ -202,7 +206,10 @@ impl Flusher {
                     self.shutdown_spool();
                     return;
                 }
-                Err(TryRecvError::Empty) => self.complete_drain(),
+                Err(TryRecvError::Empty) => {
+                    self.complete_drain();
+                    self.note_cpu();
+                }
             }
             // A thread waiting for a buffer wants the next drain now; otherwise pause (the
             // guard and waiting threads unpark us early).
@@ -237,6 +244,13 @@ impl Flusher {
         }
     }
 
+    /// Publishes the flusher thread's CPU time so far (see `FlushGuard::flusher_cpu_ns`).
+    fn note_cpu(&self) {
+        self.shared
+            .flusher_cpu_ns
+            .store(crate::clock::thread_cpu_ns(), Ordering::Relaxed);
+    }
+
     fn refresh_lanes(&mut self) {
         let new = std::mem::take(
             &mut *self
@@ -257,6 +271,7 @@ impl Flusher {
                 self.drains
             );
         }
+        self.shared.flusher_drains.fetch_add(1, Ordering::Relaxed);
         self.shared.clock.recalibrate();
         self.asm.begin_complete_drain();
         self.refresh_lanes();
@@ -335,15 +350,25 @@ impl Flusher {
             let dur_ns = (clock.to_ns(c.end) - start_ns).max(0);
             let busy_ns = clock.ticks_to_ns(c.busy).min(dur_ns);
             let task = if track_tasks && c.task != 0 {
-                self.tasks.add_call(&TaskCall {
-                    tokio_id: c.task,
-                    start_ns,
-                    end_ns: start_ns + dur_ns,
-                    polls: c.polls,
-                    busy_ns,
-                    region: c.region,
-                    last_thread: c.last_lane,
-                })
+                // An open call of the task that started no later contains this one: it is no
+                // root, and needs no settling (a connection's commands).
+                let contained = self
+                    .asm
+                    .task_open
+                    .earliest(c.task)
+                    .is_some_and(|s| s <= c.start);
+                self.tasks.add_call(
+                    contained,
+                    &TaskCall {
+                        tokio_id: c.task,
+                        start_ns,
+                        end_ns: start_ns + dur_ns,
+                        polls: c.polls,
+                        busy_ns,
+                        region: c.region,
+                        last_thread: c.last_lane,
+                    },
+                )
             } else {
                 -1
             };
@@ -385,9 +410,16 @@ impl Flusher {
                 self.calls_truncated = true;
             }
         }
+        self.polls_and_tasks();
+    }
+
+    /// Folds the drained polls, then settles the task table (see [`crate::task`]): rows of
+    /// retired tasks go to the spool (or stay in memory without an output file).
+    fn polls_and_tasks(&mut self) {
+        let clock = self.shared.clock;
         for p in self.asm.polls.drain(..) {
             let start_ns = clock.to_ns(p.start);
-            self.polls.push(PollRecord {
+            let record = PollRecord {
                 region: p.region,
                 start_ns,
                 dur_ns: (clock.to_ns(p.end) - start_ns).max(0),
@@ -397,13 +429,32 @@ impl Flusher {
                 } else {
                     -1
                 },
-            });
+            };
+            match &mut self.spool {
+                Some(spool) => spool.poll(record),
+                None => self.polls.push(record),
+            }
+        }
+        if !self.shared.config.track_async {
+            return;
+        }
+        let open = &self.asm.task_open;
+        self.tasks.settle(clock.now_ns(), false, |t| {
+            open.earliest(t).map(|s| clock.to_ns(s))
+        });
+        let finished = self.tasks.take_finished();
+        if finished.is_empty() {
+            return;
+        }
+        match &mut self.spool {
+            Some(spool) => spool.tasks(&finished),
+            None => self.finished_tasks.extend(finished),
         }
     }
 
     /// The thread table: every lane, live threads' CPU time sampled now, in index order.
     fn threads(&self) -> Vec<ThreadRow> {
-        let mut rows: Vec<ThreadRow> = self.exited.clone();
+        let mut rows: Vec<ThreadRow> = self.exited.rows().collect();
         rows.extend(self.lanes.iter().map(|(l, _)| thread_row(l)));
         rows.sort_by_key(|r| r.index);
         rows
@@ -501,6 +552,17 @@ impl Flusher {
             });
         }
         let region_names: Vec<String> = infos.iter().map(|i| i.name.to_owned()).collect();
+        let (clock, open) = (self.shared.clock, &self.asm.task_open);
+        let name = |r: u32| region_names[r as usize].clone();
+        let mut tasks = self.tasks.take_rows(
+            clock.now_ns(),
+            |t| open.earliest(t).map(|s| clock.to_ns(s)),
+            name,
+        );
+        if !self.finished_tasks.is_empty() {
+            tasks.extend(self.finished_tasks.drain(..).map(|t| t.row(false, name)));
+            tasks.sort_by_key(|r| r.index);
+        }
         let threads = self.threads();
         let agg = self.aggregate_stats();
         self.phase_no += 1;
@@ -515,7 +577,7 @@ impl Flusher {
         Snapshot {
             regions,
             threads,
-            tasks: self.tasks.take_rows(|r| region_names[r as usize].clone()),
+            tasks,
             polls: std::mem::take(&mut self.polls),
             region_names,
             spool_phase,

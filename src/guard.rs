@@ -203,6 +203,27 @@ impl FlushGuard {
             .map(|r| r.unwrap_or_default())
     }
 
+    /// CPU time (ns) the profiler's flusher thread has used so far, as of its latest drain
+    /// (every finalize ends with one). For scaling tests and benchmarks; not a stable API.
+    #[doc(hidden)]
+    pub fn flusher_cpu_ns(&self) -> i64 {
+        self.inner
+            .shared
+            .flusher_cpu_ns
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Complete drains the flusher has done so far (it drains every 2 ms, with or without
+    /// records); with [`flusher_cpu_ns`](Self::flusher_cpu_ns), separates the cost of
+    /// polling from the cost per record. Not a stable API.
+    #[doc(hidden)]
+    pub fn flusher_drains(&self) -> u64 {
+        self.inner
+            .shared
+            .flusher_drains
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Like [`finalize`](Self::finalize), but writes this phase's file to `path` instead of the
     /// configured output (e.g. one file per phase of a long run). Works with
     /// [`no_output`](crate::Builder::no_output) too.

@@ -63,6 +63,7 @@ mod spool;
 mod state;
 mod stats;
 mod task;
+mod thread_rows;
 
 pub use builder::{Builder, Mode, DEFAULT_BUFFER_BUDGET, MIN_BUFFER_BUDGET};
 pub use error::Error;

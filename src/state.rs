@@ -3,7 +3,7 @@
 //! registered callsites.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -71,6 +71,10 @@ pub(crate) struct Shared {
     pub failure: Mutex<Option<String>>,
     /// The configured sinks, if any.
     pub sinks: Option<Sinks>,
+    /// CPU time (ns) the flusher thread has used, updated after each of its drains.
+    pub flusher_cpu_ns: AtomicI64,
+    /// Complete drains the flusher has done.
+    pub flusher_drains: AtomicU64,
 }
 
 impl Shared {
@@ -98,6 +102,8 @@ impl Shared {
             lost: AtomicU64::new(0),
             failure: Mutex::new(None),
             sinks,
+            flusher_cpu_ns: AtomicI64::new(0),
+            flusher_drains: AtomicU64::new(0),
         }
     }
 

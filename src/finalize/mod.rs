@@ -128,13 +128,21 @@ pub(crate) fn run(
     let spool_phase = snap.spool_phase.clone();
     let facts = Facts::of(&snap);
     let mut data = load(shared, snap, phase_start_ns, finalize_ns);
-    let scan = match nest(shared, state, trigger, &data) {
+    let mut scan = match nest(shared, state, trigger, &data) {
         Ok(s) => s,
         Err(e) => {
             result = result.and(Err(e));
             Scan::default()
         }
     };
+    // Task rows retired and polls streamed to the spool during the phase.
+    if let Some((tasks, polls)) = scan.lanes.take() {
+        data.polls.extend(polls);
+        if !tasks.is_empty() {
+            data.tasks.extend(tasks);
+            data.tasks.sort_by_key(|t| t.index);
+        }
+    }
     let warnings = sinks(shared, &mut data, &mut result, &facts);
     let mut report = report(&data, &facts, &scan, warnings, phase_start_ns, finalize_ns);
     if config.mode == Mode::Disabled {
