@@ -83,7 +83,7 @@ fn cells(line: &str, numeric: usize) -> Option<(usize, String, Vec<String>)> {
     }
     let (head, nums) = words.split_at(words.len() - numeric);
     let bars = head.iter().filter(|w| **w == "│").count();
-    let elbow = head.iter().any(|w| *w == "└─");
+    let elbow = head.contains(&"└─");
     let name: Vec<&str> = head
         .iter()
         .copied()
