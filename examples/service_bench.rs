@@ -13,7 +13,7 @@
 //! last call.
 //!
 //! ```text
-//! cargo run --release --example service_bench [-- --rounds 5 --clients 8 --requests 5000 --one-connection 1000000]
+//! cargo run --release --example service_bench [-- --rounds 5 --clients 8 --requests 5000 --one-connection 1000000 --short-tasks 1000000 --work 0]
 //! ```
 
 use std::collections::HashMap;
@@ -301,7 +301,14 @@ fn rss_mib() -> f64 {
 #[instrument(skip_all)]
 async fn request(k: u64) -> u64 {
     tokio::task::yield_now().await;
-    k.wrapping_mul(31)
+    // Some work per request (`--work N` iterations), so the rate can be set below what the
+    // flusher assembles.
+    (0..work()).fold(k, |a, x| std::hint::black_box(a.wrapping_mul(31) ^ x))
+}
+
+fn work() -> u64 {
+    static WORK: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *WORK.get_or_init(|| arg("--work", 0))
 }
 
 /// A task per request: `n` short tasks with one instrumented span each (4 workers, at most
@@ -351,10 +358,12 @@ fn short_tasks(n: u64, dir: &std::path::Path, on: bool) {
     let fin = t1.elapsed().as_secs_f64();
     let calls = report.region("request").map_or(0, |r| r.calls);
     let dropped = report.dropped();
+    let flusher_us = guard.flusher_cpu_ns() as f64 / 1e3 / n as f64;
     drop(d);
     println!(
         "{n} short tasks, profiler {}: {calls} calls in {run_s:.2} s, RSS +{:.1} MiB while \
-         recording (peak {after:.1} MiB), {dropped} records dropped, finalize {fin:.3} s",
+         recording (peak {after:.1} MiB), {dropped} records dropped, flusher {flusher_us:.2} us \
+         CPU per task, finalize {fin:.3} s",
         if on { "on" } else { "off (SCOPE_PROFILER=off)" },
         after - before
     );

@@ -127,6 +127,9 @@ pub(crate) struct Flusher {
     span_ns: Option<(i64, i64)>,
 }
 
+/// Capacity the per-drain batch vectors keep between drains.
+const BATCH_KEEP: usize = 1 << 16;
+
 /// Calls kept in memory per phase without an output file (for the summary's call tree); above
 /// it only the statistics are kept.
 const MEMORY_CALL_CAP: usize = 2_000_000;
@@ -411,6 +414,14 @@ impl Flusher {
             }
         }
         self.polls_and_tasks();
+        // A drain after a burst (the flusher behind) can hold millions of calls and polls;
+        // give that memory back instead of keeping the batch vectors at their peak.
+        if self.scratch.capacity() > BATCH_KEEP {
+            self.scratch.shrink_to(BATCH_KEEP);
+        }
+        if self.asm.polls.capacity() > BATCH_KEEP {
+            self.asm.polls.shrink_to(BATCH_KEEP);
+        }
     }
 
     /// Folds the drained polls, then settles the task table (see [`crate::task`]): rows of
