@@ -28,6 +28,7 @@ for i, p in enumerate(t.packet):
         e = p.track_event
         events.append((p.timestamp, i, e.track_uuid, e.type, names.get(e.name_iid),
                        [cats[c] for c in e.category_iids], list(e.flow_ids)))
+time_sorted = all(a[0] <= b[0] for a, b in zip(events, events[1:]))
 events.sort(key=lambda e: (e[0], e[1]))
 stacks, bad, counts, on_thread, flows = {}, [], {}, {}, {}
 for ts, i, tr, ty, name, cs, fl in events:
@@ -46,7 +47,7 @@ for ts, i, tr, ty, name, cs, fl in events:
         bad.append('unexpected event type %d' % ty)
 unclosed = sum(len(s) for s in stacks.values())
 threads = sorted([v['tid'], v['name']] for v in tracks.values() if v['thread'])
-print(json.dumps(dict(bad=bad, unclosed=unclosed, counts=counts, threads=threads,
+print(json.dumps(dict(bad=bad, unclosed=unclosed, time_sorted=time_sorted, counts=counts, threads=threads,
                       flows={k: [len(v), len(set(v))] for k, v in flows.items()})))
 "#;
 
@@ -154,6 +155,8 @@ fn check_perfetto(trace: &Path, e: &Expect) {
     let out = python(perfetto_python(), CHECK_PFTRACE, &[trace.to_str().unwrap()]);
     eprintln!("perfetto facts: {out}");
     assert!(out.contains("\"bad\": []"), "{out}");
+    // Packets in time order (the trace processor then needs no reordering).
+    assert!(out.contains("\"time_sorted\": true"), "{out}");
     assert_eq!(count(&out, "unclosed"), 0, "{out}");
     // Calls outside tasks are on thread tracks, calls in tasks on task tracks.
     assert_eq!(

@@ -3,7 +3,7 @@
 //! bounded memory (spilling to a temporary file beside the output) and walked track by track.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use scope_profiler::read::{Profile, StorageLayout};
@@ -12,6 +12,7 @@ use crate::chrome::Chrome;
 use crate::flame::{Folded, Grouping};
 use crate::items::{Item, Kind, Tracks};
 use crate::perfetto::Perfetto;
+use crate::pipe::Pipe;
 use crate::sort::{spill_path, Sorter};
 use crate::supervise::Heartbeat;
 use crate::walk::{Sink, Walker};
@@ -129,7 +130,7 @@ struct TempOut {
 }
 
 impl TempOut {
-    fn create(out: &Path) -> Result<(TempOut, BufWriter<File>), String> {
+    fn create(out: &Path) -> Result<(TempOut, Pipe), String> {
         let name = out
             .file_name()
             .ok_or_else(|| format!("{}: the output path has no file name", out.display()))?
@@ -144,13 +145,13 @@ impl TempOut {
                 out: out.to_path_buf(),
                 done: false,
             },
-            BufWriter::with_capacity(1 << 20, f),
+            Pipe::new(f),
         ))
     }
 
-    fn publish(mut self, w: BufWriter<File>) -> Result<(), String> {
+    fn publish(mut self, mut w: Pipe) -> Result<(), String> {
         let err = |e: std::io::Error| format!("{}: cannot write output: {e}", self.out.display());
-        let f = w.into_inner().map_err(|e| err(e.into_error()))?;
+        let f = w.finish().map_err(err)?;
         drop(f);
         std::fs::rename(&self.tmp, &self.out).map_err(err)?;
         self.done = true;

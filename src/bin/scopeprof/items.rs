@@ -61,46 +61,18 @@ pub(crate) struct Item {
 }
 
 impl Item {
-    /// Bytes of [`Item::encode`].
-    pub(crate) const SIZE: usize = 29;
-
     /// The order the walker needs: start ascending, end descending (the enclosing slice
     /// first), calls before polls before device times, then by track and name.
     #[inline]
     pub(crate) fn order(&self, o: &Item) -> std::cmp::Ordering {
+        // Lazy tie-breaks: almost every comparison is decided by the start.
         self.start
             .cmp(&o.start)
-            .then(o.end.cmp(&self.end))
-            .then(self.kind.cmp(&o.kind))
-            .then(self.track.cmp(&o.track))
-            .then(self.name.cmp(&o.name))
-            .then(self.other.cmp(&o.other))
-    }
-
-    /// Fixed-size little-endian encoding for spill files.
-    #[inline]
-    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.start.to_le_bytes());
-        out.extend_from_slice(&self.end.to_le_bytes());
-        out.extend_from_slice(&self.name.to_le_bytes());
-        out.extend_from_slice(&self.track.to_le_bytes());
-        out.extend_from_slice(&self.other.to_le_bytes());
-        out.push(self.kind as u8);
-    }
-
-    /// Inverse of [`Item::encode`].
-    #[inline]
-    pub(crate) fn decode(b: &[u8; Item::SIZE]) -> Item {
-        let i64_at = |k: usize| i64::from_le_bytes(b[k..k + 8].try_into().unwrap_or_default());
-        let u32_at = |k: usize| u32::from_le_bytes(b[k..k + 4].try_into().unwrap_or_default());
-        Item {
-            start: i64_at(0),
-            end: i64_at(8),
-            name: u32_at(16),
-            track: u32_at(20),
-            other: u32_at(24),
-            kind: Kind::from_u8(b[28]),
-        }
+            .then_with(|| o.end.cmp(&self.end))
+            .then_with(|| self.kind.cmp(&o.kind))
+            .then_with(|| self.track.cmp(&o.track))
+            .then_with(|| self.name.cmp(&o.name))
+            .then_with(|| self.other.cmp(&o.other))
     }
 }
 
@@ -152,6 +124,8 @@ pub(crate) struct Tracks {
     /// Poll region id -> index into `names`.
     poll_names: Vec<u32>,
     by_key: HashMap<Key, u32>,
+    /// Per rank: [thread lanes, task lanes], indexed by lane index + 1.
+    dense: Vec<[Vec<u32>; 2]>,
     threads: HashMap<(u32, i64), (i64, String)>,
     tasks: HashMap<(u32, i64), String>,
 }
@@ -195,6 +169,7 @@ impl Tracks {
             names,
             poll_names,
             by_key: HashMap::new(),
+            dense: Vec::new(),
             threads,
             tasks,
         };
@@ -209,6 +184,23 @@ impl Tracks {
     }
 
     fn track(&mut self, key: Key) -> u32 {
+        // Thread and task lanes are dense per-rank indices (-1..2^20, checked by the reader):
+        // a direct table instead of hashing every call's key.
+        let dense = match key {
+            Key::Thread(rank, i) => Some((rank, 0usize, i)),
+            Key::Task(rank, i) => Some((rank, 1usize, i)),
+            Key::Gpu(_) => None,
+        };
+        if let Some((rank, kind, i)) = dense {
+            if let Some(&t) = self
+                .dense
+                .get(rank as usize)
+                .and_then(|d| d[kind].get((i + 1) as usize))
+                .filter(|&&t| t != NONE)
+            {
+                return t;
+            }
+        }
         if let Some(&t) = self.by_key.get(&key) {
             return t;
         }
@@ -246,6 +238,19 @@ impl Tracks {
         let id = self.tracks.len() as u32;
         self.tracks.push(track);
         self.by_key.insert(key, id);
+        if let Some((rank, kind, i)) = dense {
+            let slot = (i + 1).max(0) as usize;
+            if rank < 1024 && slot < (1 << 21) {
+                if self.dense.len() <= rank as usize {
+                    self.dense.resize_with(rank as usize + 1, Default::default);
+                }
+                let table = &mut self.dense[rank as usize][kind];
+                if table.len() <= slot {
+                    table.resize(slot + 1, NONE);
+                }
+                table[slot] = id;
+            }
+        }
         id
     }
 
@@ -322,24 +327,5 @@ impl Tracks {
             }
             Ok(())
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    proptest! {
-        #[test]
-        fn items_round_trip(start in any::<i64>(), end in any::<i64>(), name in any::<u32>(),
-                            track in any::<u32>(), other in any::<u32>(), kind in 0u8..3) {
-            let item = Item { start, end, name, track, other, kind: Kind::from_u8(kind) };
-            let mut buf = Vec::new();
-            item.encode(&mut buf);
-            prop_assert_eq!(buf.len(), Item::SIZE);
-            let arr: [u8; Item::SIZE] = buf.try_into().unwrap();
-            prop_assert_eq!(Item::decode(&arr), item);
-        }
     }
 }

@@ -15,6 +15,7 @@ mod export;
 mod flame;
 mod items;
 mod perfetto;
+mod pipe;
 mod proto;
 mod sort;
 mod supervise;

@@ -29,9 +29,10 @@ const SEQ_NEEDS_INCREMENTAL_STATE: u64 = 2;
 const TYPE_SLICE_BEGIN: u64 = 1;
 const TYPE_SLICE_END: u64 = 2;
 /// Uuids of process tracks: `PROCESS_UUID + rank`; other tracks: `TRACK_UUID + index`, and
-/// overlap levels `TRACK_UUID + index + level * LEVEL_STRIDE`.
-const PROCESS_UUID: u64 = 1;
-const TRACK_UUID: u64 = 1 << 20;
+/// overlap levels `TRACK_UUID + index + level * LEVEL_STRIDE`. Small uuids for the tracks that
+/// every event names keep each event's varint short.
+const PROCESS_UUID: u64 = 1 << 62;
+const TRACK_UUID: u64 = 1;
 const LEVEL_STRIDE: u64 = 1 << 32;
 
 /// Writes the packets.

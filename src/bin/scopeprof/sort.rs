@@ -1,14 +1,17 @@
 //! Sorting items in bounded memory: runs of at most `run_items` items are sorted in memory;
 //! when more come, each run is spilled to a temporary file and the runs are merged, so the
-//! resident set stays near `run_items` x 32 bytes whatever the file's size.
+//! resident set stays near `run_items` x 32 bytes whatever the file's size. Spilled items are
+//! delta-encoded varints (start as the gap to the previous item's, end as a duration), about
+//! 8 bytes each instead of 29.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use crate::items::Item;
+use crate::items::{Item, Kind};
+use crate::proto::varint;
 
 /// Items per in-memory run by default (~96 MiB).
 pub(crate) const DEFAULT_RUN_ITEMS: usize = 3 << 20;
@@ -76,16 +79,19 @@ impl Sorter {
             });
         }
         let spill = self.spill.as_mut().expect("created above");
-        let mut bytes = Vec::with_capacity(Item::SIZE * 4096);
+        let mut bytes = Vec::with_capacity(1 << 16);
+        let mut previous = 0i64;
+        let start = spill.written;
         for chunk in self.buf.chunks(4096) {
             bytes.clear();
             for it in chunk {
-                it.encode(&mut bytes);
+                encode(it, previous, &mut bytes);
+                previous = it.start;
             }
             spill.file.write_all(&bytes)?;
+            spill.written += bytes.len() as u64;
         }
-        spill.runs.push((spill.written, self.buf.len() as u64));
-        spill.written += (self.buf.len() * Item::SIZE) as u64;
+        spill.runs.push((start, self.buf.len() as u64));
         self.buf.clear();
         Ok(())
     }
@@ -113,8 +119,11 @@ impl Sorter {
             let mut file = File::open(&spill.path)?;
             file.seek(SeekFrom::Start(offset))?;
             readers.push(Run {
-                reader: BufReader::with_capacity(1 << 16, file),
+                file,
+                buf: Vec::new(),
+                at: 0,
                 left: n,
+                previous: 0,
             });
         }
         let mut heap = BinaryHeap::with_capacity(readers.len());
@@ -141,22 +150,93 @@ pub(crate) fn spill_path(out: &Path) -> PathBuf {
     out.with_file_name(format!(".{name}.{}.sort.tmp", std::process::id()))
 }
 
+/// Appends `it` to a spill: zigzag start gap to `previous`, duration, name, track, other + 1
+/// (0 = none), kind.
+fn encode(it: &Item, previous: i64, out: &mut Vec<u8>) {
+    let gap = it.start.wrapping_sub(previous);
+    varint(out, ((gap << 1) ^ (gap >> 63)) as u64);
+    varint(out, it.end.wrapping_sub(it.start) as u64);
+    varint(out, u64::from(it.name));
+    varint(out, u64::from(it.track));
+    varint(out, u64::from(it.other.wrapping_add(1)));
+    out.push(it.kind as u8);
+}
+
 /// One sorted run being read back.
 struct Run {
-    reader: BufReader<File>,
+    file: File,
+    buf: Vec<u8>,
+    at: usize,
     left: u64,
+    previous: i64,
 }
+
+/// Largest encoded item (five 10-byte varints and the kind).
+const MAX_ENCODED: usize = 51;
 
 impl Run {
     fn next(&mut self) -> std::io::Result<Option<Item>> {
         if self.left == 0 {
             return Ok(None);
         }
-        let mut b = [0u8; Item::SIZE];
-        self.reader.read_exact(&mut b)?;
+        if self.buf.len() - self.at < MAX_ENCODED {
+            // Refill: keep the unread tail, read up to 64 KiB more (bounded by the run's end
+            // only through `left`; reading into the next run's bytes is harmless).
+            self.buf.drain(..self.at);
+            self.at = 0;
+            let have = self.buf.len();
+            self.buf.resize(have + (1 << 16), 0);
+            let n = read_full(&mut self.file, &mut self.buf[have..])?;
+            self.buf.truncate(have + n);
+        }
+        let b = &self.buf;
+        let mut at = self.at;
+        let bad = || std::io::Error::new(std::io::ErrorKind::InvalidData, "corrupt sort file");
+        let mut next = || -> std::io::Result<u64> {
+            let mut v = 0u64;
+            for shift in (0..64).step_by(7) {
+                let byte = *b.get(at).ok_or_else(bad)?;
+                at += 1;
+                v |= u64::from(byte & 0x7f) << shift;
+                if byte < 0x80 {
+                    return Ok(v);
+                }
+            }
+            Err(bad())
+        };
+        let z = next()?;
+        let gap = ((z >> 1) as i64) ^ -((z & 1) as i64);
+        let dur = next()? as i64;
+        let name = next()? as u32;
+        let track = next()? as u32;
+        let other = (next()? as u32).wrapping_sub(1);
+        let kind = Kind::from_u8(*b.get(at).ok_or_else(bad)?);
+        at += 1;
+        self.at = at;
         self.left -= 1;
-        Ok(Some(Item::decode(&b)))
+        let start = self.previous.wrapping_add(gap);
+        self.previous = start;
+        Ok(Some(Item {
+            start,
+            end: start.wrapping_add(dur),
+            name,
+            track,
+            other,
+            kind,
+        }))
     }
+}
+
+/// Reads until `buf` is full or the file ends.
+fn read_full(f: &mut File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
 }
 
 /// Heap entry: the smallest item first.
@@ -186,21 +266,25 @@ impl Ord for Head {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::items::Kind;
     use proptest::prelude::*;
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(32))]
         #[test]
-        fn spilled_runs_merge_in_order(v in proptest::collection::vec((0i64..50, 0i64..20, 0u32..4), 0..300),
-                                       run in 2usize..40) {
+        fn spilled_runs_merge_in_order(
+            v in proptest::collection::vec(
+                (prop_oneof![3 => -50i64..50, 1 => -(1i64 << 61)..(1i64 << 61)], 0i64..(1 << 40),
+                 any::<u32>(), 0u32..4, prop_oneof![Just(u32::MAX), any::<u32>()], 0u8..3),
+                0..300),
+            run in 2usize..40,
+        ) {
             let dir = std::env::temp_dir().join(format!("scopeprof-sort-{}", std::process::id()));
             std::fs::create_dir_all(&dir).unwrap();
             let path = dir.join(format!("s{}-{}.tmp", run, v.len()));
             let _ = std::fs::remove_file(&path);
             let mut s = Sorter::new(run, path.clone());
-            let items: Vec<Item> = v.iter().map(|&(a, d, t)| Item {
-                start: a, end: a + d, name: t, track: t, other: 0, kind: Kind::Call,
+            let items: Vec<Item> = v.iter().map(|&(a, d, name, track, other, kind)| Item {
+                start: a, end: a + d, name, track, other, kind: Kind::from_u8(kind),
             }).collect();
             for it in &items {
                 s.push(*it).unwrap();

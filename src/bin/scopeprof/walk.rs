@@ -5,8 +5,12 @@
 //! its level (which a tree cannot hold: e.g. a span exited on another thread) goes to the
 //! first level where it nests, and the exporters draw each extra level as its own track. The
 //! nesting rule is the summary's: times doubled, a zero-length slice open for half a tick.
-//! Per track and level the begins and ends come out in time order, so the ends that are
-//! anonymous in Perfetto always close the right slice.
+//! Slices end in time order across all tracks (a heap of the open slices' ends, deeper first
+//! on ties, so each end is the top of its stack): begins and ends come out sorted by time, and
+//! the ends, which are anonymous in Perfetto, always close the right slice.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 use crate::items::{Item, Kind, NONE};
 
@@ -43,10 +47,15 @@ pub(crate) trait Sink {
     fn end(&mut self, open: &Open, level: u32, stack: &[Open]) -> Result<(), Self::Error>;
 }
 
+/// An open slice's end: (doubled end, deeper first, track, level).
+type End = Reverse<(i64, Reverse<usize>, u32, u32)>;
+
 /// The open slices of every track.
 pub(crate) struct Walker {
     /// Per track, per level: the stack.
     tracks: Vec<Vec<Vec<Open>>>,
+    /// Every open slice's end.
+    ends: BinaryHeap<End>,
     /// Slices that needed a level > 0.
     pub overlapping: u64,
 }
@@ -55,39 +64,46 @@ impl Walker {
     pub(crate) fn new() -> Walker {
         Walker {
             tracks: Vec::new(),
+            ends: BinaryHeap::new(),
             overlapping: 0,
         }
     }
 
+    /// Ends every open slice whose doubled end is at most `until2`, in time order.
+    fn close<S: Sink>(&mut self, until2: i64, sink: &mut S) -> Result<(), S::Error> {
+        while let Some(&Reverse((end2, _, t, l))) = self.ends.peek() {
+            if end2 > until2 {
+                break;
+            }
+            self.ends.pop();
+            let stack = &mut self.tracks[t as usize][l as usize];
+            if let Some(top) = stack.pop() {
+                sink.end(&top, l, stack)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Places the next item (items must come in [`Item::order`]).
     pub(crate) fn push<S: Sink>(&mut self, item: &Item, sink: &mut S) -> Result<(), S::Error> {
-        let t = item.track as usize;
-        if self.tracks.len() <= t {
-            self.tracks.resize_with(t + 1, Vec::new);
-        }
-        let levels = &mut self.tracks[t];
         let start2 = item.start.saturating_mul(2);
         let end2 = item
             .end
             .saturating_mul(2)
             .saturating_add(i64::from(item.end == item.start));
-        let mut level = 0;
-        loop {
-            if levels.len() == level {
-                levels.push(Vec::new());
-            }
-            let stack = &mut levels[level];
-            while let Some(top) = stack.last().copied() {
-                if top.end2 > start2 {
-                    break;
-                }
-                stack.pop();
-                sink.end(&top, level as u32, stack)?;
-            }
-            if stack.last().is_none_or(|top| end2 <= top.end2) {
-                break;
-            }
-            level += 1;
+        self.close(start2, sink)?;
+        let t = item.track as usize;
+        if self.tracks.len() <= t {
+            self.tracks.resize_with(t + 1, Vec::new);
+        }
+        let levels = &mut self.tracks[t];
+        // The first level where it nests (every slice open there contains its start).
+        let level = levels
+            .iter()
+            .position(|stack| stack.last().is_none_or(|top| end2 <= top.end2))
+            .unwrap_or(levels.len());
+        if level == levels.len() {
+            levels.push(Vec::new());
         }
         if level > 0 {
             self.overlapping += 1;
@@ -106,6 +122,12 @@ impl Walker {
             parent.child_ns += item.end - item.start;
         }
         let node = sink.begin(item, level as u32, stack, flow)?;
+        self.ends.push(Reverse((
+            end2,
+            Reverse(stack.len()),
+            item.track,
+            level as u32,
+        )));
         stack.push(Open {
             item: *item,
             end2,
@@ -117,14 +139,7 @@ impl Walker {
 
     /// Ends every slice still open.
     pub(crate) fn finish<S: Sink>(&mut self, sink: &mut S) -> Result<(), S::Error> {
-        for levels in &mut self.tracks {
-            for (level, stack) in levels.iter_mut().enumerate() {
-                while let Some(top) = stack.pop() {
-                    sink.end(&top, level as u32, stack)?;
-                }
-            }
-        }
-        Ok(())
+        self.close(i64::MAX, sink)
     }
 }
 
@@ -166,6 +181,8 @@ mod tests {
                 w.push(it, &mut c).unwrap();
             }
             w.finish(&mut c).unwrap();
+            // Begins and ends come out in time order overall.
+            prop_assert!(c.events.windows(2).all(|p| p[0].2 <= p[1].2), "{:?}", c.events);
             // Per (track, level): times never go back and depth never goes negative.
             let mut keys: Vec<(u32, u32)> = c.events.iter().map(|e| (e.0, e.1)).collect();
             keys.sort();

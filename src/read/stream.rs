@@ -1,0 +1,199 @@
+//! Streaming the per-call and per-poll columns in bounded chunks, checking every value that
+//! later stages rely on (times in range, lane indices that a table row has, region ids).
+
+use ::hdf5::Dataset;
+
+use super::columns::{read_range, H5};
+use super::{Call, IndexRow, Poll, Profile, ReadError};
+
+/// Largest lane index accepted in files without a lane table (a bit flip must not make the
+/// reader allocate per-lane state for a billion lanes).
+const MAX_LANES_WITHOUT_TABLE: i64 = 1 << 20;
+
+/// Largest absolute time (ns, ~73 years) accepted for a start or end: nesting doubles times,
+/// and a bit flip in a high bit must be an error, not an overflow.
+const MAX_TIME: i64 = 1 << 61;
+
+/// Whether `start..start + dur` lies in the accepted time range.
+fn time_ok(start: i64, dur: i64) -> bool {
+    start
+        .checked_add(dur)
+        .is_some_and(|end| start.abs() < MAX_TIME && end.abs() < MAX_TIME)
+}
+
+impl Profile {
+    /// Checks a lane index against its table (or a sane bound without one).
+    fn check_lane(&self, what: &str, v: i64, table_len: usize, k: u64) -> Result<i64, ReadError> {
+        let bound = if table_len > 0 {
+            table_len as i64
+        } else {
+            MAX_LANES_WITHOUT_TABLE
+        };
+        if v < -1 || v >= bound {
+            return Err(self.err(format!(
+                "{what}[{k}] = {v} is not a valid index (expected -1..{})",
+                bound - 1
+            )));
+        }
+        Ok(v)
+    }
+
+    /// Streams every call, row by row in offset order, in chunks of at most `chunk` calls:
+    /// `f(row, calls)`. Peak memory is a few chunk-sized buffers.
+    ///
+    /// # Errors
+    /// A [`ReadError`] when a column cannot be read or holds an impossible value (a start that
+    /// overflows, a lane index that no table row has), or the error `f` returns.
+    pub fn for_each_call<F>(&self, chunk: usize, mut f: F) -> Result<(), ReadError>
+    where
+        F: FnMut(&IndexRow, &[Call]) -> Result<(), ReadError>,
+    {
+        let Some(cols) = &self.columns else {
+            return Ok(());
+        };
+        let chunk = chunk.max(1);
+        let err = |p: String| self.err(p);
+        let mut rows: Vec<&IndexRow> = self.rows.iter().filter(|r| r.count > 0).collect();
+        rows.sort_by_key(|r| r.offset);
+        let threads_per_rank = self.threads.len();
+        let mut buf: Vec<Call> = Vec::with_capacity(chunk);
+        for row in rows {
+            let mut previous = 0i64;
+            let mut done = 0u64;
+            while done < row.count {
+                let len = (row.count - done).min(chunk as u64) as usize;
+                let a = (row.offset + done) as usize;
+                let range = a..a + len;
+                let starts: Vec<i64> =
+                    read_range(&cols.starts, "events/start_deltas", range.clone(), &err)?;
+                let ends: Vec<i64> =
+                    read_range(&cols.ends, "events/durations", range.clone(), &err)?;
+                let col =
+                    |ds: &Option<Dataset>, name: &str| -> Result<Option<Vec<i64>>, ReadError> {
+                        ds.as_ref()
+                            .map(|d| read_range(d, name, range.clone(), &err))
+                            .transpose()
+                    };
+                let threads = col(&cols.thread_ids, "events/thread_ids")?;
+                let tasks = col(&cols.task_ids, "events/task_ids")?;
+                let gpu = col(&cols.gpu, "events/gpu_durations")?;
+                buf.clear();
+                for i in 0..len {
+                    let k = (a + i) as u64;
+                    let start = if cols.deltas {
+                        previous.checked_add(starts[i]).ok_or_else(|| {
+                            err(format!("events/start_deltas[{k}] overflows the start time"))
+                        })?
+                    } else {
+                        starts[i]
+                    };
+                    previous = start;
+                    let dur = if cols.deltas {
+                        ends[i]
+                    } else {
+                        ends[i].wrapping_sub(start)
+                    }
+                    .max(0);
+                    if !time_ok(start, dur) {
+                        return Err(err(format!(
+                            "event {k}: start {start} ns + duration {dur} ns is out of range \
+                             (times must stay below 2^61 ns)"
+                        )));
+                    }
+                    let thread = match &threads {
+                        Some(t) => {
+                            self.check_lane("events/thread_ids", t[i], threads_per_rank, k)?
+                        }
+                        None => -1,
+                    };
+                    let task = match &tasks {
+                        Some(t) => self.check_lane("events/task_ids", t[i], self.tasks.len(), k)?,
+                        None => -1,
+                    };
+                    buf.push(Call {
+                        start_ns: start,
+                        dur_ns: dur,
+                        thread,
+                        task,
+                        gpu_ns: gpu.as_ref().map_or(-1, |g| g[i].max(-1)),
+                    });
+                }
+                f(row, &buf)?;
+                done += len as u64;
+            }
+        }
+        Ok(())
+    }
+
+    /// Streams the polls of `/scope_profiler_rs/polls` in chunks of at most `chunk`.
+    ///
+    /// # Errors
+    /// As [`Profile::for_each_call`].
+    pub fn for_each_poll<F>(&self, chunk: usize, mut f: F) -> Result<(), ReadError>
+    where
+        F: FnMut(&[Poll]) -> Result<(), ReadError>,
+    {
+        let Some((names, n)) = &self.polls else {
+            return Ok(());
+        };
+        // Reopen the columns (cheap) rather than keep five more datasets in the struct.
+        let file = &self._file;
+        let err = |p: String| self.err(p);
+        let h5 = H5 { file, err: &err };
+        let open = |c: &str| {
+            h5.int_dataset(&format!("scope_profiler_rs/polls/{c}"))
+                .map(|x| x.0)
+        };
+        let (reg, st, du, th, ta) = (
+            open("region_ids")?,
+            open("start_ns")?,
+            open("durations")?,
+            open("thread_ids")?,
+            open("task_ids")?,
+        );
+        let chunk = chunk.max(1) as u64;
+        let mut buf = Vec::with_capacity(chunk as usize);
+        let mut done = 0u64;
+        while done < *n {
+            let len = (n - done).min(chunk) as usize;
+            let a = done as usize;
+            let range = a..a + len;
+            let regions: Vec<i64> = read_range(&reg, "polls/region_ids", range.clone(), &err)?;
+            let starts: Vec<i64> = read_range(&st, "polls/start_ns", range.clone(), &err)?;
+            let durs: Vec<i64> = read_range(&du, "polls/durations", range.clone(), &err)?;
+            let threads: Vec<i64> = read_range(&th, "polls/thread_ids", range.clone(), &err)?;
+            let tasks: Vec<i64> = read_range(&ta, "polls/task_ids", range, &err)?;
+            buf.clear();
+            for i in 0..len {
+                let k = (a + i) as u64;
+                if regions[i] < 0 || regions[i] >= names.len() as i64 {
+                    return Err(err(format!(
+                        "scope_profiler_rs/polls/region_ids[{k}] = {} is out of range",
+                        regions[i]
+                    )));
+                }
+                let dur = durs[i].max(0);
+                if !time_ok(starts[i], dur) {
+                    return Err(err(format!(
+                        "poll {k}: start {} ns + duration {dur} ns is out of range \
+                         (times must stay below 2^61 ns)",
+                        starts[i]
+                    )));
+                }
+                let thread =
+                    self.check_lane("polls/thread_ids", threads[i], self.threads.len(), k)?;
+                let task = self.check_lane("polls/task_ids", tasks[i], self.tasks.len(), k)?;
+                buf.push(Poll {
+                    region: regions[i] as u32,
+                    start_ns: starts[i],
+                    dur_ns: dur,
+                    thread,
+                    task,
+                });
+            }
+            f(&buf)?;
+            done += len as u64;
+        }
+        Ok(())
+    }
+}

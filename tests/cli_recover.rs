@@ -1,0 +1,76 @@
+//! `scopeprof recover` (what `scope-profiler-recover` did): turns a spool that was never
+//! finalized into a profile that `scopeprof inspect` reads; nothing to recover is status 2 and
+//! one line.
+
+mod cli_common;
+
+use std::time::Duration;
+
+use cli_common::*;
+use scope_profiler::ScopeLayer;
+use tracing_subscriber::prelude::*;
+
+#[test]
+fn recovers_a_spool_that_was_never_finalized() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("never.h5");
+    let (layer, guard) = ScopeLayer::builder()
+        .output(&out)
+        .summary(false)
+        .flush_interval(Duration::from_millis(20))
+        .build()
+        .unwrap();
+    let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    tracing::dispatcher::with_default(&d, || {
+        for _ in 0..500 {
+            tracing::info_span!("lost work").in_scope(|| std::hint::black_box(1));
+        }
+    });
+    // The run "dies": the guard never finalizes; wait until the spool holds the calls.
+    std::mem::forget(guard);
+    let mut waited = 0;
+    let spool = loop {
+        std::thread::sleep(Duration::from_millis(50));
+        waited += 1;
+        assert!(waited < 400, "no spool beside the output after 20 s");
+        let found = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().contains("spool"));
+        if let Some(p) = found {
+            if std::fs::metadata(&p).unwrap().len() > 0 {
+                break p;
+            }
+        }
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let recovered = dir.path().join("recovered.h5");
+    let text = scopeprof_ok(&[
+        "recover",
+        "--spool",
+        spool.to_str().unwrap(),
+        recovered.to_str().unwrap(),
+    ]);
+    assert!(text.starts_with("recovered "), "{text}");
+    let json = scopeprof_ok(&["inspect", "--json", recovered.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let lost = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "lost work")
+        .unwrap_or_else(|| panic!("{json}"));
+    assert_eq!(lost["calls"], 500, "{json}");
+}
+
+#[test]
+fn nothing_to_recover_is_status_2_and_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("nothing.h5");
+    let o = scopeprof(&["recover", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("nothing to recover"), "{err}");
+}
