@@ -170,3 +170,41 @@ fn prints_the_crates_summary_table() {
     assert!(text.contains("│ └─ inner "), "{text}");
     assert!(text.contains("Summary: "), "{text}");
 }
+
+#[test]
+fn aggregate_files_have_a_flat_summary_and_no_timeline() {
+    use tracing_subscriber::prelude::*;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("agg.h5");
+    let (layer, guard) = scope_profiler::ScopeLayer::builder()
+        .mode(scope_profiler::Mode::Aggregate)
+        .output(&path)
+        .summary(false)
+        .build()
+        .unwrap();
+    let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    tracing::dispatcher::with_default(&d, || {
+        for _ in 0..7 {
+            tracing::info_span!("agg").in_scope(|| std::hint::black_box(1));
+        }
+    });
+    guard.finalize().unwrap();
+    let out = scopeprof_ok(&["inspect", "--json", path.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["nested"], false, "{out}");
+    let agg = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "agg")
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(agg["calls"], 7, "{out}");
+    let o = scopeprof(&[
+        "export",
+        path.to_str().unwrap(),
+        "-o",
+        dir.path().join("t").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("aggregate layout"));
+}
