@@ -17,7 +17,8 @@
 //!   once, exited and closed with nothing in between on one lane, is completed at once.
 
 use crate::fasthash::FastMap;
-use crate::lane::record::{Record, AUX, CLOSE, ENTER, EXIT, NEW};
+use crate::lane::record::{Record, AUX, CLOSE, ENTER, EVENT, EXIT, NEW};
+use crate::lines::LineAcc;
 use crate::region::RegionTable;
 
 /// A completed call, in raw clock ticks.
@@ -38,6 +39,8 @@ pub(crate) struct RawCall {
     pub last_lane: u32,
     /// Sink payloads recorded during the call (`AUX` records), in order.
     pub aux: Vec<u64>,
+    /// Line-timing checkpoints (`EVENT` records), when any.
+    pub lines: Option<Box<LineAcc>>,
 }
 
 /// One poll (enter -> exit at depth 0) of a span, in raw ticks.
@@ -66,6 +69,7 @@ struct Inst {
     polls: u32,
     closed_epoch: Option<u64>,
     aux: Vec<u64>,
+    lines: Option<Box<LineAcc>>,
 }
 
 impl Inst {
@@ -82,6 +86,7 @@ impl Inst {
             polls: self.polls,
             last_lane: self.last_lane,
             aux: self.aux,
+            lines: self.lines,
         })
     }
 }
@@ -146,6 +151,7 @@ impl Assembler {
                         polls: 1,
                         last_lane: lane,
                         aux: Vec::new(),
+                        lines: None,
                     });
                     i += 4;
                     continue;
@@ -169,6 +175,7 @@ impl Assembler {
                 polls: 0,
                 closed_epoch: None,
                 aux: Vec::new(),
+                lines: None,
             };
             self.open.entry(r.id).or_default().push(inst);
             if let Some(stashed) = self.stash.remove(&r.id) {
@@ -226,6 +233,11 @@ impl Assembler {
                 }
             }
             AUX => inst.aux.push(r.payload()),
+            EVENT => {
+                if let Some(p) = inst.open_polls.iter().find(|p| p.0 == lane) {
+                    LineAcc::event(&mut inst.lines, p.2, r.tsc, r.site());
+                }
+            }
             _ => {
                 if inst.closed_epoch.is_none() {
                     inst.closed_epoch = Some(self.epoch);

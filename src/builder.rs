@@ -23,9 +23,10 @@ use crate::Error;
 /// What the profiler records.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Mode {
-    /// Records nothing; every span callsite is switched off (interest `never`), so `tracing`
-    /// skips the spans entirely and they cost what they cost without a subscriber. Note that
-    /// this hides those spans from other layers of the same subscriber too.
+    /// Records nothing, and changes nothing for the other layers of the subscriber (they see
+    /// every span and event as without this layer). Alone in a registry, its level hint `OFF`
+    /// lets `tracing` skip spans before calling the subscriber, so they cost what they cost
+    /// without a subscriber. For a switch at run time see [`FlushGuard::pause`].
     Disabled,
     /// Exact per-region statistics (count, total, min, max, mean, std) in O(regions) memory;
     /// no per-call data. Files use the aggregate layout.
@@ -69,6 +70,10 @@ pub struct Builder {
     cuda_timing: bool,
     cuda_sync_on_exit: bool,
     cuda_stream: usize,
+    line_timing: bool,
+    capture_source: bool,
+    source_roots: Vec<PathBuf>,
+    compensate_overhead: bool,
 }
 
 impl Default for Builder {
@@ -89,6 +94,10 @@ impl Default for Builder {
             cuda_timing: false,
             cuda_sync_on_exit: false,
             cuda_stream: 0,
+            line_timing: false,
+            capture_source: true,
+            source_roots: Vec::new(),
+            compensate_overhead: false,
         }
     }
 }
@@ -213,6 +222,48 @@ impl Builder {
         self
     }
 
+    // --- Line timing, source capture, overhead compensation -----------------------------
+
+    /// Line timing: every `tracing` event inside a span is a checkpoint, and the time since the
+    /// call's previous checkpoint (or the start of the current poll) goes to the event's line;
+    /// the rest of the call's running time goes to the region's own line. Written as the
+    /// reference's `rank0/line_profile` groups (`scope-profiler line-profile FILE`). Off by
+    /// default; when off, events cost what they cost without this layer.
+    ///
+    /// ```
+    /// # use scope_profiler::ScopeLayer;
+    /// let (layer, guard) = ScopeLayer::builder().no_output().line_timing(true).build()?;
+    /// # Ok::<(), scope_profiler::Error>(())
+    /// ```
+    pub fn line_timing(mut self, on: bool) -> Self {
+        self.line_timing = on;
+        self
+    }
+
+    /// Whether finalize reads each region's source text into the file (`source_texts`, and the
+    /// line profiles' `source`): the whole fn item of an `#[instrument]` fn, the rest of the
+    /// enclosing block of an `info_span!` (at most 200 lines / 16 KiB). Default `true`; a file
+    /// that cannot be found gives an empty text, never an error.
+    pub fn capture_source(mut self, on: bool) -> Self {
+        self.capture_source = on;
+        self
+    }
+
+    /// Another directory to look for callsite source files in (after the working directory
+    /// and `CARGO_MANIFEST_DIR`). May be given several times.
+    pub fn source_root(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.source_roots.push(dir.into());
+        self
+    }
+
+    /// Subtracts each child call's measured profiler overhead (see the `overhead_ns_per_call`
+    /// metadata key) from its parent's exclusive time, in the summary and in
+    /// `exclusive_totals`. Raw durations are never changed. Default `false`.
+    pub fn compensate_overhead(mut self, on: bool) -> Self {
+        self.compensate_overhead = on;
+        self
+    }
+
     /// The options as the immutable configuration (before environment overrides).
     pub(crate) fn into_config(self) -> Config {
         Config {
@@ -231,6 +282,10 @@ impl Builder {
             cuda_timing: self.cuda_timing,
             cuda_sync_on_exit: self.cuda_sync_on_exit,
             cuda_stream: self.cuda_stream,
+            line_timing: self.line_timing,
+            capture_source: self.capture_source,
+            source_roots: self.source_roots,
+            compensate_overhead: self.compensate_overhead,
         }
     }
 
@@ -263,7 +318,14 @@ impl Builder {
             }
             sinks = Sinks::build(&config)?;
         }
-        let shared = Arc::new(Shared::new(config, sinks));
+        let overhead = if config.mode == crate::Mode::Disabled {
+            None
+        } else {
+            crate::overhead::measure(&config)
+        };
+        let mut shared = Shared::new(config, sinks);
+        shared.overhead = overhead;
+        let shared = Arc::new(shared);
         let guard = FlushGuard::start(shared.clone())?;
         Ok((ScopeLayer::new(shared), guard))
     }

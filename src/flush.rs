@@ -64,6 +64,10 @@ pub(crate) struct Snapshot {
     pub in_flight: u64,
     /// Records lost so far.
     pub dropped: u64,
+    /// Line tables of this phase (line timing), by region id.
+    pub lines: Vec<(u32, crate::lines::RegionLines)>,
+    /// Calls left out this phase because they overlapped a pause.
+    pub paused_calls: u64,
 }
 
 #[derive(Default)]
@@ -90,6 +94,8 @@ pub(crate) struct Flusher {
     phase_no: u64,
     kept_calls: usize,
     calls_truncated: bool,
+    lines: crate::lines::LineTables,
+    paused_calls: u64,
 }
 
 /// Calls kept in memory per phase without an output file (for the summary's call tree); above
@@ -115,6 +121,8 @@ impl Flusher {
             phase_no: 0,
             kept_calls: 0,
             calls_truncated: false,
+            lines: Default::default(),
+            paused_calls: 0,
         }
     }
 
@@ -191,10 +199,34 @@ impl Flusher {
             self.spooled_regions = n_regions;
         }
         let track_tasks = self.shared.config.track_async;
+        let pauses = self.shared.pause.windows();
         for c in self.scratch.drain(..) {
+            if crate::pause::overlaps(&pauses, c.start, c.end) {
+                self.paused_calls += 1;
+                continue;
+            }
             let start_ns = clock.to_ns(c.start);
             let dur_ns = (clock.to_ns(c.end) - start_ns).max(0);
-            let busy_ns = clock.ticks_to_ns(c.busy).min(dur_ns);
+            // Busy time on the same rounding as the duration: a one-poll call has exactly 0 ns
+            // of await time.
+            let busy_ns = if c.busy >= c.end - c.start {
+                dur_ns
+            } else {
+                (clock.to_ns(c.start + c.busy) - start_ns).clamp(0, dur_ns)
+            };
+            if self.shared.config.line_timing {
+                let info = &self.asm.regions.regions()[c.region as usize];
+                let ticks_to_ns = |t: u64| (clock.to_ns(c.start + t) - start_ns) as f64;
+                self.lines.add_call(
+                    c.region,
+                    info.file,
+                    info.line,
+                    busy_ns,
+                    c.lines.as_deref(),
+                    ticks_to_ns,
+                    &self.shared.lines,
+                );
+            }
             let task = if track_tasks && c.task != 0 {
                 self.tasks.add_call(&TaskCall {
                     tokio_id: c.task,
@@ -242,6 +274,9 @@ impl Flusher {
             }
         }
         for p in self.asm.polls.drain(..) {
+            if crate::pause::overlaps(&pauses, p.start, p.end) {
+                continue;
+            }
             let start_ns = clock.to_ns(p.start);
             self.polls.push(PollRecord {
                 region: p.region,
@@ -387,6 +422,8 @@ impl Flusher {
             calls_truncated: std::mem::take(&mut self.calls_truncated),
             in_flight: self.asm.in_flight(),
             dropped: self.dropped(),
+            lines: self.lines.take(),
+            paused_calls: std::mem::take(&mut self.paused_calls),
         }
     }
 }

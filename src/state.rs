@@ -32,6 +32,14 @@ pub(crate) struct Config {
     /// Raw `CUstream` handle, 0 = the default stream.
     #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
     pub cuda_stream: usize,
+    /// Events inside spans are line-timing checkpoints.
+    pub line_timing: bool,
+    /// Whether finalize reads each region's source text.
+    pub capture_source: bool,
+    /// Extra directories to resolve callsite paths against.
+    pub source_roots: Vec<PathBuf>,
+    /// Subtract the children's measured overhead from exclusive times.
+    pub compensate_overhead: bool,
 }
 
 /// State shared by one layer, its lanes, its flusher and its guard.
@@ -51,6 +59,12 @@ pub(crate) struct Shared {
     pub lost: AtomicU64,
     /// The configured sinks, if any.
     pub sinks: Option<Sinks>,
+    /// The runtime pause switch.
+    pub pause: crate::pause::PauseState,
+    /// Event callsites seen by the layer (line timing).
+    pub lines: crate::lines::EventSites,
+    /// The profiler's own cost, measured at `build()` (None when disabled).
+    pub overhead: Option<crate::overhead::SelfCost>,
 }
 
 impl Shared {
@@ -66,6 +80,9 @@ impl Shared {
             lanes: Mutex::new(Vec::new()),
             lost: AtomicU64::new(0),
             sinks,
+            pause: Default::default(),
+            lines: Default::default(),
+            overhead: None,
         }
     }
 

@@ -1,0 +1,122 @@
+//! The profiler measures itself at `build()`: what one recorded call and one poll cost on this
+//! machine, and how fine the clock is. The figures go into the file's `metadata`
+//! (`overhead_ns_per_call`, `overhead_ns_per_poll`, `clock_resolution_ns`, `clock_source`) and
+//! the summary's info box, so a 300 ns region can be told from profiler noise; with
+//! `Builder::compensate_overhead(true)` exclusive times subtract each child call's cost from
+//! its parent.
+//!
+//! The probe runs the real hot path: a throwaway layer with this configuration's recording
+//! switches on a bare `tracing_subscriber::registry()`, on a short-lived thread of its own (so
+//! its buffers go when the thread ends), timing `info_span!` create + enter + exit + close and
+//! re-entering one span, best of a few batches. What a child call adds to its parent's time is
+//! that cost minus the part inside the child's own recorded interval, one clock read.
+
+use std::sync::Arc;
+
+use tracing_subscriber::prelude::*;
+
+use crate::clock::Clock;
+use crate::state::{Config, Shared};
+
+/// The measured cost of the profiler on this machine.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct SelfCost {
+    /// What one recorded call (create, enter, exit, close) adds to its parent, ns.
+    pub ns_per_call: f64,
+    /// What one poll (enter + exit of an existing span) adds, ns.
+    pub ns_per_poll: f64,
+    /// Smallest step between two clock reads, ns.
+    pub clock_resolution_ns: f64,
+    /// The clock the hot path reads.
+    pub clock_source: String,
+}
+
+const BATCH: u32 = 2_000;
+const BATCHES: usize = 5;
+
+/// Measures the hot path of a layer configured like `config` (on a thread of its own).
+pub(crate) fn measure(config: &Config) -> Option<SelfCost> {
+    let mut probe = config.clone();
+    probe.output = None;
+    probe.summary = false;
+    probe.perf_events.clear();
+    probe.likwid = false;
+    probe.nvtx = false;
+    probe.cuda_timing = false;
+    probe.cuda_sync_on_exit = false;
+    std::thread::Builder::new()
+        .name("scope-profiler-probe".into())
+        .spawn(move || probe_here(probe))
+        .ok()?
+        .join()
+        .ok()
+}
+
+fn probe_here(config: Config) -> SelfCost {
+    let clock = Clock::global();
+    let ns_per_tick = clock.ticks_to_ns(1 << 24) as f64 / (1u64 << 24) as f64;
+    let time = |f: &dyn Fn()| -> f64 {
+        let mut best = f64::MAX;
+        for _ in 0..BATCHES {
+            let t0 = clock.raw();
+            f();
+            let ticks = clock.raw().wrapping_sub(t0);
+            best = best.min(ticks as f64 * ns_per_tick / f64::from(BATCH));
+        }
+        best
+    };
+    // One clock read (what lies inside a child's own interval on an empty body).
+    let read = time(&|| {
+        for _ in 0..BATCH {
+            std::hint::black_box(clock.raw());
+        }
+    });
+    let resolution = (0..1000)
+        .map(|_| {
+            let a = clock.raw();
+            let mut b = clock.raw();
+            while b == a {
+                b = clock.raw();
+            }
+            b.wrapping_sub(a)
+        })
+        .min()
+        .unwrap_or(1) as f64
+        * ns_per_tick;
+    let shared = Arc::new(Shared::new(config, None));
+    let layer = crate::layer::ScopeLayer::new(shared);
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let (span, poll) = tracing::dispatcher::with_default(&dispatch, || {
+        let span = time(&|| {
+            for _ in 0..BATCH {
+                tracing::info_span!("scope_profiler.probe").in_scope(|| ());
+            }
+        });
+        let s = tracing::info_span!("scope_profiler.probe_poll");
+        let poll = time(&|| {
+            for _ in 0..BATCH {
+                let _e = std::hint::black_box(&s).enter();
+            }
+        });
+        (span, poll)
+    });
+    SelfCost {
+        ns_per_call: (span - read).max(read),
+        ns_per_poll: (poll - read).max(read),
+        clock_resolution_ns: resolution.max(ns_per_tick),
+        clock_source: clock_source(),
+    }
+}
+
+/// Which clock `quanta` reads: the TSC when the CPU says it is invariant, else
+/// `CLOCK_MONOTONIC`.
+fn clock_source() -> String {
+    let invariant = std::fs::read_to_string("/proc/cpuinfo")
+        .map(|c| c.contains(" constant_tsc") && c.contains(" nonstop_tsc"))
+        .unwrap_or(false);
+    if cfg!(any(target_arch = "x86", target_arch = "x86_64")) && invariant {
+        "tsc (quanta, converted on CLOCK_MONOTONIC)".into()
+    } else {
+        "CLOCK_MONOTONIC (quanta)".into()
+    }
+}
