@@ -292,7 +292,10 @@ impl FlushGuard {
         let (dropped, in_flight) = (snap.dropped, snap.in_flight);
         let truncated = snap.calls_truncated;
         let spool_phase = snap.spool_phase.clone();
+        let lines = std::mem::take(&mut snap.lines);
+        let paused_calls = snap.paused_calls;
         let mut data = self.phase_data(snap, phase_start_ns, finalize_ns);
+        data.extra = crate::output::source::phase_extra(&self.shared, &data, lines);
         // Nesting feeds the call ids (written with track_threads), the exclusive totals and the
         // summary's tree; skip it when none of them is wanted.
         let want_nesting = config.track_threads || config.summary;
@@ -314,6 +317,11 @@ impl FlushGuard {
             }
             warnings = sinks.warnings();
         }
+        if paused_calls > 0 {
+            warnings.push(format!(
+                "{paused_calls} call(s) overlapped a pause and are not reported"
+            ));
+        }
         if truncated {
             warnings.push(
                 "without an output file only the first 2 M calls of a phase are kept (the \
@@ -334,6 +342,7 @@ impl FlushGuard {
             wall_ns: (finalize_ns - phase_start_ns).max(0) as u64,
             warnings,
             tree,
+            overhead: self.shared.overhead.clone(),
         };
         if config.mode == Mode::Disabled {
             return Ok(Some(report));
@@ -437,6 +446,7 @@ impl FlushGuard {
             region_names: snap.region_names,
             track_threads: config.track_threads,
             track_async: config.track_async,
+            extra: Default::default(),
         }
     }
 }

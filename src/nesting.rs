@@ -95,10 +95,13 @@ pub(crate) fn nest(data: &mut PhaseData, first_id: i64) -> Result<i64, NestingEr
         stack.push((i, end2));
     }
 
+    // With overhead compensation, each child also takes its measured profiler cost out of
+    // its parent's exclusive time (never below 0).
+    let comp = data.extra.child_overhead_ns;
     let mut child_sum = vec![0i64; all.len()];
     for (i, p) in parent.iter().enumerate() {
         if let Some(p) = *p {
-            child_sum[p] += all[i].end - all[i].start;
+            child_sum[p] += all[i].end - all[i].start + comp;
         }
     }
     for row in &mut data.regions {
@@ -109,7 +112,7 @@ pub(crate) fn nest(data: &mut PhaseData, first_id: i64) -> Result<i64, NestingEr
         let call = &mut row.calls[a.k as usize];
         call.call_id = first_id + i as i64;
         call.parent_id = parent[i].map_or(-1, |p| first_id + p as i64);
-        row.exclusive_ns += (a.end - a.start) - child_sum[i];
+        row.exclusive_ns += ((a.end - a.start) - child_sum[i]).max(0);
     }
     Ok(first_id + all.len() as i64)
 }
@@ -186,7 +189,7 @@ pub(crate) fn call_tree(data: &PhaseData) -> Vec<TreeRow> {
     let mut child_total: Vec<i64> = vec![0; n];
     for &(_, s, e, p) in &by_id {
         if p != usize::MAX {
-            child_total[p] += e - s;
+            child_total[p] += e - s + data.extra.child_overhead_ns;
         }
     }
     for id in 0..n {
@@ -223,7 +226,7 @@ pub(crate) fn call_tree(data: &PhaseData) -> Vec<TreeRow> {
         path_of[id] = path;
         let p = &mut paths[path];
         p.calls += 1;
-        p.exclusive += (end - start) - child_total[id];
+        p.exclusive += ((end - start) - child_total[id]).max(0);
         if outermost {
             p.stats.add((end - start) as u64);
             p.intervals.push((start, end));

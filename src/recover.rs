@@ -222,6 +222,7 @@ fn write<'a>(
         region_names: Vec::new(),
         track_threads: header.track_threads,
         track_async: false,
+        extra: Default::default(),
     };
     let _ = crate::nesting::nest(&mut data, 0);
     crate::output::hdf5::write_phase(output, &data, &Default::default())?;

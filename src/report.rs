@@ -100,6 +100,7 @@ pub struct Report {
     pub(crate) wall_ns: u64,
     pub(crate) warnings: Vec<String>,
     pub(crate) tree: Option<Vec<crate::nesting::TreeRow>>,
+    pub(crate) overhead: Option<crate::overhead::SelfCost>,
 }
 
 impl Report {
@@ -112,6 +113,17 @@ impl Report {
     /// The region named `name`.
     pub fn region(&self, name: &str) -> Option<&RegionStats> {
         self.regions.iter().find(|r| r.name == name)
+    }
+
+    /// What one recorded call adds to its parent's time, in ns, as measured at `build()`
+    /// (`None` when disabled). Also in the file's `metadata` as `overhead_ns_per_call`.
+    pub fn overhead_ns_per_call(&self) -> Option<f64> {
+        self.overhead.as_ref().map(|o| o.ns_per_call)
+    }
+
+    /// What one poll (enter + exit) adds, in ns, as measured at `build()`.
+    pub fn overhead_ns_per_poll(&self) -> Option<f64> {
+        self.overhead.as_ref().map(|o| o.ns_per_poll)
     }
 
     /// Records lost since `build()` (0 in a healthy run): the flusher fell behind, or a thread

@@ -43,6 +43,7 @@ fn phase(regions: Vec<RegionRow>) -> PhaseData {
         region_names: Vec::new(),
         track_threads: false,
         track_async: false,
+        extra: Default::default(),
     }
 }
 

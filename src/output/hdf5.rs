@@ -297,7 +297,8 @@ fn write_contents(
         }
         Layout::Aggregate => write_aggregate(ctx, &index, &events, &data.regions)?,
     }
-    crate::output::hdf5_aux::write_aux(file, ctx.path, data)
+    crate::output::hdf5_aux::write_aux(file, ctx.path, data)?;
+    crate::output::hdf5_lines::write_lines(ctx, file, &data.extra)
 }
 
 /// The `metadata` group's attributes: the Python package's keys plus this crate's own.
@@ -325,7 +326,8 @@ fn write_metadata(ctx: &Ctx<'_>, meta: &Group, data: &PhaseData) -> Result<(), E
     // The compiler version is not available without a build script; say so plainly.
     ctx.attr_str(meta, "rust_version", "unknown")?;
     let dropped = i64::try_from(data.dropped).unwrap_or(i64::MAX);
-    ctx.attr(meta, "dropped_records", &dropped)
+    ctx.attr(meta, "dropped_records", &dropped)?;
+    crate::output::hdf5_lines::write_overhead(ctx, meta, &data.extra)
 }
 
 /// Host facts for `metadata`.
@@ -538,7 +540,12 @@ fn write_columnar(
         "source_files",
         regions.iter().map(|row| row.file.as_str()),
     )?;
-    ctx.strings(index, "source_texts", regions.iter().map(|_| ""))?;
+    let texts = &data.extra.source_texts;
+    ctx.strings(
+        index,
+        "source_texts",
+        (0..r).map(|i| texts.get(i).map_or("", String::as_str)),
+    )?;
     ctx.strings(index, "tags", regions.iter().map(|_| "[]"))?;
     let exclusive: Vec<i64> = regions.iter().map(|row| row.exclusive_ns).collect();
     ctx.dataset(index, "exclusive_totals", &exclusive, None)?;

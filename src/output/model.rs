@@ -177,6 +177,22 @@ pub(crate) struct PhaseData {
     pub track_threads: bool,
     /// Whether to write the task table and task columns.
     pub track_async: bool,
+    /// Source texts, line profiles and the profiler's own cost.
+    pub extra: PhaseExtra,
+}
+
+/// What a phase carries besides the calls: captured sources, line profiles, self-measured
+/// overhead (see [`crate::output::source`], [`crate::lines`], [`crate::overhead`]).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PhaseExtra {
+    /// Source text per region row (same order as `PhaseData::regions`); empty = none captured.
+    pub source_texts: Vec<String>,
+    /// Line profiles (`rank0/line_profile/<i>`).
+    pub line_profiles: Vec<crate::lines::LineProfile>,
+    /// The profiler's cost measured at `build()`.
+    pub overhead: Option<crate::overhead::SelfCost>,
+    /// Subtracted from a parent's exclusive time per child call (0 = no compensation).
+    pub child_overhead_ns: i64,
 }
 
 /// perf_event counter totals per region (`rank0/perf_events/<region>`, schema spec §4.1).

@@ -162,6 +162,13 @@ pub(crate) fn render(report: &Report, title: &str) -> String {
     for w in report.warnings() {
         info.push(format!("WARNING: {w}"));
     }
+    if let Some(o) = &report.overhead {
+        info.push(format!(
+            "Profiler overhead: {:.1} ns per call, {:.1} ns per poll; clock {} ({:.1} ns \
+             resolution).",
+            o.ns_per_call, o.ns_per_poll, o.clock_source, o.clock_resolution_ns
+        ));
+    }
     info.push("Durations are in seconds.".to_owned());
     if n_regions > 1 {
         info.push("Regions may nest, so the summed total can exceed the wall-clock time.".into());
@@ -234,6 +241,12 @@ mod tests {
             wall_ns: 5_000_000_000,
             warnings: vec!["perf: `cycles` dropped".into()],
             tree: None,
+            overhead: Some(crate::overhead::SelfCost {
+                ns_per_call: 95.5,
+                ns_per_poll: 30.0,
+                clock_resolution_ns: 0.4,
+                clock_source: "tsc".into(),
+            }),
         };
         let s = render(&report, "run - out.h5");
         let lines: Vec<&str> = s.lines().filter(|l| !l.is_empty()).collect();
@@ -248,6 +261,10 @@ mod tests {
         assert!(s.contains("3 record(s) dropped"));
         assert!(s.contains("WARNING: perf: `cycles` dropped"));
         assert!(s.contains("Summary: run - out.h5"));
+        assert!(
+            s.contains("Profiler overhead: 95.5 ns per call, 30.0 ns per poll; clock tsc"),
+            "{s}"
+        );
         // Every line of the table box has the same width.
         let table: Vec<&str> = lines.iter().take(6).copied().collect();
         let w = width(table[0]);

@@ -56,6 +56,7 @@ fn phase(layout: Layout, regions: Vec<RegionRow>) -> PhaseData {
         region_names: Vec::new(),
         track_threads: true,
         track_async: false,
+        extra: Default::default(),
     }
 }
 
