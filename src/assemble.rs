@@ -70,10 +70,15 @@ struct Inst {
     closed_epoch: Option<u64>,
     aux: Vec<u64>,
     lines: Option<Box<LineAcc>>,
+    /// Open while the profiler paused: some records may be missing, so never reported.
+    tainted: bool,
 }
 
 impl Inst {
     fn into_call(self) -> Option<RawCall> {
+        if self.tainted {
+            return None;
+        }
         let (start, lane, task) = self.first_enter?;
         let end = self.last_exit.max(start);
         Some(RawCall {
@@ -176,6 +181,7 @@ impl Assembler {
                 closed_epoch: None,
                 aux: Vec::new(),
                 lines: None,
+                tainted: false,
             };
             self.open.entry(r.id).or_default().push(inst);
             if let Some(stashed) = self.stash.remove(&r.id) {
@@ -312,8 +318,16 @@ impl Assembler {
         self.open
             .values()
             .flatten()
-            .filter(|i| i.first_enter.is_some() && i.closed_epoch.is_none())
+            .filter(|i| i.first_enter.is_some() && i.closed_epoch.is_none() && !i.tainted)
             .count() as u64
+    }
+
+    /// Marks every open instance as never to be reported (the profiler paused while they were
+    /// open, so some of their records may be missing; see [`crate::pause`]).
+    pub(crate) fn taint_open(&mut self) {
+        for inst in self.open.values_mut().flatten() {
+            inst.tainted = true;
+        }
     }
 }
 

@@ -96,6 +96,7 @@ pub(crate) struct Flusher {
     calls_truncated: bool,
     lines: crate::lines::LineTables,
     paused_calls: u64,
+    pauses_seen: usize,
 }
 
 /// Calls kept in memory per phase without an output file (for the summary's call tree); above
@@ -123,6 +124,7 @@ impl Flusher {
             calls_truncated: false,
             lines: Default::default(),
             paused_calls: 0,
+            pauses_seen: 0,
         }
     }
 
@@ -171,8 +173,18 @@ impl Flusher {
             let index = lane.index;
             lane.drain(cursor, |records| asm.feed(index, records, scratch));
         }
+        self.taint_if_paused();
         self.asm.end_complete_drain(&mut self.scratch);
         self.fold();
+    }
+
+    /// After the profiler paused: calls open now may miss records, so none of them is reported.
+    fn taint_if_paused(&mut self) {
+        let n = self.shared.pause.windows_len();
+        if n > self.pauses_seen {
+            self.pauses_seen = n;
+            self.asm.taint_open();
+        }
     }
 
     /// Folds assembled calls into the phase: statistics always, the calls themselves in
