@@ -5,11 +5,13 @@
 //! `Builder::compensate_overhead(true)` exclusive times subtract each child call's cost from
 //! its parent.
 //!
-//! The probe runs the real hot path: a throwaway layer with this configuration's recording
-//! switches on a bare `tracing_subscriber::registry()`, on a short-lived thread of its own (so
-//! its buffers go when the thread ends), timing `info_span!` create + enter + exit + close and
-//! re-entering one span, best of a few batches. What a child call adds to its parent's time is
-//! that cost minus the part inside the child's own recorded interval, one clock read.
+//! The probe runs the real thing: a throwaway profiler with this configuration's recording
+//! switches (its flusher included) on a bare `tracing_subscriber::registry()`, on a short-lived
+//! thread of its own (so its buffers go when the thread ends), timing 20 000 child
+//! `info_span!`s (create + enter + exit + close inside a parent) and as many re-enters of one span (mean cost, so
+//! the flusher's share of a busy machine counts as it will in the program). What a child call
+//! adds to its parent's time is that cost minus the child's own recorded duration, which the
+//! probe's report gives. It takes a few milliseconds (tens in a debug build).
 
 use std::sync::Arc;
 
@@ -31,8 +33,8 @@ pub(crate) struct SelfCost {
     pub clock_source: String,
 }
 
-const BATCH: u32 = 2_000;
-const BATCHES: usize = 5;
+const BATCH: u32 = 5_000;
+const BATCHES: u32 = 4;
 
 /// Measures the hot path of a layer configured like `config` (on a thread of its own).
 pub(crate) fn measure(config: &Config) -> Option<SelfCost> {
@@ -44,33 +46,29 @@ pub(crate) fn measure(config: &Config) -> Option<SelfCost> {
     probe.nvtx = false;
     probe.cuda_timing = false;
     probe.cuda_sync_on_exit = false;
+    probe.capture_source = false;
     std::thread::Builder::new()
         .name("scope-profiler-probe".into())
         .spawn(move || probe_here(probe))
         .ok()?
         .join()
         .ok()
+        .flatten()
 }
 
-fn probe_here(config: Config) -> SelfCost {
+/// Runs the probe on this thread: a complete profiler (flusher included, so its share of a
+/// busy machine counts as it will in the program), mean cost over all batches.
+fn probe_here(config: Config) -> Option<SelfCost> {
     let clock = Clock::global();
     let ns_per_tick = clock.ticks_to_ns(1 << 24) as f64 / (1u64 << 24) as f64;
     let time = |f: &dyn Fn()| -> f64 {
-        let mut best = f64::MAX;
+        let t0 = clock.raw();
         for _ in 0..BATCHES {
-            let t0 = clock.raw();
             f();
-            let ticks = clock.raw().wrapping_sub(t0);
-            best = best.min(ticks as f64 * ns_per_tick / f64::from(BATCH));
         }
-        best
+        let ticks = clock.raw().wrapping_sub(t0);
+        ticks as f64 * ns_per_tick / f64::from(BATCH * BATCHES)
     };
-    // One clock read (what lies inside a child's own interval on an empty body).
-    let read = time(&|| {
-        for _ in 0..BATCH {
-            std::hint::black_box(clock.raw());
-        }
-    });
     let resolution = (0..1000)
         .map(|_| {
             let a = clock.raw();
@@ -84,9 +82,12 @@ fn probe_here(config: Config) -> SelfCost {
         .unwrap_or(1) as f64
         * ns_per_tick;
     let shared = Arc::new(Shared::new(config, None));
+    let guard = crate::guard::FlushGuard::start(shared.clone()).ok()?;
     let layer = crate::layer::ScopeLayer::new(shared);
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
     let (span, poll) = tracing::dispatcher::with_default(&dispatch, || {
+        // Inside a parent, as children are (the registry links a child to its parent).
+        let _parent = tracing::info_span!("scope_profiler.probe_parent").entered();
         let span = time(&|| {
             for _ in 0..BATCH {
                 tracing::info_span!("scope_profiler.probe").in_scope(|| ());
@@ -100,12 +101,19 @@ fn probe_here(config: Config) -> SelfCost {
         });
         (span, poll)
     });
-    SelfCost {
-        ns_per_call: (span - read).max(read),
-        ns_per_poll: (poll - read).max(read),
+    drop(dispatch);
+    // What lies inside a child's own recorded interval (its duration on an empty body) does
+    // not burden the parent.
+    let report = guard.finalize().ok()?;
+    let inner = report
+        .region("scope_profiler.probe")
+        .map_or(0.0, |r| r.mean_ns);
+    Some(SelfCost {
+        ns_per_call: (span - inner).max(ns_per_tick),
+        ns_per_poll: (poll - inner).max(ns_per_tick),
         clock_resolution_ns: resolution.max(ns_per_tick),
         clock_source: clock_source(),
-    }
+    })
 }
 
 /// Which clock `quanta` reads: the TSC when the CPU says it is invariant, else

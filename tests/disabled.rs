@@ -117,7 +117,10 @@ fn alone_a_disabled_layer_turns_every_level_off() {
         .summary(false)
         .build()
         .unwrap();
-    assert_eq!(tracing_subscriber::registry().with(layer).max_level_hint(), None);
+    assert_eq!(
+        tracing_subscriber::registry().with(layer).max_level_hint(),
+        None
+    );
 }
 
 /// Counts the spans every layer sees, beside the profiler.
@@ -182,7 +185,11 @@ fn pause_and_resume_count_exactly() {
     // `p_later` was open (created) when the pause began: reported whole or not at all; its
     // only poll came after resume, so if reported it has its one call.
     assert!(r.region("p_later").is_none_or(|s| s.calls == 1));
-    assert_eq!(r.in_flight(), 0, "calls left out are not counted as running");
+    assert_eq!(
+        r.in_flight(),
+        0,
+        "calls left out are not counted as running"
+    );
     // The layer beside saw every span: 5 + 7 + 11 + 3.
     assert_eq!(seen.0.load(Ordering::Relaxed), 26);
 }

@@ -25,7 +25,9 @@ fn spin(d: Duration) {
 
 /// The line profile of `region`: (first_lineno, filename, line -> (hits, seconds)).
 fn profile(file: &hdf5::File, region: &str) -> (i64, String, Vec<(i64, i64, f64)>) {
-    let group = file.group("rank0/line_profile").expect("line_profile group");
+    let group = file
+        .group("rank0/line_profile")
+        .expect("line_profile group");
     for name in group.member_names().unwrap() {
         let g = group.group(&name).unwrap();
         let attr_str = |a: &str| {

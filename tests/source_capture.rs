@@ -83,7 +83,9 @@ fn sources_of_instrumented_fns_and_span_blocks() {
     assert!(!f.contains("fn run_block"), "only the fn item: {f}");
 
     let b = &t["captured_block"];
-    assert!(b.trim_start().starts_with("let _s = tracing::info_span!(\"captured_block\")"));
+    assert!(b
+        .trim_start()
+        .starts_with("let _s = tracing::info_span!(\"captured_block\")"));
     assert!(b.contains("marker: inside the block"));
     assert!(
         !b.contains("marker: after the block") && !b.contains("before the block"),
@@ -116,11 +118,7 @@ fn a_source_root_finds_files_elsewhere() {
     }
     std::fs::write(dir.path().join("no/such/dir/missing.rs"), text).unwrap();
     let path = dir.path().join("root.h5");
-    let (d, guard) = common::dispatch(
-        ScopeLayer::builder()
-            .output(&path)
-            .source_root(dir.path()),
-    );
+    let (d, guard) = common::dispatch(ScopeLayer::builder().output(&path).source_root(dir.path()));
     tracing::dispatcher::with_default(&d, workload);
     guard.finalize().unwrap();
     let t = texts(&path);
