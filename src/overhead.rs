@@ -7,7 +7,7 @@
 //!
 //! The probe runs the real thing: a throwaway profiler with this configuration's recording
 //! switches (its flusher included) on a bare `tracing_subscriber::registry()`, on a short-lived
-//! thread of its own (so its buffers go when the thread ends), timing 20 000 child
+//! thread of its own (so its buffers go when the thread ends), timing 10 000 child
 //! `info_span!`s (create + enter + exit + close inside a parent) and as many re-enters of one span (mean cost, so
 //! the flusher's share of a busy machine counts as it will in the program). What a child call
 //! adds to its parent's time is that cost minus the child's own recorded duration, which the
@@ -33,7 +33,7 @@ pub(crate) struct SelfCost {
     pub clock_source: String,
 }
 
-const BATCH: u32 = 5_000;
+const BATCH: u32 = 2_500;
 const BATCHES: u32 = 4;
 
 /// Measures the hot path of a layer configured like `config` (on a thread of its own).

@@ -108,6 +108,8 @@ pub(crate) fn phase_extra(
         .collect();
     let line_profiles = lines
         .into_iter()
+        // A region whose calls never fired an event has only its own line: no profile.
+        .filter(|(_, table)| table.by_line.len() > 1)
         .filter_map(|(id, table)| {
             let name = data.region_names.get(id as usize)?;
             let row = data.regions.iter().find(|r| &r.name == name)?;
