@@ -105,6 +105,8 @@ fn lines_of_a_sync_span_match_busy_loops() {
             to_a += t1 - t0;
             to_b += t2 - t1;
             rest += t3.elapsed();
+            // A span without events gets no line profile.
+            tracing::info_span!("lt_quiet").in_scope(|| spin(Duration::from_micros(100)));
             // An event outside any span is not a checkpoint of anything.
             if k == 0 {
                 drop(_e);
@@ -127,6 +129,8 @@ fn lines_of_a_sync_span_match_busy_loops() {
     close(t_b, to_b, "line b");
     close(t_own, rest, "own line (after the last event)");
 
+    let groups = file.group("rank0/line_profile").unwrap().member_names().unwrap();
+    assert_eq!(groups.len(), 1, "only lt_sync had events: {groups:?}");
     let path = path.to_str().unwrap();
     let out = common::py("scope-profiler", &["line-profile", path]);
     assert!(out.contains("lt_sync"), "{out}");
