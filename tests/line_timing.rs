@@ -129,7 +129,11 @@ fn lines_of_a_sync_span_match_busy_loops() {
     close(t_b, to_b, "line b");
     close(t_own, rest, "own line (after the last event)");
 
-    let groups = file.group("rank0/line_profile").unwrap().member_names().unwrap();
+    let groups = file
+        .group("rank0/line_profile")
+        .unwrap()
+        .member_names()
+        .unwrap();
     assert_eq!(groups.len(), 1, "only lt_sync had events: {groups:?}");
     let path = path.to_str().unwrap();
     let out = common::py("scope-profiler", &["line-profile", path]);

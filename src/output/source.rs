@@ -145,7 +145,7 @@ fn fn_item_start(lines: &[String], at: usize, name: &str) -> Option<usize> {
     let mut start = fn_line;
     while start > 0 {
         let prev = lines[start - 1].trim_start();
-        if prev.starts_with("#[") || prev.starts_with("///") || start - 1 >= at {
+        if prev.starts_with("#[") || prev.starts_with("///") || start > at {
             start -= 1;
         } else {
             break;
