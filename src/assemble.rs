@@ -196,6 +196,10 @@ impl Assembler {
                 .max_by_key(|&k| insts[k].created)
         });
         let Some(k) = found else {
+            if r.kind() == EVENT {
+                // A checkpoint of a span this layer does not record (filtered out): not ours.
+                return;
+            }
             let epoch = self.epoch;
             self.stash.entry(r.id).or_default().push((epoch, lane, *r));
             return;

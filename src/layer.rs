@@ -42,6 +42,9 @@ impl ScopeLayer {
     }
 
     pub(crate) fn new(shared: Arc<Shared>) -> ScopeLayer {
+        if shared.config.mode == Mode::Disabled {
+            shared.pause.disable();
+        }
         ScopeLayer {
             disabled: shared.config.mode == Mode::Disabled,
             track_async: shared.config.track_async,
@@ -55,11 +58,11 @@ impl ScopeLayer {
         self.shared.config.mode
     }
 
-    /// Whether to skip this callback: disabled for good, or paused
-    /// ([`FlushGuard::pause`](crate::FlushGuard::pause)). One relaxed load.
+    /// Whether to skip this callback: paused ([`FlushGuard::pause`](crate::FlushGuard::pause))
+    /// or disabled (a disabled layer's flag is set for good at `build()`). One relaxed load.
     #[inline(always)]
     fn skip(&self) -> bool {
-        self.disabled || self.shared.pause.paused.load(Ordering::Relaxed)
+        self.shared.pause.paused.load(Ordering::Relaxed)
     }
 }
 
@@ -120,7 +123,7 @@ where
         crate::lines::record_event(&self.shared, event, &ctx);
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _ctx: Context<'_, S>) {
         if self.skip() {
             return;
@@ -136,7 +139,7 @@ where
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
         if self.skip() {
             return;
@@ -159,7 +162,7 @@ where
         });
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
         if self.skip() {
             return;
@@ -182,7 +185,7 @@ where
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
         if self.skip() {
             return;

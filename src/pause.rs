@@ -20,12 +20,20 @@ use crate::state::Shared;
 /// The shared pause flag and the pause windows (raw clock ticks; end `u64::MAX` while paused).
 #[derive(Debug, Default)]
 pub(crate) struct PauseState {
-    /// Read by every callback.
+    /// Read by every callback (also set for good in `Mode::Disabled`).
     pub paused: AtomicBool,
+    /// `Mode::Disabled`: `resume` does nothing.
+    disabled: AtomicBool,
     windows: Mutex<Vec<(u64, u64)>>,
 }
 
 impl PauseState {
+    /// Sets the flag for good (`Mode::Disabled`), so the callbacks test one flag only.
+    pub(crate) fn disable(&self) {
+        self.disabled.store(true, Ordering::Relaxed);
+        self.paused.store(true, Ordering::SeqCst);
+    }
+
     fn pause(&self, now: u64) {
         let mut w = self.windows.lock().unwrap_or_else(|e| e.into_inner());
         if !self.paused.load(Ordering::Relaxed) {
@@ -37,7 +45,7 @@ impl PauseState {
 
     fn resume(&self, clock: &crate::clock::Clock) {
         let mut w = self.windows.lock().unwrap_or_else(|e| e.into_inner());
-        if self.paused.load(Ordering::Relaxed) {
+        if self.paused.load(Ordering::Relaxed) && !self.disabled.load(Ordering::Relaxed) {
             self.paused.store(false, Ordering::SeqCst);
             // ... and closes after the flag is cleared: every skipped record is inside it.
             let now = clock.raw();
@@ -93,7 +101,7 @@ impl Switch {
         self.shared.pause.resume(self.shared.clock);
     }
 
-    /// Whether the profiler is paused.
+    /// Whether the profiler is paused (always `true` in `Mode::Disabled`).
     pub fn is_paused(&self) -> bool {
         self.shared.pause.paused.load(Ordering::Relaxed)
     }
@@ -134,7 +142,7 @@ impl FlushGuard {
         self.switch().resume()
     }
 
-    /// Whether recording is paused.
+    /// Whether recording is paused (always `true` in `Mode::Disabled`).
     pub fn is_paused(&self) -> bool {
         self.shared().pause.paused.load(Ordering::Relaxed)
     }

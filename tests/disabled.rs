@@ -92,6 +92,9 @@ fn a_disabled_layer_changes_nothing_for_fmt() {
     assert_eq!(above, plain, "Disabled ScopeLayer above fmt");
     assert!(guard.finalize().unwrap().regions().is_empty());
     assert!(guard2.finalize().unwrap().regions().is_empty());
+    // A disabled profiler cannot be resumed into recording.
+    guard.resume();
+    assert!(guard.is_paused());
 }
 
 #[test]
