@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -23,6 +23,10 @@ use crate::{Error, Mode};
 /// column is computed against. (If the program has a span of that name, its calls are written
 /// instead of the synthetic one.)
 pub const SESSION_REGION: &str = "scope_profiler.session";
+
+/// How long finalize (and the guard's drop) wait for the flusher before giving up with an
+/// error instead of hanging the program.
+const FLUSHER_REPLY_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Keeps the profiler's background flusher alive and writes the results.
 ///
@@ -44,7 +48,7 @@ pub const SESSION_REGION: &str = "scope_profiler.session";
 #[must_use = "dropping the guard finalizes the profile immediately"]
 pub struct FlushGuard {
     shared: Arc<Shared>,
-    tx: Option<Mutex<Sender<Command>>>,
+    tx: Option<Sender<Command>>,
     flusher: Option<JoinHandle<()>>,
     _claim: Option<OutputClaim>,
     state: Mutex<GuardState>,
@@ -186,11 +190,10 @@ impl FlushGuard {
             let handle = std::thread::Builder::new()
                 .name("scope-profiler-flush".into())
                 .spawn(move || f.run(rx))
-                .map_err(|e| Error::InvalidOption {
-                    option: "build",
-                    reason: format!("cannot start the flusher thread: {e}"),
+                .map_err(|e| Error::FlusherFailed {
+                    cause: format!("cannot start the flusher thread: {e}"),
                 })?;
-            (Some(Mutex::new(tx)), Some(handle))
+            (Some(tx), Some(handle))
         };
         Ok(FlushGuard {
             shared,
@@ -241,17 +244,7 @@ impl FlushGuard {
         let finalize_ns = self.shared.clock.now_ns();
         let mut snap = match &self.tx {
             None => Snapshot::default(),
-            Some(tx) => {
-                let (reply_tx, reply_rx) = mpsc::channel();
-                let sent = tx
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .send(Command::Finalize(reply_tx));
-                if sent.is_err() {
-                    return Err(Error::FlusherGone);
-                }
-                reply_rx.recv().map_err(|_| Error::FlusherGone)?
-            }
+            Some(tx) => self.ask_flusher(tx)?,
         };
         let phase_calls: u64 = snap.regions.iter().map(|r| r.row.stats.count).sum();
         let sink_data = self
@@ -290,6 +283,12 @@ impl FlushGuard {
             .map(RegionStats::from_snapshot)
             .collect();
         let (dropped, in_flight) = (snap.dropped, snap.in_flight);
+        let losses = crate::report::Losses {
+            dropped_calls: snap.dropped_calls,
+            waits: snap.waits,
+            wait_ns: snap.wait_ns,
+            corrupt: snap.corrupt,
+        };
         let truncated = snap.calls_truncated;
         let spool_phase = snap.spool_phase.clone();
         let lines = std::mem::take(&mut snap.lines);
@@ -338,6 +337,7 @@ impl FlushGuard {
         let report = Report {
             regions,
             dropped,
+            losses,
             in_flight,
             wall_ns: (finalize_ns - phase_start_ns).max(0) as u64,
             warnings,
@@ -386,6 +386,41 @@ impl FlushGuard {
             }
         }
         result.map(|()| Some(report))
+    }
+
+    /// Asks the flusher for this phase, waiting a bounded time; a failed flusher's cause
+    /// becomes the error.
+    fn ask_flusher(&self, tx: &Sender<Command>) -> Result<Snapshot, Error> {
+        let failed = || {
+            let cause = self
+                .shared
+                .failure
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            match cause.clone() {
+                Some(cause) => Error::FlusherFailed { cause },
+                None => Error::FlusherGone,
+            }
+        };
+        let (reply_tx, reply_rx) = mpsc::channel();
+        if tx.send(Command::Finalize(reply_tx)).is_err() {
+            return Err(failed());
+        }
+        self.wake_flusher();
+        match reply_rx.recv_timeout(FLUSHER_REPLY_LIMIT) {
+            Ok(Ok(snap)) => Ok(snap),
+            Ok(Err(cause)) => Err(Error::FlusherFailed { cause }),
+            Err(RecvTimeoutError::Disconnected) => Err(failed()),
+            Err(RecvTimeoutError::Timeout) => Err(Error::FlusherStalled {
+                waited: FLUSHER_REPLY_LIMIT,
+            }),
+        }
+    }
+
+    fn wake_flusher(&self) {
+        if let Some(h) = &self.flusher {
+            h.thread().unpark();
+        }
     }
 
     fn phase_data(&self, snap: Snapshot, phase_start_ns: i64, finalize_ns: i64) -> PhaseData {
@@ -438,6 +473,12 @@ impl FlushGuard {
             timestamp: self.shared.timestamp.clone(),
             label: config.label.clone(),
             dropped: snap.dropped,
+            losses: crate::report::Losses {
+                dropped_calls: snap.dropped_calls,
+                waits: snap.waits,
+                wait_ns: snap.wait_ns,
+                corrupt: snap.corrupt,
+            },
             perf: None,
             likwid: None,
             threads: snap.threads,
@@ -460,13 +501,24 @@ impl Drop for FlushGuard {
             eprintln!("scope-profiler: final flush failed: {e}");
         }
         if let Some(tx) = self.tx.take() {
-            let _ = tx
-                .into_inner()
-                .unwrap_or_else(|e| e.into_inner())
-                .send(Command::Shutdown);
+            let _ = tx.send(Command::Shutdown);
         }
+        self.wake_flusher();
         if let Some(h) = self.flusher.take() {
-            let _ = h.join();
+            // Like tracing-appender's guard: wait a bounded time, then give up with a message
+            // rather than hang the program's exit.
+            let t0 = std::time::Instant::now();
+            while !h.is_finished() && t0.elapsed() < FLUSHER_REPLY_LIMIT {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            if h.is_finished() {
+                let _ = h.join();
+            } else {
+                eprintln!(
+                    "scope-profiler: the flusher did not stop within {FLUSHER_REPLY_LIMIT:?}; \
+                     leaving it behind"
+                );
+            }
         }
     }
 }

@@ -81,8 +81,13 @@ where
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
         // Never `never`: that would hide the callsite from every other layer of the
         // subscriber too. A disabled layer switches itself off through `max_level_hint`.
-        if self.line_timing && !self.disabled && meta.is_event() {
-            crate::lines::register_event_site(&self.shared.lines, meta);
+        if !self.disabled {
+            if meta.is_span() {
+                // The flusher accepts creation records only for callsites registered here.
+                self.shared.callsites.register(meta);
+            } else if self.line_timing && meta.is_event() {
+                crate::lines::register_event_site(&self.shared.lines, meta);
+            }
         }
         Interest::always()
     }
@@ -128,9 +133,8 @@ where
         if self.skip() {
             return;
         }
-        // No clock read: span ids carry the registry's slot generation, so an id does not come
-        // back within any drain window and creation needs no timestamp to be told apart
-        // (see `assemble`).
+        // No clock read: an id is never reused while its span is open, and the flusher tells
+        // instances of a reused id apart by their order in the lanes (see `assemble`).
         with_local(&self.shared, |l| {
             l.push(Record::new_span(id.into_u64(), 0, attrs.metadata()))
         });
@@ -179,7 +183,7 @@ where
         if let Some(sinks) = &self.shared.sinks {
             if let Some(meta) = ctx.metadata(&Id::from_u64(id)) {
                 sinks.exit(id, meta, &mut |payload| {
-                    with_local(&self.shared, |l| l.push(Record::aux(id, tsc, payload)))
+                    with_local(&self.shared, |l| l.push(Record::aux(id, tsc, payload)));
                 });
             }
         }
@@ -197,7 +201,7 @@ where
             // Sink payloads go before the CLOSE record, so they reach the call before the
             // flusher completes it.
             sinks.close(id, &mut |payload| {
-                with_local(&self.shared, |l| l.push(Record::aux(id, tsc, payload)))
+                with_local(&self.shared, |l| l.push(Record::aux(id, tsc, payload)));
             });
         }
         with_local(&self.shared, |l| {

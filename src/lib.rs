@@ -55,6 +55,7 @@ mod nesting;
 mod output;
 mod overhead;
 mod pause;
+pub mod read;
 mod recover;
 mod region;
 mod report;
@@ -64,7 +65,7 @@ mod state;
 mod stats;
 mod task;
 
-pub use builder::{Builder, Mode};
+pub use builder::{Builder, Mode, DEFAULT_BUFFER_BUDGET, MIN_BUFFER_BUDGET};
 pub use error::Error;
 pub use guard::{FlushGuard, SESSION_REGION};
 pub use layer::ScopeLayer;

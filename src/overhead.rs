@@ -47,6 +47,7 @@ pub(crate) fn measure(config: &Config) -> Option<SelfCost> {
     probe.cuda_timing = false;
     probe.cuda_sync_on_exit = false;
     probe.capture_source = false;
+    probe.buffering.fail_flusher_at = None;
     std::thread::Builder::new()
         .name("scope-profiler-probe".into())
         .spawn(move || probe_here(probe))

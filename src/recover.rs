@@ -214,6 +214,7 @@ fn write<'a>(
         timestamp: header.timestamp.clone(),
         label: header.label.clone(),
         dropped: 0,
+        losses: Default::default(),
         perf: None,
         likwid: None,
         threads,

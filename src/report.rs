@@ -87,6 +87,16 @@ impl RegionStats {
     }
 }
 
+/// What load cost the run: calls dropped whole, backpressure waits, corrupt records. All
+/// counts are since `build()`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Losses {
+    pub dropped_calls: u64,
+    pub waits: u64,
+    pub wait_ns: u64,
+    pub corrupt: u64,
+}
+
 /// The result of one [`FlushGuard::finalize`](crate::FlushGuard::finalize).
 ///
 /// It covers the calls completed since the previous finalize (a "phase"); regions that
@@ -96,6 +106,7 @@ impl RegionStats {
 pub struct Report {
     pub(crate) regions: Vec<RegionStats>,
     pub(crate) dropped: u64,
+    pub(crate) losses: Losses,
     pub(crate) in_flight: u64,
     pub(crate) wall_ns: u64,
     pub(crate) warnings: Vec<String>,
@@ -130,6 +141,30 @@ impl Report {
     /// recorded while it was being torn down.
     pub fn dropped(&self) -> u64 {
         self.dropped
+    }
+
+    /// Calls dropped whole since `build()` because one of their records could not be buffered
+    /// (0 in a healthy run; see [`Builder::lossy`](crate::Builder::lossy)). A dropped call is
+    /// in no region's statistics and not in the file: never half a call.
+    pub fn dropped_calls(&self) -> u64 {
+        self.losses.dropped_calls
+    }
+
+    /// Times since `build()` a recording thread waited for the flusher because the buffer
+    /// budget was used up (backpressure; 0 when the flusher keeps up or with `lossy(true)`).
+    pub fn backpressure_waits(&self) -> u64 {
+        self.losses.waits
+    }
+
+    /// Total time recording threads spent waiting for the flusher since `build()`, ns.
+    pub fn backpressure_wait_ns(&self) -> u64 {
+        self.losses.wait_ns
+    }
+
+    /// Records the flusher rejected as corrupt since `build()` (never followed; 0 unless
+    /// something overwrote the profiler's buffers).
+    pub fn corrupt_records(&self) -> u64 {
+        self.losses.corrupt
     }
 
     /// Calls entered but not closed at this finalize; a later finalize reports them.

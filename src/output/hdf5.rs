@@ -325,8 +325,11 @@ fn write_metadata(ctx: &Ctx<'_>, meta: &Group, data: &PhaseData) -> Result<(), E
     ctx.attr_str(meta, "command", &command.join(" "))?;
     // The compiler version is not available without a build script; say so plainly.
     ctx.attr_str(meta, "rust_version", "unknown")?;
-    let dropped = i64::try_from(data.dropped).unwrap_or(i64::MAX);
-    ctx.attr(meta, "dropped_records", &dropped)?;
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    ctx.attr(meta, "dropped_records", &count(data.dropped))?;
+    ctx.attr(meta, "dropped_calls", &count(data.losses.dropped_calls))?;
+    ctx.attr(meta, "backpressure_waits", &count(data.losses.waits))?;
+    ctx.attr(meta, "backpressure_wait_ns", &count(data.losses.wait_ns))?;
     crate::output::hdf5_lines::write_overhead(ctx, meta, &data.extra)
 }
 

@@ -161,6 +161,8 @@ pub(crate) struct PhaseData {
     pub label: Option<String>,
     /// Records lost so far (0 in a healthy run).
     pub dropped: u64,
+    /// Calls dropped whole, backpressure waits and corrupt records so far.
+    pub losses: crate::report::Losses,
     /// perf_event totals, when counters were configured.
     pub perf: Option<PerfTotals>,
     /// LIKWID results, when LIKWID markers were configured and results were found.

@@ -153,6 +153,19 @@ pub(crate) fn render(report: &Report, title: &str) -> String {
             report.dropped()
         ));
     }
+    if report.dropped_calls() > 0 {
+        info.push(format!(
+            "WARNING: {} call(s) dropped whole (a record could not be buffered).",
+            report.dropped_calls()
+        ));
+    }
+    if report.backpressure_waits() > 0 {
+        info.push(format!(
+            "Backpressure: threads waited for the flusher {} time(s), {:.3} ms in all.",
+            report.backpressure_waits(),
+            report.backpressure_wait_ns() as f64 / 1e6
+        ));
+    }
     if report.in_flight() > 0 {
         info.push(format!(
             "{} call(s) still running; a later finalize reports them.",
@@ -237,6 +250,7 @@ mod tests {
                 region("idle", 0, 0),
             ],
             dropped: 3,
+            losses: Default::default(),
             in_flight: 1,
             wall_ns: 5_000_000_000,
             warnings: vec!["perf: `cycles` dropped".into()],

@@ -48,6 +48,7 @@ fn phase(layout: Layout, regions: Vec<RegionRow>) -> PhaseData {
         timestamp: "2026-01-01T00:00:00+00:00".to_string(),
         label: Some("demo".to_string()),
         dropped: 3,
+        losses: Default::default(),
         perf: None,
         likwid: None,
         threads: Vec::new(),
