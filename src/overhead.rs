@@ -33,8 +33,8 @@ pub(crate) struct SelfCost {
     pub clock_source: String,
 }
 
-const BATCH: u32 = 2_500;
-const BATCHES: u32 = 4;
+const BATCH: u32 = 1_250;
+const BATCHES: u32 = 8;
 
 /// Measures the hot path of a layer configured like `config` (on a thread of its own).
 pub(crate) fn measure(config: &Config) -> Option<SelfCost> {
@@ -58,17 +58,22 @@ pub(crate) fn measure(config: &Config) -> Option<SelfCost> {
 }
 
 /// Runs the probe on this thread: a complete profiler (flusher included, so its share of a
-/// busy machine counts as it will in the program), mean cost over all batches.
+/// busy machine counts as it will in the program), median cost of eight batches.
 fn probe_here(config: Config) -> Option<SelfCost> {
     let clock = Clock::global();
     let ns_per_tick = clock.ticks_to_ns(1 << 24) as f64 / (1u64 << 24) as f64;
+    // The median batch: typical of the machine's load now, not of one unlucky preemption.
     let time = |f: &dyn Fn()| -> f64 {
-        let t0 = clock.raw();
-        for _ in 0..BATCHES {
-            f();
-        }
-        let ticks = clock.raw().wrapping_sub(t0);
-        ticks as f64 * ns_per_tick / f64::from(BATCH * BATCHES)
+        let mut per_op: Vec<f64> = (0..BATCHES)
+            .map(|_| {
+                let t0 = clock.raw();
+                f();
+                clock.raw().wrapping_sub(t0) as f64 * ns_per_tick / f64::from(BATCH)
+            })
+            .collect();
+        per_op.sort_by(f64::total_cmp);
+        let n = per_op.len();
+        (per_op[(n - 1) / 2] + per_op[n / 2]) / 2.0
     };
     let resolution = (0..1000)
         .map(|_| {

@@ -107,13 +107,13 @@ fn bare_loop() -> f64 {
 }
 
 /// Wall-clock ratios scatter on a shared machine (the profiler measures itself at `build()`,
-/// under whatever load there is then), so the test takes the best of up to five trials; each
+/// under whatever load there is then), so the test takes the best of up to ten trials; each
 /// compares one compensated run with the uninstrumented loop measured just before it.
 #[test]
 fn compensated_exclusive_time_matches_the_uninstrumented_loop() {
     let raw = profiled_exclusive(false).0;
     let mut trials = Vec::new();
-    for _ in 0..5 {
+    for _ in 0..10 {
         let bare = bare_loop();
         let (compensated, per_call) = profiled_exclusive(true);
         let err = (compensated - bare) / bare;
