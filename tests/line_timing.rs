@@ -139,6 +139,16 @@ fn lines_of_a_sync_span_match_busy_loops() {
     let out = common::py("scope-profiler", &["line-profile", path]);
     assert!(out.contains("lt_sync"), "{out}");
     common::py("scope-profiler", &["inspect", path]);
+    // Our own reader takes the file too.
+    let own = std::process::Command::new(env!("CARGO_BIN_EXE_scopeprof"))
+        .args(["inspect", path])
+        .output()
+        .unwrap();
+    assert!(
+        own.status.success(),
+        "scopeprof inspect: {}",
+        String::from_utf8_lossy(&own.stderr)
+    );
 }
 
 /// Returns the two event lines and the running time measured before each.
