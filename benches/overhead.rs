@@ -3,7 +3,13 @@
 //! Two operations per subscriber configuration, both reported in ns per operation:
 //!
 //! * `span/<config>`: `info_span!` create + enter + exit + close (one sync call);
-//! * `poll/<config>`: enter + exit of one span created outside the measured loop (one poll).
+//! * `poll/<config>`: enter + exit of one span created outside the measured loop (one poll);
+//! * `event/<config>`: one `info!` inside an entered span (for a few configurations: the
+//!   registry's own cost, the profiler without and with `line_timing(true)`).
+//!
+//! `scope_disabled` is `Mode::Disabled` alone in a registry (target: at most 2 ns per span over
+//! `no_subscriber`); `scope_paused` is a `TimeOnly` profiler paused with `FlushGuard::pause`
+//! (target: at most 2 ns per callback over `registry`).
 //!
 //! Run `bash scripts/overhead-table.sh` to get the Markdown table with ratios against the bare
 //! registry measured in the same run (see DESIGN.md, "Hot-path rules").
@@ -273,6 +279,47 @@ macro_rules! bench_config {
     }};
 }
 
+/// The event-checkpoint benchmark of one configuration: `info!` inside an entered span, one
+/// `tracing` event per operation (the line-timing hot path when `line_timing(true)`). Its own
+/// callsites per configuration, as in `bench_config!`.
+macro_rules! bench_event {
+    ($c:expr, $name:literal, $install:expr) => {{
+        run_bench(
+            $c,
+            concat!("event/", $name),
+            "bench_event_span",
+            1,
+            $install,
+            || info_span!("bench_event_span").entered(),
+            |_span, iters| {
+                let timer = Timer::start();
+                for _ in 0..iters {
+                    tracing::info!("checkpoint");
+                }
+                timer.elapsed()
+            },
+        );
+    }};
+}
+
+/// Like `scope_config!`, with the profiler paused (`FlushGuard::pause`) while measured.
+macro_rules! scope_paused_config {
+    ($builder:expr) => {{
+        let (layer, guard) = $builder
+            .no_output()
+            .summary(false)
+            .build()
+            .unwrap_or_else(|e| panic!("ScopeLayer::build failed: {e}"));
+        guard.pause();
+        Installed::new(Dispatch::new(tracing_subscriber::registry().with(layer))).finish_with(
+            move |_| {
+                drop(guard);
+                None
+            },
+        )
+    }};
+}
+
 /// Runs one benchmark: installs `installed` on this thread, calls `setup` under it, measures
 /// `timed(&setup_output, iters)`, drops everything, runs the configuration's `finish`, then
 /// reports (stderr, and a JSON line to `$OVERHEAD_EXTRA` when set).
@@ -486,6 +533,30 @@ fn main() {
             scope_config!(ScopeLayer::builder().cuda_timing(true))
         );
     }
+    // Pause switch: the paused layer beside the bare registry (target: <= 2 ns per callback
+    // over `registry`).
+    bench_config!(
+        &mut c,
+        "scope_paused",
+        scope_paused_config!(ScopeLayer::builder().mode(Mode::TimeOnly))
+    );
+    // Event checkpoints: the registry's own cost for the event, the profiler without line
+    // timing (events untouched) and with it (one EVENT record per event).
+    bench_event!(
+        &mut c,
+        "registry",
+        Installed::new(Dispatch::new(tracing_subscriber::registry()))
+    );
+    bench_event!(
+        &mut c,
+        "scope_timeonly",
+        scope_config!(ScopeLayer::builder().mode(Mode::TimeOnly))
+    );
+    bench_event!(
+        &mut c,
+        "scope_lines",
+        scope_config!(ScopeLayer::builder().mode(Mode::TimeOnly).line_timing(true))
+    );
     bench_config!(&mut c, "tracing_timing", tracing_timing_config());
     bench_config!(&mut c, "tracing_chrome", tracing_chrome_config());
     // The baseline again, to show how much the machine drifted during the run.

@@ -53,6 +53,7 @@ configs = [
     "no_subscriber",
     "registry",
     "scope_disabled",
+    "scope_paused",
     "scope_aggregate",
     "scope_timeonly",
     "scope_threads",

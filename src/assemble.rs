@@ -25,7 +25,8 @@ use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 use crate::fasthash::FastMap;
-use crate::lane::record::{Record, AUX, CLOSE, ENTER, EXIT, LOST, NEW};
+use crate::lane::record::{Record, AUX, CLOSE, ENTER, EVENT, EXIT, LOST, NEW};
+use crate::lines::LineAcc;
 use crate::region::{Callsites, RegionTable};
 use crate::task::OpenStarts;
 
@@ -47,6 +48,8 @@ pub(crate) struct RawCall {
     pub last_lane: u32,
     /// Sink payloads recorded during the call (`AUX` records), in order.
     pub aux: Vec<u64>,
+    /// Line-timing checkpoints (`EVENT` records), when any.
+    pub lines: Option<Box<LineAcc>>,
 }
 
 /// One poll (enter -> exit at depth 0) of a span, in raw ticks.
@@ -74,6 +77,9 @@ struct Inst {
     polls: u32,
     closed_epoch: Option<u64>,
     aux: Vec<u64>,
+    lines: Option<Box<LineAcc>>,
+    /// Open while the profiler paused: some records may be missing, so never reported.
+    tainted: bool,
     /// A record of this call was lost (a `LOST` marker): the call is dropped whole.
     lost: bool,
     /// The lane whose `CLOSE` (or lost close) ended the call: later records of that lane
@@ -83,6 +89,9 @@ struct Inst {
 
 impl Inst {
     fn into_call(self) -> Option<RawCall> {
+        if self.tainted {
+            return None;
+        }
         let (start, lane, task) = self.first_enter?;
         let end = self.last_exit.max(start);
         Some(RawCall {
@@ -95,6 +104,7 @@ impl Inst {
             polls: self.polls,
             last_lane: self.last_lane,
             aux: self.aux,
+            lines: self.lines,
         })
     }
 }
@@ -181,6 +191,7 @@ impl Assembler {
                         polls: 1,
                         last_lane: lane,
                         aux: Vec::new(),
+                        lines: None,
                     });
                     i += 4;
                     continue;
@@ -211,6 +222,8 @@ impl Assembler {
                 polls: 0,
                 closed_epoch: None,
                 aux: Vec::new(),
+                lines: None,
+                tainted: false,
                 lost: false,
                 closed_lane: None,
             };
@@ -230,6 +243,10 @@ impl Assembler {
             (insts[k].closed_lane != Some(lane)).then_some(k)
         });
         let Some(k) = found else {
+            if r.kind() == EVENT {
+                // A checkpoint of a span this layer does not record (filtered out): not ours.
+                return;
+            }
             let epoch = self.epoch;
             self.stash.entry(r.id).or_default().push((epoch, lane, *r));
             return;
@@ -277,6 +294,11 @@ impl Assembler {
                 }
             }
             AUX => inst.aux.push(r.payload()),
+            EVENT => {
+                if let Some(p) = inst.open_polls.iter().find(|p| p.0 == lane) {
+                    LineAcc::event(&mut inst.lines, p.2, r.tsc, r.site());
+                }
+            }
             LOST if r.payload() == 0 => inst.lost = true,
             _ => {
                 // CLOSE, or a marker of a lost CLOSE, which ends the call as well.
@@ -389,8 +411,16 @@ impl Assembler {
         self.open
             .values()
             .flatten()
-            .filter(|i| i.first_enter.is_some() && i.closed_epoch.is_none())
+            .filter(|i| i.first_enter.is_some() && i.closed_epoch.is_none() && !i.tainted)
             .count() as u64
+    }
+
+    /// Marks every open instance as never to be reported (the profiler paused while they were
+    /// open, so some of their records may be missing; see [`crate::pause`]).
+    pub(crate) fn taint_open(&mut self) {
+        for inst in self.open.values_mut().flatten() {
+            inst.tainted = true;
+        }
     }
 }
 

@@ -23,9 +23,10 @@ use crate::Error;
 /// What the profiler records.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Mode {
-    /// Records nothing; every span callsite is switched off (interest `never`), so `tracing`
-    /// skips the spans entirely and they cost what they cost without a subscriber. Note that
-    /// this hides those spans from other layers of the same subscriber too.
+    /// Records nothing, and changes nothing for the other layers of the subscriber (they see
+    /// every span and event as without this layer). Alone in a registry, its level hint `OFF`
+    /// lets `tracing` skip spans before calling the subscriber, so they cost what they cost
+    /// without a subscriber. For a switch at run time see [`FlushGuard::pause`].
     Disabled,
     /// Exact per-region statistics (count, total, min, max, mean, std) in O(regions) memory;
     /// no per-call data. Files use the aggregate layout.
@@ -72,6 +73,10 @@ pub struct Builder {
     rotate_every: Option<Duration>,
     max_files: Option<usize>,
     durable: bool,
+    line_timing: bool,
+    capture_source: bool,
+    source_roots: Vec<PathBuf>,
+    compensate_overhead: bool,
     buffering: Buffering,
 }
 
@@ -127,6 +132,10 @@ impl Default for Builder {
             rotate_every: None,
             max_files: None,
             durable: false,
+            line_timing: false,
+            capture_source: true,
+            source_roots: Vec::new(),
+            compensate_overhead: false,
             buffering: Buffering::default(),
         }
     }
@@ -290,6 +299,50 @@ impl Builder {
         self
     }
 
+    // --- Line timing, source capture, overhead compensation -----------------------------
+
+    /// Line timing: every `tracing` event inside a span is a checkpoint, and the time since the
+    /// call's previous checkpoint (or the start of the current poll) goes to the event's line;
+    /// the rest of the call's running time goes to the region's own line. Written as the
+    /// reference's `rank0/line_profile` groups (`scope-profiler line-profile FILE`). Off by
+    /// default; when off, events cost what they cost without this layer.
+    ///
+    /// ```
+    /// # use scope_profiler::ScopeLayer;
+    /// let (layer, guard) = ScopeLayer::builder().no_output().line_timing(true).build()?;
+    /// # Ok::<(), scope_profiler::Error>(())
+    /// ```
+    pub fn line_timing(mut self, on: bool) -> Self {
+        self.line_timing = on;
+        self
+    }
+
+    /// Whether finalize reads each region's source text into the file (`source_texts`, and the
+    /// line profiles' `source`): the whole fn item of an `#[instrument]` fn, the rest of the
+    /// enclosing block of an `info_span!` (at most 200 lines / 16 KiB). Default `true`; a file
+    /// that cannot be found gives an empty text, never an error.
+    pub fn capture_source(mut self, on: bool) -> Self {
+        self.capture_source = on;
+        self
+    }
+
+    /// Another directory to look for callsite source files in (after the working directory
+    /// and `CARGO_MANIFEST_DIR`). May be given several times.
+    pub fn source_root(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.source_roots.push(dir.into());
+        self
+    }
+
+    /// Subtracts each child call's measured profiler overhead (see the `overhead_ns_per_call`
+    /// metadata key) from its parent's exclusive time, in the summary and in
+    /// `exclusive_totals`. Raw durations are never changed. Default `false`.
+    pub fn compensate_overhead(mut self, on: bool) -> Self {
+        self.compensate_overhead = on;
+        self
+    }
+
+    // --- Buffering -----------------------------------------------------------------------
+
     /// Bounds the memory of all recording threads' buffers together (default
     /// [`DEFAULT_BUFFER_BUDGET`], 64 MiB; at least [`MIN_BUFFER_BUDGET`]). Buffers are taken
     /// from and returned to one pool, so the bound holds for any number of threads, and those
@@ -362,6 +415,10 @@ impl Builder {
             rotate_every: self.rotate_every,
             max_files: self.max_files,
             durable: self.durable,
+            line_timing: self.line_timing,
+            capture_source: self.capture_source,
+            source_roots: self.source_roots,
+            compensate_overhead: self.compensate_overhead,
             buffering: self.buffering,
         }
     }
@@ -405,7 +462,14 @@ impl Builder {
             }
             sinks = Sinks::build(&config)?;
         }
-        let shared = Arc::new(Shared::new(config, sinks));
+        let overhead = if config.mode == crate::Mode::Disabled {
+            None
+        } else {
+            crate::overhead::measure(&config)
+        };
+        let mut shared = Shared::new(config, sinks);
+        shared.overhead = overhead;
+        let shared = Arc::new(shared);
         let guard = FlushGuard::start(shared.clone())?;
         Ok((ScopeLayer::new(shared), guard))
     }

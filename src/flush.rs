@@ -77,6 +77,10 @@ pub(crate) struct Snapshot {
     /// Records lost so far by the recording side (lanes, thread teardown, unmatched and
     /// corrupt records); the spool's losses are `spool_lost`.
     pub dropped: u64,
+    /// Line tables of this phase (line timing), by region id.
+    pub lines: Vec<(u32, crate::lines::RegionLines)>,
+    /// Calls left out this phase because they overlapped a pause.
+    pub paused_calls: u64,
     /// Calls dropped whole so far because a record of theirs could not be buffered.
     pub dropped_calls: u64,
     /// Times a recording thread waited for the flusher so far (backpressure).
@@ -125,6 +129,9 @@ pub(crate) struct Flusher {
     kept_calls: usize,
     calls_truncated: bool,
     span_ns: Option<(i64, i64)>,
+    lines: crate::lines::LineTables,
+    paused_calls: u64,
+    pauses_seen: usize,
 }
 
 /// Capacity the per-drain batch vectors keep between drains.
@@ -159,6 +166,9 @@ impl Flusher {
             kept_calls: 0,
             calls_truncated: false,
             span_ns: None,
+            lines: Default::default(),
+            paused_calls: 0,
+            pauses_seen: 0,
         }
     }
 
@@ -290,8 +300,18 @@ impl Flusher {
                 i += 1;
             }
         }
+        self.taint_if_paused();
         self.asm.end_complete_drain(&mut self.scratch);
         self.fold();
+    }
+
+    /// After the profiler paused: calls open now may miss records, so none of them is reported.
+    fn taint_if_paused(&mut self) {
+        let n = self.shared.pause.windows_len();
+        if n > self.pauses_seen {
+            self.pauses_seen = n;
+            self.asm.taint_open();
+        }
     }
 
     /// Drains lane `i` in batches of [`DRAIN_BATCH`] chunks, folding after each, so the
@@ -348,10 +368,34 @@ impl Flusher {
             self.spooled_regions = n_regions;
         }
         let track_tasks = self.shared.config.track_async;
+        let pauses = self.shared.pause.windows();
         for c in self.scratch.drain(..) {
+            if crate::pause::overlaps(&pauses, c.start, c.end) {
+                self.paused_calls += 1;
+                continue;
+            }
             let start_ns = clock.to_ns(c.start);
             let dur_ns = (clock.to_ns(c.end) - start_ns).max(0);
-            let busy_ns = clock.ticks_to_ns(c.busy).min(dur_ns);
+            // Busy time on the same rounding as the duration: a one-poll call has exactly 0 ns
+            // of await time.
+            let busy_ns = if c.busy >= c.end - c.start {
+                dur_ns
+            } else {
+                (clock.to_ns(c.start + c.busy) - start_ns).clamp(0, dur_ns)
+            };
+            if self.shared.config.line_timing {
+                let info = &self.asm.regions.regions()[c.region as usize];
+                let ticks_to_ns = |t: u64| (clock.to_ns(c.start + t) - start_ns) as f64;
+                self.lines.add_call(
+                    c.region,
+                    info.file,
+                    info.line,
+                    busy_ns,
+                    c.lines.as_deref(),
+                    ticks_to_ns,
+                    &self.shared.lines,
+                );
+            }
             let task = if track_tasks && c.task != 0 {
                 // An open call of the task that started no later contains this one: it is no
                 // root, and needs no settling (a connection's commands).
@@ -429,6 +473,9 @@ impl Flusher {
     fn polls_and_tasks(&mut self) {
         let clock = self.shared.clock;
         for p in self.asm.polls.drain(..) {
+            if crate::pause::overlaps(&pauses, p.start, p.end) {
+                continue;
+            }
             let start_ns = clock.to_ns(p.start);
             let record = PollRecord {
                 region: p.region,
@@ -598,6 +645,8 @@ impl Flusher {
             dropped: self.dropped(),
             spool_lost: self.spool.as_ref().map_or(0, |s| s.lost_calls),
             span_ns: self.span_ns.take(),
+            lines: self.lines.take(),
+            paused_calls: std::mem::take(&mut self.paused_calls),
             dropped_calls: self.dropped_calls(),
             waits: self.shared.pool.waits.load(Ordering::Relaxed),
             wait_ns: self.shared.pool.wait_ns.load(Ordering::Relaxed),

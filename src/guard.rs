@@ -143,6 +143,11 @@ fn open_spool(shared: &Shared, output: &Path) -> Result<SpoolWriter, Error> {
 }
 
 impl FlushGuard {
+    /// The state shared with the layer.
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
     pub(crate) fn start(shared: Arc<Shared>) -> Result<FlushGuard, Error> {
         let phase_start_ns = shared.start_ns;
         let config = &shared.config;

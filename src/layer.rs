@@ -4,12 +4,14 @@
 //! the calling thread's lane ([`crate::lane::local`]); nothing is looked up, allocated, locked
 //! or formatted here. Region names, statistics, nesting and files are all the flusher's work.
 
+use std::any::TypeId;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tracing_core::span::{Attributes, Id};
 use tracing_core::subscriber::Interest;
-use tracing_core::{Metadata, Subscriber};
-use tracing_subscriber::layer::{Context, Layer};
+use tracing_core::{Event, LevelFilter, Metadata, Subscriber};
+use tracing_subscriber::layer::{Context, Identity, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::lane::local::with_local;
@@ -25,6 +27,7 @@ pub struct ScopeLayer {
     shared: Arc<Shared>,
     disabled: bool,
     track_async: bool,
+    line_timing: bool,
 }
 
 impl ScopeLayer {
@@ -39,9 +42,13 @@ impl ScopeLayer {
     }
 
     pub(crate) fn new(shared: Arc<Shared>) -> ScopeLayer {
+        if shared.config.mode == Mode::Disabled {
+            shared.pause.disable();
+        }
         ScopeLayer {
             disabled: shared.config.mode == Mode::Disabled,
             track_async: shared.config.track_async,
+            line_timing: shared.config.line_timing,
             shared,
         }
     }
@@ -49,6 +56,13 @@ impl ScopeLayer {
     /// The mode this layer records in (after environment overrides).
     pub fn mode(&self) -> Mode {
         self.shared.config.mode
+    }
+
+    /// Whether to skip this callback: paused ([`FlushGuard::pause`](crate::FlushGuard::pause))
+    /// or disabled (a disabled layer's flag is set for good at `build()`). One relaxed load.
+    #[inline(always)]
+    fn skip(&self) -> bool {
+        self.shared.pause.paused.load(Ordering::Relaxed)
     }
 }
 
@@ -65,26 +79,58 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
-        // Disabled: switch span callsites off for good, so `tracing` skips them without
-        // calling any subscriber. Events are none of our business either way.
-        if self.disabled && meta.is_span() {
-            Interest::never()
-        } else {
+        // Never `never`: that would hide the callsite from every other layer of the
+        // subscriber too. A disabled layer switches itself off through `max_level_hint`.
+        if !self.disabled {
             if meta.is_span() {
                 // The flusher accepts creation records only for callsites registered here.
                 self.shared.callsites.register(meta);
+            } else if self.line_timing && meta.is_event() {
+                crate::lines::register_event_site(&self.shared.lines, meta);
             }
-            Interest::always()
         }
+        Interest::always()
     }
 
-    fn enabled(&self, meta: &Metadata<'_>, _ctx: Context<'_, S>) -> bool {
-        !(self.disabled && meta.is_span())
+    fn enabled(&self, _meta: &Metadata<'_>, _ctx: Context<'_, S>) -> bool {
+        // This layer filters nothing for the others (tracing-subscriber's docs on `enabled`).
+        true
+    }
+
+    fn max_level_hint(&self) -> Option<LevelFilter> {
+        // Disabled: `OFF`, so that alone in a registry `tracing` skips every span and event
+        // before calling the subscriber; `downcast_raw` marks the layer as "none", so beside
+        // other layers their hints win (as for `Option::<Layer>::None`).
+        self.disabled.then_some(LevelFilter::OFF)
+    }
+
+    unsafe fn downcast_raw(&self, id: TypeId) -> Option<*const ()> {
+        if id == TypeId::of::<Self>() {
+            return Some(self as *const Self as *const ());
+        }
+        if self.disabled && id != TypeId::of::<Option<Identity>>() {
+            // Answers tracing-subscriber's private "is this layer `None`?" probe exactly as an
+            // `Option::None` layer does (a pointer to its static marker, never dereferenced by
+            // us); any other type id gets `None` from it.
+            let none: Option<Identity> = None;
+            // SAFETY: `downcast_raw` of `Option<Identity>` has no preconditions beyond a valid
+            // `self`; the returned pointer refers to a static of tracing-subscriber.
+            return unsafe { <Option<Identity> as Layer<S>>::downcast_raw(&none, id) };
+        }
+        None
     }
 
     #[inline]
+    fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        if !self.line_timing || self.skip() {
+            return;
+        }
+        crate::lines::record_event(&self.shared, event, &ctx);
+    }
+
+    #[inline(always)]
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _ctx: Context<'_, S>) {
-        if self.disabled {
+        if self.skip() {
             return;
         }
         // No clock read: an id is never reused while its span is open, and the flusher tells
@@ -97,9 +143,9 @@ where
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
-        if self.disabled {
+        if self.skip() {
             return;
         }
         if let Some(sinks) = &self.shared.sinks {
@@ -120,9 +166,9 @@ where
         });
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
-        if self.disabled {
+        if self.skip() {
             return;
         }
         let id = id.into_u64();
@@ -143,9 +189,9 @@ where
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
-        if self.disabled {
+        if self.skip() {
             return;
         }
         // No clock read either: a call ends at its last exit.

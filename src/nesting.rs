@@ -174,6 +174,9 @@ pub(crate) struct Nester<'a> {
     lane_index: crate::fasthash::FastMap<i64, usize>,
     stacks: Vec<Vec<Open>>,
     last_lane: (i64, usize),
+    /// Profiler cost taken out of a parent's exclusive time per child call (overhead
+    /// compensation; 0 = off).
+    child_overhead: i64,
 }
 
 impl<'a> Nester<'a> {
@@ -197,7 +200,15 @@ impl<'a> Nester<'a> {
             lane_index: Default::default(),
             stacks: Vec::new(),
             last_lane: (i64::MIN, 0),
+            child_overhead: 0,
         }
+    }
+
+    /// With overhead compensation: each child call also takes `ns` (its measured profiler
+    /// cost) out of its parent's exclusive time. Raw durations are never changed.
+    pub(crate) fn with_child_overhead(mut self, ns: i64) -> Self {
+        self.child_overhead = ns;
+        self
     }
 
     /// Nests the next call (in start asc, end desc order).
@@ -232,7 +243,7 @@ impl<'a> Nester<'a> {
         let dur = a.end - a.start;
         self.exclusive[a.row as usize] += dur;
         if let Some(p) = parent {
-            self.exclusive[p.row as usize] -= dur;
+            self.exclusive[p.row as usize] -= dur + self.child_overhead;
         }
         if let Some((id_of, parent_of)) = &mut self.ids {
             id_of[a.g as usize] = rank;
@@ -245,7 +256,7 @@ impl<'a> Nester<'a> {
             let parent_path = parent.map(|p| p.path);
             path = add_to_tree(&mut self.paths, &mut self.key, parent_path, a);
             if let Some(pp) = parent_path {
-                self.paths[pp as usize].exclusive -= dur;
+                self.paths[pp as usize].exclusive -= dur + self.child_overhead;
             }
         }
         self.stacks[self.last_lane.1].push(Open {
@@ -258,7 +269,16 @@ impl<'a> Nester<'a> {
     }
 
     /// The result.
-    pub(crate) fn finish(self) -> Nested {
+    pub(crate) fn finish(mut self) -> Nested {
+        if self.child_overhead > 0 {
+            // Compensation can take more than a parent's own time; never below zero.
+            for e in &mut self.exclusive {
+                *e = (*e).max(0);
+            }
+            for p in &mut self.paths {
+                p.exclusive = p.exclusive.max(0);
+            }
+        }
         let tree = self.want_tree.then(|| emit_tree(self.paths, self.names));
         Nested {
             first_id: self.first_id,
@@ -283,9 +303,11 @@ pub(crate) fn nest_spans(
     names: &[&str],
     first_id: i64,
     want_tree: bool,
+    child_overhead: i64,
 ) -> Result<Nested, Overlap> {
     sort(&mut spans);
-    let mut n = Nester::new(names, first_id, want_tree, Some(spans.len()));
+    let mut n = Nester::new(names, first_id, want_tree, Some(spans.len()))
+        .with_child_overhead(child_overhead);
     for a in &spans {
         n.push(a)?;
     }
@@ -420,7 +442,8 @@ fn spans_of(data: &PhaseData) -> Vec<Span> {
 pub(crate) fn nest(data: &mut PhaseData, first_id: i64) -> Result<i64, NestingError> {
     let names: Vec<String> = data.regions.iter().map(|r| r.name.clone()).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    match nest_spans(spans_of(data), &refs, first_id, false) {
+    let comp = data.extra.child_overhead_ns;
+    match nest_spans(spans_of(data), &refs, first_id, false, comp) {
         Ok(n) => {
             let mut g = 0;
             for (r, row) in data.regions.iter_mut().enumerate() {
@@ -452,7 +475,7 @@ pub(crate) fn nest(data: &mut PhaseData, first_id: i64) -> Result<i64, NestingEr
 /// The call tree of an in-memory phase (empty when its calls do not nest).
 pub(crate) fn call_tree(data: &PhaseData) -> Vec<TreeRow> {
     let refs: Vec<&str> = data.regions.iter().map(|r| r.name.as_str()).collect();
-    nest_spans(spans_of(data), &refs, 0, true)
+    nest_spans(spans_of(data), &refs, 0, true, data.extra.child_overhead_ns)
         .ok()
         .and_then(|n| n.tree)
         .unwrap_or_default()

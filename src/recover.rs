@@ -402,6 +402,7 @@ fn write(output: &Path, spools: &[Pass0], no_replace: bool) -> Result<Recovered,
             files: spools.iter().map(|p| p.path.clone()).collect(),
             row_of,
         }),
+        extra: Default::default(),
     };
     let scan = match layout {
         Layout::Columnar => events::scan(&data, Some((0, false)))?,

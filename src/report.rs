@@ -113,6 +113,7 @@ pub struct Report {
     pub(crate) warnings: Vec<String>,
     pub(crate) tree: Option<Vec<crate::nesting::TreeRow>>,
     pub(crate) file: Option<std::path::PathBuf>,
+    pub(crate) overhead: Option<crate::overhead::SelfCost>,
 }
 
 impl Report {
@@ -125,6 +126,17 @@ impl Report {
     /// The region named `name`.
     pub fn region(&self, name: &str) -> Option<&RegionStats> {
         self.regions.iter().find(|r| r.name == name)
+    }
+
+    /// What one recorded call adds to its parent's time, in ns, as measured at `build()`
+    /// (`None` when disabled). Also in the file's `metadata` as `overhead_ns_per_call`.
+    pub fn overhead_ns_per_call(&self) -> Option<f64> {
+        self.overhead.as_ref().map(|o| o.ns_per_call)
+    }
+
+    /// What one poll (enter + exit) adds, in ns, as measured at `build()`.
+    pub fn overhead_ns_per_poll(&self) -> Option<f64> {
+        self.overhead.as_ref().map(|o| o.ns_per_poll)
     }
 
     /// Everything lost since `build()` (0 in a healthy run): the records the recording side

@@ -42,6 +42,14 @@ pub(crate) struct Config {
     pub max_files: Option<usize>,
     /// fsync the spool and published files.
     pub durable: bool,
+    /// Events inside spans are line-timing checkpoints.
+    pub line_timing: bool,
+    /// Whether finalize reads each region's source text.
+    pub capture_source: bool,
+    /// Extra directories to resolve callsite paths against.
+    pub source_roots: Vec<PathBuf>,
+    /// Subtract the children's measured overhead from exclusive times.
+    pub compensate_overhead: bool,
     /// Buffer budget and drop policy.
     pub buffering: crate::builder::Buffering,
 }
@@ -75,6 +83,12 @@ pub(crate) struct Shared {
     pub flusher_cpu_ns: AtomicI64,
     /// Complete drains the flusher has done.
     pub flusher_drains: AtomicU64,
+    /// The runtime pause switch.
+    pub pause: crate::pause::PauseState,
+    /// Event callsites seen by the layer (line timing).
+    pub lines: crate::lines::EventSites,
+    /// The profiler's own cost, measured at `build()` (None when disabled).
+    pub overhead: Option<crate::overhead::SelfCost>,
 }
 
 impl Shared {
@@ -104,6 +118,9 @@ impl Shared {
             sinks,
             flusher_cpu_ns: AtomicI64::new(0),
             flusher_drains: AtomicU64::new(0),
+            pause: Default::default(),
+            lines: Default::default(),
+            overhead: None,
         }
     }
 

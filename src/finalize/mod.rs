@@ -127,7 +127,11 @@ pub(crate) fn run(
     };
     let spool_phase = snap.spool_phase.clone();
     let facts = Facts::of(&snap);
+    let lines = std::mem::take(&mut snap.lines);
+    let paused_calls = snap.paused_calls;
     let mut data = load(shared, snap, phase_start_ns, finalize_ns);
+    // Sources, line profiles and the profiler's own cost (which nesting may compensate).
+    data.extra = crate::output::source::phase_extra(shared, &data, lines);
     let mut scan = match nest(shared, state, trigger, &data) {
         Ok(s) => s,
         Err(e) => {
@@ -143,8 +147,14 @@ pub(crate) fn run(
             data.tasks.sort_by_key(|t| t.index);
         }
     }
-    let warnings = sinks(shared, &mut data, &mut result, &facts);
+    let mut warnings = sinks(shared, &mut data, &mut result, &facts);
+    if paused_calls > 0 {
+        warnings.push(format!(
+            "{paused_calls} call(s) overlapped a pause and are not reported"
+        ));
+    }
     let mut report = report(&data, &facts, &scan, warnings, phase_start_ns, finalize_ns);
+    report.overhead = shared.overhead.clone();
     if config.mode == Mode::Disabled {
         return Ok(Some(report));
     }
@@ -382,6 +392,7 @@ fn report(
         warnings,
         tree,
         file: None,
+        overhead: None,
     }
 }
 

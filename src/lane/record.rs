@@ -21,6 +21,10 @@ pub(crate) const EXIT: u64 = 2;
 pub(crate) const CLOSE: u64 = 3;
 /// Kind tag of a sink payload attached to the span's current call.
 pub(crate) const AUX: u64 = 4;
+/// Kind tag of a line-timing checkpoint: a `tracing` event inside the span (`Builder::line_timing`).
+/// The word holds the event callsite's address, which the flusher only looks up among the
+/// callsites the layer registered (see [`crate::lines`]), never dereferences.
+pub(crate) const EVENT: u64 = 5;
 /// Kind tag of a lost-record marker: a record of this span could not be buffered here (payload
 /// 1: the lost record was its close). Written by the owner, in stream order, as soon as it has
 /// a buffer again; the flusher drops the span's call whole (see `lane::writer`).
@@ -73,6 +77,24 @@ impl Record {
         }
     }
 
+    /// A line-timing checkpoint of span `id`: the event callsite `site` fired at `tsc`.
+    #[inline(always)]
+    pub(crate) fn event(id: u64, tsc: u64, site: &'static Metadata<'static>) -> Record {
+        let ptr = site as *const Metadata<'static> as u64;
+        debug_assert_eq!(ptr & KIND_MASK, 0);
+        Record {
+            id,
+            tsc,
+            aux: ptr | EVENT,
+        }
+    }
+
+    /// The event callsite address of an `EVENT` record (a lookup key, not to be dereferenced).
+    #[inline(always)]
+    pub(crate) fn site(&self) -> usize {
+        (self.aux & !KIND_MASK) as usize
+    }
+
     /// A lost-record marker for span `id` (`closed`: the lost record was its close).
     #[inline(always)]
     pub(crate) fn lost(id: u64, closed: bool) -> Record {
@@ -118,7 +140,7 @@ impl Record {
     /// Whether the kind tag is one the layer writes (a torn record may carry another).
     #[inline(always)]
     pub(crate) fn kind_is_valid(&self) -> bool {
-        self.kind() <= AUX || self.kind() == LOST
+        self.kind() <= EVENT || self.kind() == LOST
     }
 }
 
@@ -157,6 +179,15 @@ pub(crate) fn current_task_id() -> u64 {
 mod tests {
     use super::*;
 
+    struct Cs;
+    impl tracing_core::Callsite for Cs {
+        fn set_interest(&self, _: tracing_core::Interest) {}
+        fn metadata(&self) -> &Metadata<'_> {
+            unreachable!("not registered")
+        }
+    }
+    static CS: Cs = Cs;
+
     #[test]
     fn tags_round_trip() {
         let e = Record::enter(7, 100, 42);
@@ -165,6 +196,18 @@ mod tests {
         assert_eq!(Record::plain(CLOSE, 1, 2).kind(), CLOSE);
         let a = Record::aux(3, 4, 0xAB_CDEF);
         assert_eq!((a.kind(), a.payload()), (AUX, 0xAB_CDEF));
+        let site: &'static Metadata<'static> = Box::leak(Box::new(Metadata::new(
+            "e",
+            "t",
+            tracing_core::Level::INFO,
+            None,
+            None,
+            None,
+            tracing_core::field::FieldSet::new(&[], tracing_core::identify_callsite!(&CS)),
+            tracing_core::Kind::EVENT,
+        )));
+        let ev = Record::event(9, 10, site);
+        assert_eq!((ev.kind(), ev.site()), (EVENT, site as *const _ as usize));
         assert_eq!(std::mem::size_of::<Record>(), 24);
     }
 

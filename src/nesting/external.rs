@@ -233,7 +233,7 @@ mod tests {
             })
             .collect();
         let names = ["root", "child"];
-        let memory = super::super::nest_spans(spans.clone(), &names, 0, true).unwrap();
+        let memory = super::super::nest_spans(spans.clone(), &names, 0, true, 0).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let mut runs = Runs::new(dir.path(), Vec::new()).unwrap();
         let mut order = Vec::new();

@@ -45,6 +45,7 @@ fn phase(regions: Vec<RegionRow>) -> PhaseData {
         track_threads: false,
         track_async: false,
         spooled: None,
+        extra: Default::default(),
     }
 }
 

@@ -279,11 +279,16 @@ pub(crate) fn scan(data: &PhaseData, nest: Option<(i64, bool)>) -> Result<Scan, 
     if let Some((first_id, want_tree)) = nest {
         let names: Vec<&str> = data.regions.iter().map(|r| r.name.as_str()).collect();
         let nested = match collect {
-            Collect::Memory(spans) => {
-                crate::nesting::nest_spans(spans, &names, first_id, want_tree)
-            }
+            Collect::Memory(spans) => crate::nesting::nest_spans(
+                spans,
+                &names,
+                first_id,
+                want_tree,
+                data.extra.child_overhead_ns,
+            ),
             Collect::External(Ok(runs)) => {
-                let mut nester = Nester::new(&names, first_id, want_tree, None);
+                let mut nester = Nester::new(&names, first_id, want_tree, None)
+                    .with_child_overhead(data.extra.child_overhead_ns);
                 let merged = runs
                     .merge(|s| nester.push(s))
                     .map_err(|e| spill_error(data, e))?;

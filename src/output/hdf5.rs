@@ -333,7 +333,8 @@ fn write_contents(
         }
         Layout::Aggregate => write_aggregate(ctx, &index, &events, &data.regions)?,
     }
-    crate::output::hdf5_aux::write_aux(file, ctx.path, data)
+    crate::output::hdf5_aux::write_aux(file, ctx.path, data)?;
+    crate::output::hdf5_lines::write_lines(ctx, file, &data.extra)
 }
 
 /// The `metadata` group's attributes: the Python package's keys plus this crate's own.
@@ -364,7 +365,8 @@ fn write_metadata(ctx: &Ctx<'_>, meta: &Group, data: &PhaseData) -> Result<(), E
     ctx.attr(meta, "dropped_records", &count(data.dropped))?;
     ctx.attr(meta, "dropped_calls", &count(data.losses.dropped_calls))?;
     ctx.attr(meta, "backpressure_waits", &count(data.losses.waits))?;
-    ctx.attr(meta, "backpressure_wait_ns", &count(data.losses.wait_ns))
+    ctx.attr(meta, "backpressure_wait_ns", &count(data.losses.wait_ns))?;
+    crate::output::hdf5_lines::write_overhead(ctx, meta, &data.extra)
 }
 
 /// Host facts for `metadata`.
@@ -443,7 +445,12 @@ fn write_columnar(
         "source_files",
         regions.iter().map(|row| row.file.as_str()),
     )?;
-    ctx.strings(index, "source_texts", regions.iter().map(|_| ""))?;
+    let texts = &data.extra.source_texts;
+    ctx.strings(
+        index,
+        "source_texts",
+        (0..r).map(|i| texts.get(i).map_or("", String::as_str)),
+    )?;
     ctx.strings(index, "tags", regions.iter().map(|_| "[]"))?;
     let exclusive: Vec<i64> = match &scan.nested {
         Some(n) => n.exclusive.clone(),

@@ -5,5 +5,7 @@ pub(crate) mod events;
 pub(crate) mod hdf5;
 pub(crate) mod hdf5_aux;
 pub(crate) mod hdf5_lanes;
+pub(crate) mod hdf5_lines;
 pub(crate) mod model;
+pub(crate) mod source;
 pub(crate) mod summary;

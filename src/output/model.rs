@@ -181,6 +181,8 @@ pub(crate) struct PhaseData {
     pub track_async: bool,
     /// Where the calls are when they are not in `regions[..].calls`: spool files on disk.
     pub spooled: Option<SpooledCalls>,
+    /// Source texts, line profiles and the profiler's own cost.
+    pub extra: PhaseExtra,
 }
 
 /// A phase's calls in spool files, read back one frame at a time.
@@ -232,6 +234,20 @@ impl PhaseData {
         }
         Ok(lanes)
     }
+}
+
+/// What a phase carries besides the calls: captured sources, line profiles, self-measured
+/// overhead (see [`crate::output::source`], [`crate::lines`], [`crate::overhead`]).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PhaseExtra {
+    /// Source text per region row (same order as `PhaseData::regions`); empty = none captured.
+    pub source_texts: Vec<String>,
+    /// Line profiles (`rank0/line_profile/<i>`).
+    pub line_profiles: Vec<crate::lines::LineProfile>,
+    /// The profiler's cost measured at `build()`.
+    pub overhead: Option<crate::overhead::SelfCost>,
+    /// Subtracted from a parent's exclusive time per child call (0 = no compensation).
+    pub child_overhead_ns: i64,
 }
 
 /// perf_event counter totals per region (`rank0/perf_events/<region>`, schema spec §4.1).

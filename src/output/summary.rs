@@ -189,6 +189,13 @@ pub(crate) fn render(report: &Report, title: &str) -> String {
     for w in report.warnings() {
         info.push(format!("WARNING: {w}"));
     }
+    if let Some(o) = &report.overhead {
+        info.push(format!(
+            "Profiler overhead: {:.1} ns per call, {:.1} ns per poll; clock {} ({:.1} ns \
+             resolution).",
+            o.ns_per_call, o.ns_per_poll, o.clock_source, o.clock_resolution_ns
+        ));
+    }
     info.push("Durations are in seconds.".to_owned());
     if n_regions > 1 {
         info.push("Regions may nest, so the summed total can exceed the wall-clock time.".into());
@@ -277,6 +284,10 @@ mod tests {
         assert!(s.contains("3 record(s) dropped"));
         assert!(s.contains("WARNING: perf: `cycles` dropped"));
         assert!(s.contains("Summary: run - out.h5"));
+        assert!(
+            s.contains("Profiler overhead: 95.5 ns per call, 30.0 ns per poll; clock tsc"),
+            "{s}"
+        );
         // Every line of the table box has the same width.
         let table: Vec<&str> = lines.iter().take(6).copied().collect();
         let w = width(table[0]);

@@ -287,6 +287,7 @@ impl Profile {
             track_threads: false,
             track_async: false,
             spooled: None,
+            extra: Default::default(),
         })
     }
 

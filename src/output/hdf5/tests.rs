@@ -59,6 +59,7 @@ fn phase(layout: Layout, regions: Vec<RegionRow>) -> PhaseData {
         track_threads: true,
         track_async: false,
         spooled: None,
+        extra: Default::default(),
     }
 }
 

@@ -1,0 +1,144 @@
+//! The profiler measures itself at `build()`: what one recorded call and one poll cost on this
+//! machine, and how fine the clock is. The figures go into the file's `metadata`
+//! (`overhead_ns_per_call`, `overhead_ns_per_poll`, `clock_resolution_ns`, `clock_source`) and
+//! the summary's info box, so a 300 ns region can be told from profiler noise; with
+//! `Builder::compensate_overhead(true)` exclusive times subtract each child call's cost from
+//! its parent.
+//!
+//! The probe runs the real thing: a throwaway profiler with this configuration's recording
+//! switches (its flusher included) on a bare `tracing_subscriber::registry()`, on a short-lived
+//! thread of its own (so its buffers go when the thread ends), timing 10 000 child
+//! `info_span!`s (create + enter + exit + close inside a parent) and as many re-enters of one
+//! span, in eight batches; the median batch counts (typical of the machine's load at `build()`,
+//! the flusher's share included, not of one unlucky preemption). What a child call adds to its
+//! parent's time is that cost minus the child's own recorded duration (the shortest the probe's
+//! report saw); a poll's figure is its cost minus one clock read. It takes a few milliseconds
+//! (tens in a debug build).
+
+use std::sync::Arc;
+
+use tracing_subscriber::prelude::*;
+
+use crate::clock::Clock;
+use crate::state::{Config, Shared};
+
+/// The measured cost of the profiler on this machine.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct SelfCost {
+    /// What one recorded call (create, enter, exit, close) adds to its parent, ns.
+    pub ns_per_call: f64,
+    /// What one poll (enter + exit of an existing span) adds, ns.
+    pub ns_per_poll: f64,
+    /// Smallest step between two clock reads, ns.
+    pub clock_resolution_ns: f64,
+    /// The clock the hot path reads.
+    pub clock_source: String,
+}
+
+const BATCH: u32 = 1_250;
+const BATCHES: u32 = 8;
+
+/// Measures the hot path of a layer configured like `config` (on a thread of its own).
+pub(crate) fn measure(config: &Config) -> Option<SelfCost> {
+    let mut probe = config.clone();
+    probe.output = None;
+    probe.summary = false;
+    probe.perf_events.clear();
+    probe.likwid = false;
+    probe.nvtx = false;
+    probe.cuda_timing = false;
+    probe.cuda_sync_on_exit = false;
+    probe.capture_source = false;
+    probe.buffering.fail_flusher_at = None;
+    std::thread::Builder::new()
+        .name("scope-profiler-probe".into())
+        .spawn(move || probe_here(probe))
+        .ok()?
+        .join()
+        .ok()
+        .flatten()
+}
+
+/// Runs the probe on this thread: a complete profiler (flusher included, so its share of a
+/// busy machine counts as it will in the program), median cost of eight batches.
+fn probe_here(config: Config) -> Option<SelfCost> {
+    let clock = Clock::global();
+    let ns_per_tick = clock.ticks_to_ns(1 << 24) as f64 / (1u64 << 24) as f64;
+    // The median batch: typical of the machine's load now, not of one unlucky preemption.
+    let time = |f: &dyn Fn()| -> f64 {
+        let mut per_op: Vec<f64> = (0..BATCHES)
+            .map(|_| {
+                let t0 = clock.raw();
+                f();
+                clock.raw().wrapping_sub(t0) as f64 * ns_per_tick / f64::from(BATCH)
+            })
+            .collect();
+        per_op.sort_by(f64::total_cmp);
+        let n = per_op.len();
+        (per_op[(n - 1) / 2] + per_op[n / 2]) / 2.0
+    };
+    let resolution = (0..1000)
+        .map(|_| {
+            let a = clock.raw();
+            let mut b = clock.raw();
+            while b == a {
+                b = clock.raw();
+            }
+            b.wrapping_sub(a)
+        })
+        .min()
+        .unwrap_or(1) as f64
+        * ns_per_tick;
+    // One clock read: what lies inside a poll's own recorded interval on an empty body.
+    let read = time(&|| {
+        for _ in 0..BATCH {
+            std::hint::black_box(clock.raw());
+        }
+    });
+    let shared = Arc::new(Shared::new(config, None));
+    let guard = crate::guard::FlushGuard::start(shared.clone()).ok()?;
+    let layer = crate::layer::ScopeLayer::new(shared);
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let (span, poll) = tracing::dispatcher::with_default(&dispatch, || {
+        // Inside a parent, as children are (the registry links a child to its parent).
+        let _parent = tracing::info_span!("scope_profiler.probe_parent").entered();
+        let span = time(&|| {
+            for _ in 0..BATCH {
+                tracing::info_span!("scope_profiler.probe").in_scope(|| ());
+            }
+        });
+        let s = tracing::info_span!("scope_profiler.probe_poll");
+        let poll = time(&|| {
+            for _ in 0..BATCH {
+                let _e = std::hint::black_box(&s).enter();
+            }
+        });
+        (span, poll)
+    });
+    drop(dispatch);
+    // What lies inside a child's own recorded interval (its duration on an empty body) does
+    // not burden the parent.
+    let report = guard.finalize().ok()?;
+    let inner = report
+        .region("scope_profiler.probe")
+        .map_or(0.0, |r| r.mean_ns);
+    Some(SelfCost {
+        ns_per_call: (span - inner).max(ns_per_tick),
+        ns_per_poll: (poll - read).max(ns_per_tick),
+        clock_resolution_ns: resolution.max(ns_per_tick),
+        clock_source: clock_source(),
+    })
+}
+
+/// Which clock `quanta` reads: the TSC when the CPU says it is invariant, else
+/// `CLOCK_MONOTONIC`. Either way times are converted onto the `CLOCK_MONOTONIC` time line.
+fn clock_source() -> String {
+    let invariant = std::fs::read_to_string("/proc/cpuinfo")
+        .map(|c| c.contains(" constant_tsc") && c.contains(" nonstop_tsc"))
+        .unwrap_or(false);
+    if cfg!(any(target_arch = "x86", target_arch = "x86_64")) && invariant {
+        "tsc (quanta)".into()
+    } else {
+        "clock_monotonic (quanta)".into()
+    }
+}
