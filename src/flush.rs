@@ -472,6 +472,7 @@ impl Flusher {
     /// retired tasks go to the spool (or stay in memory without an output file).
     fn polls_and_tasks(&mut self) {
         let clock = self.shared.clock;
+        let pauses = self.shared.pause.windows();
         for p in self.asm.polls.drain(..) {
             if crate::pause::overlaps(&pauses, p.start, p.end) {
                 continue;

@@ -145,7 +145,7 @@ fn open_spool(shared: &Shared, output: &Path) -> Result<SpoolWriter, Error> {
 impl FlushGuard {
     /// The state shared with the layer.
     pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+        &self.inner.shared
     }
 
     pub(crate) fn start(shared: Arc<Shared>) -> Result<FlushGuard, Error> {

@@ -310,6 +310,7 @@ fn load(shared: &Shared, snap: Snapshot, phase_start_ns: i64, finalize_ns: i64) 
             files: vec![f],
             row_of,
         }),
+        extra: Default::default(),
     }
 }
 

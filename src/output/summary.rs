@@ -269,6 +269,12 @@ mod tests {
             wall_ns: 5_000_000_000,
             warnings: vec!["perf: `cycles` dropped".into()],
             tree: None,
+            overhead: Some(crate::overhead::SelfCost {
+                ns_per_call: 95.5,
+                ns_per_poll: 30.0,
+                clock_resolution_ns: 0.4,
+                clock_source: "tsc".into(),
+            }),
             ..Report::default()
         };
         let s = render(&report, "run - out.h5");

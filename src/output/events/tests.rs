@@ -60,6 +60,7 @@ fn phase(roots: i64) -> PhaseData {
         track_threads: true,
         track_async: false,
         spooled: None,
+        extra: Default::default(),
     }
 }
 
