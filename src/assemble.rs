@@ -130,6 +130,8 @@ pub(crate) struct Assembler {
     pub(crate) dropped_calls: u64,
     /// Whether to keep every poll in `polls`.
     pub(crate) keep_polls: bool,
+    /// Whether the layer writes `EVENT` records (line timing); if not, one is corrupt.
+    pub(crate) line_timing: bool,
     /// Polls completed since the caller last took them (when `keep_polls`).
     pub(crate) polls: Vec<RawPoll>,
     pub(crate) regions: RegionTable,
@@ -203,7 +205,7 @@ impl Assembler {
     }
 
     fn feed_one(&mut self, lane: u32, r: &Record, out: &mut Vec<RawCall>) {
-        if !r.kind_is_valid() {
+        if !r.kind_is_valid() || (r.kind() == EVENT && !self.line_timing) {
             self.corrupt += 1;
             return;
         }

@@ -146,6 +146,7 @@ impl Flusher {
         let keep_calls = shared.config.mode == Mode::TimeOnly;
         let mut asm = Assembler::new(shared.callsites.clone());
         asm.keep_polls = keep_calls && shared.config.track_async;
+        asm.line_timing = shared.config.line_timing;
         Flusher {
             shared,
             lanes: Vec::new(),
