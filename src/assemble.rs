@@ -231,7 +231,12 @@ impl Assembler {
             };
             // Instances of one id stay in creation order, so the routing below finds the
             // newest one from the back (O(1) however many wait for their completion).
-            self.open.entry(r.id).or_default().push(inst);
+            // Exact capacities: a flusher behind holds one instance per span of its backlog,
+            // and a default Vec's first growth would reserve four of each.
+            self.open
+                .entry(r.id)
+                .or_insert_with(|| Vec::with_capacity(1))
+                .push(inst);
             if let Some(stashed) = self.stash.remove(&r.id) {
                 self.replay(lane, stashed, out);
             }
@@ -250,7 +255,10 @@ impl Assembler {
                 return;
             }
             let epoch = self.epoch;
-            self.stash.entry(r.id).or_default().push((epoch, lane, *r));
+            self.stash
+                .entry(r.id)
+                .or_insert_with(|| Vec::with_capacity(1))
+                .push((epoch, lane, *r));
             return;
         };
         let insts = self.open.get_mut(&r.id).expect("found above");
@@ -259,7 +267,10 @@ impl Assembler {
             ENTER => {
                 match inst.open_polls.iter_mut().find(|p| p.0 == lane) {
                     Some(p) => p.1 += 1,
-                    None => inst.open_polls.push((lane, 1, r.tsc, r.task())),
+                    None => {
+                        inst.open_polls.reserve_exact(1);
+                        inst.open_polls.push((lane, 1, r.tsc, r.task()));
+                    }
                 }
                 // The earliest enter starts the call (records of other lanes may be replayed
                 // before this lane's earlier ones).

@@ -32,48 +32,87 @@ pub(crate) const QUIET_CAP: usize = 16_384;
 
 /// Starts (raw ticks) of the entered, not yet completed calls of each task, kept by the
 /// assembler so the task table can tell whether a completed call has an open container.
-/// O(log n) per change in the calls open in one task, whatever order they complete in (a
-/// connection's commands complete first-in first-out, a recursion last-in first-out).
+/// A task usually has a few open calls (a small sorted Vec); one with many (a connection
+/// whose commands complete first-in first-out behind a busy flusher) switches to a BTreeMap,
+/// so every change stays O(log n) whatever order they complete in.
 #[derive(Default)]
 pub(crate) struct OpenStarts {
-    /// Per task: start -> number of open calls that started then.
-    by_task: FastMap<u64, BTreeMap<u64, u32>>,
+    by_task: FastMap<u64, Starts>,
 }
+
+/// Few: sorted starts (duplicates allowed); Many: start -> number of open calls.
+enum Starts {
+    Few(Vec<u64>),
+    Many(BTreeMap<u64, u32>),
+}
+
+/// Open calls of one task kept in a Vec before switching to the map.
+const FEW: usize = 16;
 
 impl OpenStarts {
     /// A call of `task` was entered first at `start`.
     pub(crate) fn insert(&mut self, task: u64, start: u64) {
-        if task != 0 {
-            *self
-                .by_task
-                .entry(task)
-                .or_default()
-                .entry(start)
-                .or_insert(0) += 1;
+        if task == 0 {
+            return;
+        }
+        let starts = self
+            .by_task
+            .entry(task)
+            .or_insert_with(|| Starts::Few(Vec::with_capacity(1)));
+        match starts {
+            Starts::Few(v) if v.len() < FEW => {
+                let at = v.partition_point(|&s| s <= start);
+                v.insert(at, start);
+            }
+            Starts::Few(v) => {
+                let mut m = BTreeMap::new();
+                for &s in v.iter().chain([start].iter()) {
+                    *m.entry(s).or_insert(0) += 1;
+                }
+                *starts = Starts::Many(m);
+            }
+            Starts::Many(m) => *m.entry(start).or_insert(0) += 1,
         }
     }
 
     /// The call of `task` entered first at `start` completed (or moved its start).
     pub(crate) fn remove(&mut self, task: u64, start: u64) {
-        let Some(m) = self.by_task.get_mut(&task) else {
+        let Some(starts) = self.by_task.get_mut(&task) else {
             return;
         };
-        if let Some(n) = m.get_mut(&start) {
-            *n -= 1;
-            if *n == 0 {
-                m.remove(&start);
+        let empty = match starts {
+            Starts::Few(v) => {
+                if v.last() == Some(&start) {
+                    v.pop();
+                } else {
+                    let at = v.partition_point(|&s| s < start);
+                    if v.get(at) == Some(&start) {
+                        v.remove(at);
+                    }
+                }
+                v.is_empty()
             }
-        }
-        if m.is_empty() {
+            Starts::Many(m) => {
+                if let Some(n) = m.get_mut(&start) {
+                    *n -= 1;
+                    if *n == 0 {
+                        m.remove(&start);
+                    }
+                }
+                m.is_empty()
+            }
+        };
+        if empty {
             self.by_task.remove(&task);
         }
     }
 
     /// The earliest start of an open call of `task`.
     pub(crate) fn earliest(&self, task: u64) -> Option<u64> {
-        self.by_task
-            .get(&task)
-            .and_then(|m| m.first_key_value().map(|(&s, _)| s))
+        match self.by_task.get(&task)? {
+            Starts::Few(v) => v.first().copied(),
+            Starts::Many(m) => m.first_key_value().map(|(&s, _)| s),
+        }
     }
 }
 
@@ -222,6 +261,9 @@ impl Tasks {
         acc.generation += 1;
         if contained {
             return acc.totals.index;
+        }
+        if acc.pending.capacity() == 0 {
+            acc.pending.reserve_exact(1);
         }
         acc.pending.push(Root {
             start_ns: c.start_ns,
@@ -424,6 +466,21 @@ mod tests {
             .iter()
             .enumerate()
             .all(|(i, r)| r.index == i as i64 && r.steps == 1 && r.tokio_id == i as u64 + 1));
+    }
+
+    #[test]
+    fn open_starts_switch_to_a_map_and_complete_in_any_order() {
+        let mut o = OpenStarts::default();
+        for k in 0..1000 {
+            o.insert(7, 100 + k);
+        }
+        assert_eq!(o.earliest(7), Some(100));
+        for k in 0..999 {
+            o.remove(7, 100 + k); // first-in first-out
+            assert_eq!(o.earliest(7), Some(101 + k));
+        }
+        o.remove(7, 1099);
+        assert_eq!(o.earliest(7), None);
     }
 
     #[test]
