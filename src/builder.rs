@@ -72,6 +72,7 @@ pub struct Builder {
     rotate_every: Option<Duration>,
     max_files: Option<usize>,
     durable: bool,
+    mpi: bool,
 }
 
 impl Default for Builder {
@@ -95,6 +96,7 @@ impl Default for Builder {
             rotate_every: None,
             max_files: None,
             durable: false,
+            mpi: false,
         }
     }
 }
@@ -257,6 +259,32 @@ impl Builder {
         self
     }
 
+    /// Profiles an MPI job into one file per phase (feature `mpi`): every rank's regions,
+    /// threads and tasks, each row with its rank, as the Python package writes a multi-rank
+    /// run. `build()` uses the program's MPI if it is initialized (the program finalizes it),
+    /// else initializes it with the highest thread level available and finalizes it when the
+    /// guard drops. Each rank's times are shifted onto rank 0's clock (offsets measured by
+    /// ping-pong at each finalize, stored in `metadata`).
+    ///
+    /// **Every finalize becomes collective**: [`FlushGuard::finalize`](crate::FlushGuard::finalize),
+    /// `finalize_to` and the guard's drop must be reached by every rank, in the same order,
+    /// like an MPI collective; a rank that skips one blocks the others. Rotation
+    /// ([`rotate_every`](Self::rotate_every)) and [`Mode::Aggregate`] are not available with it.
+    /// Without it, ranks started by a launcher write `<stem>.rank<N>.h5` each (see
+    /// [`merge_ranks`](crate::merge_ranks)).
+    ///
+    /// ```no_run
+    /// # use scope_profiler::ScopeLayer;
+    /// let (layer, guard) = ScopeLayer::builder().output("run.h5").mpi(true).build()?;
+    /// // ... the MPI program, on every rank ...
+    /// let report = guard.finalize()?; // on every rank; rank 0 publishes run.h5
+    /// # Ok::<(), scope_profiler::Error>(())
+    /// ```
+    pub fn mpi(mut self, on: bool) -> Self {
+        self.mpi = on;
+        self
+    }
+
     /// The options as the immutable configuration (before environment overrides).
     pub(crate) fn into_config(self) -> Config {
         Config {
@@ -278,6 +306,7 @@ impl Builder {
             rotate_every: self.rotate_every,
             max_files: self.max_files,
             durable: self.durable,
+            mpi: self.mpi,
         }
     }
 
@@ -304,6 +333,7 @@ impl Builder {
             });
         }
         check_service_options(&config)?;
+        let _mpi = crate::mpi::setup(&mut config)?;
         let mut sinks = None;
         if config.mode != crate::Mode::Disabled {
             if let Some(path) = &config.output {
@@ -311,7 +341,13 @@ impl Builder {
             }
             sinks = Sinks::build(&config)?;
         }
-        let shared = Arc::new(Shared::new(config, sinks));
+        #[allow(unused_mut)]
+        let mut shared = Shared::new(config, sinks);
+        #[cfg(feature = "mpi")]
+        {
+            shared.mpi = _mpi;
+        }
+        let shared = Arc::new(shared);
         let guard = FlushGuard::start(shared.clone())?;
         Ok((ScopeLayer::new(shared), guard))
     }

@@ -142,7 +142,7 @@ impl FlushGuard {
             let spool = match &config.output {
                 Some(output) => {
                     claim = Some(OutputClaim::new(output)?);
-                    Some(open_spool(&shared, output)?)
+                    Some(open_spool(&shared, &crate::mpi::spool_base(&shared, output))?)
                 }
                 None => None,
             };
@@ -274,6 +274,7 @@ impl Drop for FlushGuard {
         if let Some(h) = flusher {
             let _ = h.join();
         }
+        crate::mpi::finish(&inner.shared);
     }
 }
 

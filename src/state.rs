@@ -38,6 +38,8 @@ pub(crate) struct Config {
     pub max_files: Option<usize>,
     /// fsync the spool and published files.
     pub durable: bool,
+    /// `Builder::mpi`: one file for all ranks.
+    pub mpi: bool,
 }
 
 /// State shared by one layer, its lanes, its flusher and its guard.
@@ -57,6 +59,9 @@ pub(crate) struct Shared {
     pub lost: AtomicU64,
     /// The configured sinks, if any.
     pub sinks: Option<Sinks>,
+    /// This rank's MPI, with `Builder::mpi`.
+    #[cfg(feature = "mpi")]
+    pub mpi: Option<crate::mpi::relay::Mpi>,
 }
 
 impl Shared {
@@ -72,6 +77,8 @@ impl Shared {
             lanes: Mutex::new(Vec::new()),
             lost: AtomicU64::new(0),
             sinks,
+            #[cfg(feature = "mpi")]
+            mpi: None,
         }
     }
 
