@@ -142,7 +142,10 @@ impl FlushGuard {
             let spool = match &config.output {
                 Some(output) => {
                     claim = Some(OutputClaim::new(output)?);
-                    Some(open_spool(&shared, &crate::mpi::spool_base(&shared, output))?)
+                    Some(open_spool(
+                        &shared,
+                        &crate::mpi::spool_base(&shared, output),
+                    )?)
                 }
                 None => None,
             };

@@ -204,9 +204,15 @@ fn launcher_main() {
     let tests: [(&str, fn(&Path)); 3] = [
         ("four_ranks_one_file_with_known_counts", four_ranks),
         ("clock_offsets_line_up_a_skewed_rank", skewed_clock),
-        ("a_dying_rank_publishes_nothing_and_spools_recover", dying_rank),
+        (
+            "a_dying_rank_publishes_nothing_and_spools_recover",
+            dying_rank,
+        ),
     ];
-    let filter: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
     let mut failed = 0;
     for (name, f) in tests {
         if !filter.is_empty() && !filter.iter().any(|p| name.contains(p.as_str())) {
@@ -214,7 +220,10 @@ fn launcher_main() {
         }
         let dir = tempfile::tempdir().expect("tempdir");
         let r = std::panic::catch_unwind(|| f(dir.path()));
-        println!("test {name} ... {}", if r.is_ok() { "ok" } else { "FAILED" });
+        println!(
+            "test {name} ... {}",
+            if r.is_ok() { "ok" } else { "FAILED" }
+        );
         failed += usize::from(r.is_err());
     }
     if failed > 0 {
@@ -290,6 +299,7 @@ fn skewed_clock(dir: &Path) {
     );
     let v: Vec<Vec<i64>> = parse_json_lists(starts.trim());
     let (off, unc, start) = (&v[0], &v[1], &v[2]);
+    println!("clock offsets {off:?} ns, uncertainty {unc:?} ns, starts {start:?}");
     // The offset of rank 2 is the injected skew, within its uncertainty (plus scheduling
     // noise: four ranks share two cores here).
     let slack = 200_000_000;

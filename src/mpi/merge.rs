@@ -228,10 +228,19 @@ impl Merger {
     fn init(&mut self) -> Result<(), Error> {
         let cx = Cx { path: &self.target };
         let f = &self.file;
-        let schema = f.new_attr::<i64>().shape(()).create("scope_profiler_schema");
-        cx.h5("scope_profiler_schema", schema.and_then(|a| a.write_scalar(&3i64)))?;
+        let schema = f
+            .new_attr::<i64>()
+            .shape(())
+            .create("scope_profiler_schema");
+        cx.h5(
+            "scope_profiler_schema",
+            schema.and_then(|a| a.write_scalar(&3i64)),
+        )?;
         let layout: VarLenUnicode = "columnar".parse().unwrap_or_default();
-        let a = f.new_attr::<VarLenUnicode>().shape(()).create("storage_layout");
+        let a = f
+            .new_attr::<VarLenUnicode>()
+            .shape(())
+            .create("storage_layout");
         cx.h5("storage_layout", a.and_then(|a| a.write_scalar(&layout)))?;
         let index = cx.h5("rank_region_index", f.create_group("rank_region_index"))?;
         let events = cx.h5("events", f.create_group("events"))?;
@@ -248,7 +257,11 @@ impl Merger {
             self.index
                 .insert(n, Col::create::<VarLenUnicode>(&index, n, &cx)?);
         }
-        self.summary = Some(Col::create::<SummaryRow>(&index, "summary_statistics", &cx)?);
+        self.summary = Some(Col::create::<SummaryRow>(
+            &index,
+            "summary_statistics",
+            &cx,
+        )?);
         for n in ["start_deltas", "durations"] {
             self.events.insert(n, Col::create::<i64>(&events, n, &cx)?);
         }
@@ -436,9 +449,7 @@ impl Merger {
             let mut next_first = 0;
             while at < n_in {
                 let end = (at + CHUNK).min(n_in);
-                let mut v = icx
-                    .h5(name, ds.read_slice_1d::<i64, _>(at..end))?
-                    .to_vec();
+                let mut v = icx.h5(name, ds.read_slice_1d::<i64, _>(at..end))?.to_vec();
                 if name == "start_deltas" && input.clock_offset_ns != 0 {
                     let firsts = &self.row_firsts;
                     while next_first < firsts.len() && firsts[next_first] < end {
@@ -466,7 +477,12 @@ impl Merger {
     ) -> Result<(), Error> {
         let cx = Cx { path: &self.target };
         for (table, ints, strs, i8s) in [
-            ("thread_table", &THREAD_I64[..], &["name"][..], &["daemon"][..]),
+            (
+                "thread_table",
+                &THREAD_I64[..],
+                &["name"][..],
+                &["daemon"][..],
+            ),
             (
                 "task_table",
                 &TASK_I64[..],
@@ -504,7 +520,9 @@ impl Merger {
             for (n, relative) in ints {
                 let mut v = read_vec::<i64>(&g, n, icx)?;
                 if *relative {
-                    v.iter_mut().filter(|t| **t != -1).for_each(|t| *t += rel_shift);
+                    v.iter_mut()
+                        .filter(|t| **t != -1)
+                        .for_each(|t| *t += rel_shift);
                 }
                 if let Some(c) = cols.get_mut(n) {
                     c.append(&v, &cx)?;
@@ -614,7 +632,10 @@ impl Merger {
         let table = cx.h5("region_table", f.create_group("region_table"))?;
         cx.h5(
             "region_table/names",
-            table.new_dataset_builder().with_data(&names).create("names"),
+            table
+                .new_dataset_builder()
+                .with_data(&names)
+                .create("names"),
         )?;
         if self.summary.is_none() {
             let idx = cx.h5("rank_region_index", f.group("rank_region_index"))?;
@@ -647,11 +668,13 @@ impl Merger {
     }
 }
 
-/// The rank in a file name such as `run.rank3.h5` (`None` without one).
+/// The rank in a file name such as `run.rank3.h5` or `run.rank3.recovered-1.h5` (the last
+/// `.rank<digits>` component of the stem; `None` without one).
 pub(crate) fn rank_in_name(path: &Path) -> Option<u32> {
     let stem = path.file_stem()?.to_str()?;
-    let (_, n) = stem.rsplit_once(".rank")?;
-    n.parse().ok()
+    stem.split('.')
+        .rev()
+        .find_map(|part| part.strip_prefix("rank")?.parse().ok())
 }
 
 /// Merges single-rank profiles (one per MPI rank, e.g. the `<stem>.rank<N>.h5` files written
@@ -672,7 +695,10 @@ pub(crate) fn rank_in_name(path: &Path) -> Option<u32> {
 /// An input cannot be read, is not a columnar schema-3 file, already holds several ranks, or
 /// two inputs claim the same rank; the output cannot be written. The output is left untouched
 /// on any error.
-pub fn merge_ranks<P: AsRef<Path>>(inputs: &[P], output: impl AsRef<Path>) -> Result<Merged, Error> {
+pub fn merge_ranks<P: AsRef<Path>>(
+    inputs: &[P],
+    output: impl AsRef<Path>,
+) -> Result<Merged, Error> {
     let output = output.as_ref();
     let mut ranked: Vec<(u32, &Path)> = inputs
         .iter()
@@ -710,4 +736,42 @@ pub fn merge_ranks<P: AsRef<Path>>(inputs: &[P], output: impl AsRef<Path>) -> Re
         }
     }
     m.finish(last + 1, &[], false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_come_from_file_names() {
+        assert_eq!(rank_in_name(Path::new("d/run.rank3.h5")), Some(3));
+        assert_eq!(
+            rank_in_name(Path::new("run.rank12.recovered-1.h5")),
+            Some(12)
+        );
+        assert_eq!(rank_in_name(Path::new("run.h5")), None);
+        assert_eq!(rank_in_name(Path::new("rankings.h5")), None);
+    }
+
+    #[test]
+    fn merge_errors_are_typed() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("m.h5");
+        let none: [&str; 0] = [];
+        assert!(matches!(
+            merge_ranks(&none, &out),
+            Err(Error::InvalidOption { .. })
+        ));
+        let missing = dir.path().join("nope.rank0.h5");
+        let e = merge_ranks(&[&missing], &out).unwrap_err();
+        assert!(e.to_string().contains("nope.rank0.h5"), "{e}");
+        // Two inputs claiming one rank.
+        let a = dir.path().join("a.rank1.h5");
+        let b = dir.path().join("b.rank1.h5");
+        let e = merge_ranks(&[&a, &b], &out).unwrap_err();
+        assert!(e.to_string().contains("both hold rank 1"), "{e}");
+        assert!(!out.exists());
+        // Nothing is left beside the output after a failed merge.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
 }

@@ -9,8 +9,8 @@
 //!   the parts one rank at a time in bounded messages (a token relay) and appends them to the
 //!   one output, shifting each rank's times onto rank 0's clock.
 
-pub(crate) mod merge;
 pub(crate) mod launcher;
+pub(crate) mod merge;
 #[cfg(feature = "mpi")]
 pub(crate) mod relay;
 mod spread;
@@ -36,10 +36,7 @@ pub(crate) fn rank_path(output: &Path, rank: u32) -> PathBuf {
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub(crate) fn part_name(target: &Path, rank: u32, kind: &str) -> PathBuf {
     let name = target.file_name().unwrap_or_default().to_string_lossy();
-    target.with_file_name(format!(
-        ".{name}.rank{rank}.{}.{kind}",
-        std::process::id()
-    ))
+    target.with_file_name(format!(".{name}.rank{rank}.{}.{kind}", std::process::id()))
 }
 
 /// Where this rank's spool lives: beside its own `<stem>.rank<N>.h5` in a multi-rank run
@@ -164,6 +161,7 @@ pub(crate) struct PhaseWriter<'a> {
     /// This rank's part file, once written (or why there is none).
     part: Option<Result<PathBuf, String>>,
     /// Rank 0: every rank's clock offset, once measured.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     offsets: Option<Vec<(i64, i64)>>,
 }
 

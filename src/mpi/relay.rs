@@ -302,14 +302,11 @@ impl Mpi {
         if go == 0 {
             return;
         }
-        let opened = part
-            .as_ref()
-            .map_err(Clone::clone)
-            .and_then(|p| {
-                let f = crate::files::open_nofollow(p).map_err(|e| e.to_string())?;
-                let len = f.metadata().map_err(|e| e.to_string())?.len();
-                Ok((f, len))
-            });
+        let opened = part.as_ref().map_err(Clone::clone).and_then(|p| {
+            let f = crate::files::open_nofollow(p).map_err(|e| e.to_string())?;
+            let len = f.metadata().map_err(|e| e.to_string())?.len();
+            Ok((f, len))
+        });
         match opened {
             Err(why) => {
                 root.send_with_tag(&0u8, TAG_PART);

@@ -107,8 +107,16 @@ pub(crate) fn render(spreads: &[RankSpread]) -> String {
         return String::new();
     };
     let ms = |ns: f64| ns / 1e6;
-    let mut s = format!("Across {} ranks (per-rank total time):\n", first.total_ns.len());
-    let w = spreads.iter().map(|r| r.name.len()).max().unwrap_or(6).max(6);
+    let mut s = format!(
+        "Across {} ranks (per-rank total time):\n",
+        first.total_ns.len()
+    );
+    let w = spreads
+        .iter()
+        .map(|r| r.name.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
     let _ = writeln!(
         s,
         "  {:<w$}  {:>12}  {:>10}  {:>10}  {:>10}  {:>13}",
