@@ -146,7 +146,16 @@ mod tests {
             name: name.into(),
             calls,
             total_ns,
-            ..Default::default()
+            min_ns: 0,
+            max_ns: 0,
+            mean_ns: 0.0,
+            std_ns: 0.0,
+            file: None,
+            line: None,
+            lifetime_calls: calls,
+            gpu_calls: 0,
+            gpu_total_ns: 0,
+            perf: Vec::new(),
         }
     }
 
