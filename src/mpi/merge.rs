@@ -25,6 +25,13 @@ use ::hdf5::{Dataset, File, Group, H5Type};
 use crate::output::events::SummaryRow;
 use crate::Error;
 
+mod by_name;
+mod lanes;
+
+pub use by_name::merge_ranks;
+#[cfg(test)]
+use by_name::rank_in_name;
+
 /// Elements per copied chunk of an event column (8 MiB of `i64`).
 pub(crate) const CHUNK: usize = 1 << 20;
 /// Storage chunk of the output's resizable datasets.
@@ -38,27 +45,6 @@ const OPTIONAL_EVENTS: [(&str, i64); 6] = [
     ("thread_ids", -1),
     ("task_ids", -1),
     ("await_ns", 0),
-];
-
-/// Integer columns of `thread_table` (besides `ranks`, `daemon`, `name`); `true` = a time
-/// relative to `start_time_ns` (re-based; -1 stays).
-const THREAD_I64: [(&str, bool); 6] = [
-    ("index", false),
-    ("ident", false),
-    ("native_id", false),
-    ("start_ns", true),
-    ("end_ns", true),
-    ("cpu_ns", false),
-];
-/// Integer columns of `task_table` (besides `ranks`, `kind`, `name`, `coro_name`).
-const TASK_I64: [(&str, bool); 7] = [
-    ("index", false),
-    ("thread_index", false),
-    ("created_ns", true),
-    ("done_ns", true),
-    ("steps", false),
-    ("running_ns", false),
-    ("suspended_ns", false),
 ];
 
 /// What [`merge_ranks`](crate::merge_ranks) wrote.
@@ -467,104 +453,6 @@ impl Merger {
         Ok(())
     }
 
-    /// `thread_table` and `task_table` rows of one input.
-    fn append_lanes(
-        &mut self,
-        src: &File,
-        rank: u32,
-        rel_shift: i64,
-        icx: &Cx<'_>,
-    ) -> Result<(), Error> {
-        let cx = Cx { path: &self.target };
-        for (table, ints, strs, i8s) in [
-            (
-                "thread_table",
-                &THREAD_I64[..],
-                &["name"][..],
-                &["daemon"][..],
-            ),
-            (
-                "task_table",
-                &TASK_I64[..],
-                &["kind", "name", "coro_name"][..],
-                &[][..],
-            ),
-        ] {
-            let Ok(g) = src.group(table) else {
-                continue;
-            };
-            let slot = if table == "thread_table" {
-                &mut self.threads
-            } else {
-                &mut self.tasks
-            };
-            if slot.is_none() {
-                let out = cx.h5(table, self.file.create_group(table))?;
-                let mut cols = HashMap::new();
-                cols.insert("ranks", Col::create::<u32>(&out, "ranks", &cx)?);
-                for (n, _) in ints {
-                    cols.insert(*n, Col::create::<i64>(&out, n, &cx)?);
-                }
-                for n in strs {
-                    cols.insert(*n, Col::create::<VarLenUnicode>(&out, n, &cx)?);
-                }
-                for n in i8s {
-                    cols.insert(*n, Col::create::<i8>(&out, n, &cx)?);
-                }
-                *slot = Some(cols);
-            }
-            let Some(cols) = slot.as_mut() else {
-                continue;
-            };
-            let rows = icx.h5(table, g.dataset("index"))?.size();
-            for (n, relative) in ints {
-                let mut v = read_vec::<i64>(&g, n, icx)?;
-                if *relative {
-                    v.iter_mut()
-                        .filter(|t| **t != -1)
-                        .for_each(|t| *t += rel_shift);
-                }
-                if let Some(c) = cols.get_mut(n) {
-                    c.append(&v, &cx)?;
-                }
-            }
-            for n in strs {
-                let v = read_strings(&g, n, icx)?;
-                if let Some(c) = cols.get_mut(n) {
-                    c.append(&v, &cx)?;
-                }
-            }
-            for n in i8s {
-                let v = read_vec::<i8>(&g, n, icx)?;
-                if let Some(c) = cols.get_mut(n) {
-                    c.append(&v, &cx)?;
-                }
-            }
-            if let Some(c) = cols.get_mut("ranks") {
-                c.append(&vec![rank; rows], &cx)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// `rank0/...` becomes `rank<N>/...`; this crate's poll group goes under
-    /// `scope_profiler_rs/rank<N>`.
-    fn copy_aux(&mut self, src: &File, rank: u32, icx: &Cx<'_>) -> Result<(), Error> {
-        let cx = Cx { path: &self.target };
-        if let Ok(g) = src.group("rank0") {
-            icx.h5("rank0", g.copy_to(&self.file, &format!("rank{rank}")))?;
-        }
-        let own = crate::output::hdf5_lanes::OWN_GROUP;
-        if let Ok(g) = src.group(own) {
-            let out = match self.file.group(own) {
-                Ok(o) => o,
-                Err(_) => cx.h5(own, self.file.create_group(own))?,
-            };
-            icx.h5(own, g.copy_to(&out, &format!("rank{rank}")))?;
-        }
-        Ok(())
-    }
-
     /// Writes the names and the run-wide metadata, closes and publishes the file; `extra`
     /// are string attributes added to `metadata` (clock offsets, ...).
     pub(crate) fn finish(
@@ -668,110 +556,5 @@ impl Merger {
     }
 }
 
-/// The rank in a file name such as `run.rank3.h5` or `run.rank3.recovered-1.h5` (the last
-/// `.rank<digits>` component of the stem; `None` without one).
-pub(crate) fn rank_in_name(path: &Path) -> Option<u32> {
-    let stem = path.file_stem()?.to_str()?;
-    stem.split('.')
-        .rev()
-        .find_map(|part| part.strip_prefix("rank")?.parse().ok())
-}
-
-/// Merges single-rank profiles (one per MPI rank, e.g. the `<stem>.rank<N>.h5` files written
-/// under an MPI launcher without the `mpi` feature) into one multi-rank schema-3 file at
-/// `output`, published atomically. The rank of each input is the `N` of `.rank<N>` in its
-/// name, else its position in `inputs`. `metadata/mpi_size` is one more than the largest
-/// rank; the first input's metadata (sorted by rank) is kept, as the Python writer keeps rank
-/// 0's. Inputs may be recovered files (see [`recover`](crate::recover())): a rank that died
-/// is simply absent.
-///
-/// ```no_run
-/// let merged = scope_profiler::merge_ranks(&["run.rank0.h5", "run.rank1.h5"], "run.h5")?;
-/// assert_eq!(merged.ranks, vec![0, 1]);
-/// # Ok::<(), scope_profiler::Error>(())
-/// ```
-///
-/// # Errors
-/// An input cannot be read, is not a columnar schema-3 file, already holds several ranks, or
-/// two inputs claim the same rank; the output cannot be written. The output is left untouched
-/// on any error.
-pub fn merge_ranks<P: AsRef<Path>>(
-    inputs: &[P],
-    output: impl AsRef<Path>,
-) -> Result<Merged, Error> {
-    let output = output.as_ref();
-    let mut ranked: Vec<(u32, &Path)> = inputs
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (rank_in_name(p.as_ref()).unwrap_or(i as u32), p.as_ref()))
-        .collect();
-    ranked.sort_by_key(|(r, _)| *r);
-    if let Some(w) = ranked.windows(2).find(|w| w[0].0 == w[1].0) {
-        return Err(Error::InvalidOption {
-            option: "merge_ranks",
-            reason: format!(
-                "{} and {} both hold rank {}",
-                w[0].1.display(),
-                w[1].1.display(),
-                w[0].0
-            ),
-        });
-    }
-    let Some(&(last, _)) = ranked.last() else {
-        return Err(Error::InvalidOption {
-            option: "merge_ranks",
-            reason: "no input files".into(),
-        });
-    };
-    let mut m = Merger::create(output)?;
-    for (rank, path) in &ranked {
-        let input = Input {
-            path,
-            rank: *rank,
-            clock_offset_ns: 0,
-        };
-        if let Err(e) = m.append(&input) {
-            m.abandon();
-            return Err(e);
-        }
-    }
-    m.finish(last + 1, &[], false)
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ranks_come_from_file_names() {
-        assert_eq!(rank_in_name(Path::new("d/run.rank3.h5")), Some(3));
-        assert_eq!(
-            rank_in_name(Path::new("run.rank12.recovered-1.h5")),
-            Some(12)
-        );
-        assert_eq!(rank_in_name(Path::new("run.h5")), None);
-        assert_eq!(rank_in_name(Path::new("rankings.h5")), None);
-    }
-
-    #[test]
-    fn merge_errors_are_typed() {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("m.h5");
-        let none: [&str; 0] = [];
-        assert!(matches!(
-            merge_ranks(&none, &out),
-            Err(Error::InvalidOption { .. })
-        ));
-        let missing = dir.path().join("nope.rank0.h5");
-        let e = merge_ranks(&[&missing], &out).unwrap_err();
-        assert!(e.to_string().contains("nope.rank0.h5"), "{e}");
-        // Two inputs claiming one rank.
-        let a = dir.path().join("a.rank1.h5");
-        let b = dir.path().join("b.rank1.h5");
-        let e = merge_ranks(&[&a, &b], &out).unwrap_err();
-        assert!(e.to_string().contains("both hold rank 1"), "{e}");
-        assert!(!out.exists());
-        // Nothing is left beside the output after a failed merge.
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-    }
-}
+mod tests;
