@@ -333,6 +333,7 @@ impl Builder {
             });
         }
         check_service_options(&config)?;
+        #[allow(clippy::let_unit_value)] // `()` without the `mpi` feature
         let _mpi = crate::mpi::setup(&mut config)?;
         let mut sinks = None;
         if config.mode != crate::Mode::Disabled {

@@ -192,6 +192,9 @@ fn launch(role: &str, out: &Path) -> (bool, String) {
     (o.status.success(), text)
 }
 
+/// One scenario, given a fresh directory.
+type Scenario = fn(&Path);
+
 fn launcher_main() {
     if mpirun().is_none() {
         // Loud, and only for a machine without OpenMPI (scripts/install-deps.sh brings it).
@@ -201,7 +204,7 @@ fn launcher_main() {
         );
         return;
     }
-    let tests: [(&str, fn(&Path)); 3] = [
+    let tests: [(&str, Scenario); 3] = [
         ("four_ranks_one_file_with_known_counts", four_ranks),
         ("clock_offsets_line_up_a_skewed_rank", skewed_clock),
         (

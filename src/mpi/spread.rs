@@ -74,8 +74,7 @@ pub(crate) fn combine(ranks: &[Vec<u8>]) -> Vec<RankSpread> {
             b = rest;
             Some(head.to_vec())
         };
-        loop {
-            let Some(len) = take(4) else { break };
+        while let Some(len) = take(4) {
             let len = u32::from_le_bytes(len.try_into().unwrap_or_default()) as usize;
             let (Some(name), Some(calls), Some(total)) = (take(len), take(8), take(8)) else {
                 break;
