@@ -59,6 +59,7 @@ fn rank_main(role: &str) {
         .mpi(true)
         .track_threads(true)
         .track_async(true)
+        .perf_events(["task-clock"])
         .label("mpi test")
         .build()
         .expect("build");
@@ -91,6 +92,12 @@ fn rank_main(role: &str) {
         check_spread(&report);
     }
     assert_eq!(report.file(), Some(out.as_path()), "rank {rank}");
+    if role == "counts" && rank == 1 {
+        // A call after the finalize: the guard's drop (collective) writes a late phase.
+        tracing::dispatcher::with_default(&d, || {
+            let _s = tracing::info_span!("late").entered();
+        });
+    }
     drop(guard); // collective too; finalizes MPI (build() initialized it)
 }
 
@@ -243,8 +250,19 @@ fn four_ranks(dir: &Path) {
     let out = dir.join("run.h5");
     let (ok, text) = launch("counts", &out);
     assert!(ok, "mpirun failed:\n{text}");
-    // The summary is printed once, by rank 0, with the spread over ranks.
-    assert_eq!(text.matches("Across 4 ranks").count(), 1, "{text}");
+    // The summary is printed by rank 0 only, with the spread over ranks: once for the
+    // finalize, once for the late phase the drop writes.
+    assert_eq!(text.matches("Summary: mpi test").count(), 2, "{text}");
+    assert_eq!(text.matches("Across 4 ranks").count(), 2, "{text}");
+    assert_eq!(
+        text.matches("completed after the last finalize").count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        text.contains("1 call(s) completed after the last finalize"),
+        "{text}"
+    );
     let counts = py_eval(
         "import sys, scope_profiler as sp\n\
          r = sp.read_h5(sys.argv[1])\n\
@@ -278,11 +296,33 @@ fn four_ranks(dir: &Path) {
         &out,
     );
     assert_eq!(lanes.trim(), "[0, 1, 2, 3] [0, 1, 2, 3] 4", "{lanes}");
+    // perf totals of every rank, in its own `rank<N>` group.
+    let groups = py_eval(
+        "import sys, h5py\n\
+         f = h5py.File(sys.argv[1])\n\
+         print(sorted(k for k in f.keys() if k.startswith('rank') and k != 'rank_region_index'))\n\
+         print(sorted(f['rank2/perf_events'].keys()))\n",
+        &out,
+    );
+    assert!(
+        groups.starts_with("['rank0', 'rank1', 'rank2', 'rank3']"),
+        "{groups}"
+    );
+    assert!(groups.contains("'work'"), "{groups}");
+    // The call made after the finalize went to the late file, by the (collective) drop.
+    let late = dir.join("run.late.h5");
+    let late_calls = py_eval(
+        "import sys, scope_profiler as sp\n\
+         reg = sp.read_h5(sys.argv[1]).get_region('late')\n\
+         print(sorted((k, r.num_calls) for k, r in reg.regions.items()))\n",
+        &late,
+    );
+    assert_eq!(late_calls.trim(), "[(1, 1)]", "{late_calls}");
     // No part file or spool is left behind.
     let left: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n != "run.h5")
+        .filter(|n| n != "run.h5" && n != "run.late.h5")
         .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }

@@ -155,7 +155,7 @@ pub(crate) fn run(
         }
         _ => {}
     }
-    print(shared, state, trigger, &report, &result, phase_calls);
+    print(shared, state, trigger, &report, &result, any_calls);
     result.map(|()| Some(report))
 }
 
@@ -444,7 +444,7 @@ fn print(
     phase_calls: u64,
 ) {
     let config = &shared.config;
-    if trigger == Trigger::Drop && state.last_was_late {
+    if trigger == Trigger::Drop && state.last_was_late && crate::mpi::prints_summary(shared) {
         if let Some(file) = &report.file {
             eprintln!(
                 "scope-profiler: {phase_calls} call(s) completed after the last finalize; written \

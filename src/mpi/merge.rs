@@ -77,11 +77,21 @@ struct Col {
 
 impl Col {
     fn create<T: H5Type>(g: &Group, name: &str, ctx: &Cx<'_>) -> Result<Col, Error> {
-        let ds = g
-            .new_dataset::<T>()
-            .chunk(STORE_CHUNK)
-            .shape(0..)
-            .create(name);
+        Col::create_packed::<T>(g, name, None, ctx)
+    }
+
+    /// With `gzip`, shuffled and deflated (the event columns, as the writer does).
+    fn create_packed<T: H5Type>(
+        g: &Group,
+        name: &str,
+        gzip: Option<u8>,
+        ctx: &Cx<'_>,
+    ) -> Result<Col, Error> {
+        let mut b = g.new_dataset::<T>().chunk(STORE_CHUNK);
+        if let Some(level) = gzip {
+            b = b.shuffle().deflate(level.min(9));
+        }
+        let ds = b.shape(0..).create(name);
         Ok(Col {
             ds: ctx.h5(name, ds)?,
             len: 0,
@@ -147,6 +157,8 @@ pub(crate) struct Merger {
     ranks: Vec<u32>,
     /// First event of each non-empty row of the input being appended (sorted).
     row_firsts: Vec<usize>,
+    /// Deflate level of the event columns.
+    gzip: Option<u8>,
 }
 
 fn read_vec<T: H5Type>(g: &Group, name: &str, cx: &Cx<'_>) -> Result<Vec<T>, Error> {
@@ -169,7 +181,7 @@ fn attr_str(g: &Group, name: &str) -> Option<String> {
 
 impl Merger {
     /// Creates the temporary output beside `target`.
-    pub(crate) fn create(target: &Path) -> Result<Merger, Error> {
+    pub(crate) fn create(target: &Path, gzip: Option<u8>) -> Result<Merger, Error> {
         let name = target.file_name().ok_or_else(|| Error::OutputPath {
             path: target.to_path_buf(),
             source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "no file name"),
@@ -202,6 +214,7 @@ impl Merger {
             hosts: Vec::new(),
             ranks: Vec::new(),
             row_firsts: Vec::new(),
+            gzip,
         };
         m.init()?;
         Ok(m)
@@ -249,7 +262,8 @@ impl Merger {
             &cx,
         )?);
         for n in ["start_deltas", "durations"] {
-            self.events.insert(n, Col::create::<i64>(&events, n, &cx)?);
+            let col = Col::create_packed::<i64>(&events, n, self.gzip, &cx)?;
+            self.events.insert(n, col);
         }
         Ok(())
     }
@@ -405,7 +419,7 @@ impl Merger {
         // Optional columns this input brings for the first time: back-filled for earlier ranks.
         for (name, sentinel) in OPTIONAL_EVENTS {
             if ev.link_exists(name) && !self.events.contains_key(name) {
-                let mut c = Col::create::<i64>(&out, name, &cx)?;
+                let mut c = Col::create_packed::<i64>(&out, name, self.gzip, &cx)?;
                 c.fill(sentinel, self.n_events, &cx)?;
                 self.events.insert(name, c);
             }

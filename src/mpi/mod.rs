@@ -222,7 +222,7 @@ impl PhaseWriter<'_> {
                 .offsets
                 .get_or_insert_with(|| m.clock_offsets(&|| clock.now_ns()));
             let part = self.part.as_ref().map_or(Err(String::new()), Clone::clone);
-            let published = m.publish(&part, candidate, opts.no_replace, offsets)?;
+            let published = m.publish(&part, candidate, opts, offsets)?;
             let id = match m.rank {
                 0 => crate::files::identity(&published).map_or((0, 0), |(d, i, _)| (d, i)),
                 _ => (0, 0),

@@ -171,11 +171,11 @@ impl Mpi {
         &self,
         part: &Result<PathBuf, String>,
         candidate: &Path,
-        no_replace: bool,
+        opts: &crate::output::hdf5::WriteOptions,
         offsets: &[(i64, i64)],
     ) -> Result<PathBuf, Error> {
         let outcome = if self.rank == 0 {
-            self.collect(part, candidate, no_replace, offsets)
+            self.collect(part, candidate, opts, offsets)
         } else {
             self.contribute(part);
             Outcome::Pending
@@ -188,11 +188,12 @@ impl Mpi {
         &self,
         part: &Result<PathBuf, String>,
         candidate: &Path,
-        no_replace: bool,
+        opts: &crate::output::hdf5::WriteOptions,
         offsets: &[(i64, i64)],
     ) -> Outcome {
+        let (gzip, no_replace) = (opts.gzip, opts.no_replace);
         let mut failure: Option<String> = None;
-        let mut merger = match Merger::create(candidate) {
+        let mut merger = match Merger::create(candidate, gzip) {
             Ok(m) => Some(m),
             Err(e) => {
                 failure = Some(e.to_string());
@@ -238,7 +239,12 @@ impl Mpi {
                 let extra: Vec<(&str, String)> =
                     extra.iter().map(|(k, v)| (*k, v.clone())).collect();
                 match m.finish(self.size, &extra, no_replace) {
-                    Ok(merged) => Outcome::Published(merged.file),
+                    Ok(merged) => match sync(&merged.file, opts.durable) {
+                        Ok(()) => Outcome::Published(merged.file),
+                        Err(e) => {
+                            Outcome::Failed(format!("syncing {}: {e}", merged.file.display()))
+                        }
+                    },
                     Err(e) if is_exists(&e) => Outcome::Exists,
                     Err(e) => Outcome::Failed(e.to_string()),
                 }
@@ -366,6 +372,15 @@ enum Outcome {
     Failed(String),
     /// Not rank 0: the broadcast says.
     Pending,
+}
+
+/// With `durable`, fsyncs the published file and its directory.
+fn sync(path: &Path, durable: bool) -> std::io::Result<()> {
+    if durable {
+        crate::files::open_nofollow(path)?.sync_all()?;
+        crate::files::sync_dir(path)?;
+    }
+    Ok(())
 }
 
 fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> usize {

@@ -60,7 +60,7 @@ pub fn merge_ranks<P: AsRef<Path>>(
             reason: "no input files".into(),
         });
     };
-    let mut m = Merger::create(output)?;
+    let mut m = Merger::create(output, None)?;
     for (rank, path) in &ranked {
         let input = Input {
             path,
