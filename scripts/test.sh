@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing (system packages, the Python reference reader in
 # target/py-reader-venv) and runs the whole test suite (unit, integration, doc tests, and the
-# compatibility tests against the real scope-profiler 0.7.5 reader), with every cargo feature.
+# compatibility tests against the real scope-profiler 0.7.5 reader), with every cargo feature,
+# then the loom model of the lane handoff and the release-build stress runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 SCOPE_PY_VENV="$(scripts/py-reader-env.sh | tail -n1)"
 export SCOPE_PY_VENV
 cargo test --all-features "$@"
+# Load safety: the lane handoff model-checked with loom, and the stress shapes in release.
+scripts/loom.sh
+scripts/stress.sh

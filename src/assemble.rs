@@ -2,9 +2,14 @@
 //!
 //! A call is one span instance from its first enter to its last exit. The records of one
 //! instance may come from several lanes (a future created on one thread and polled on Tokio
-//! workers). Span ids carry the registry's slot generation and do not repeat while records are
-//! in flight, so a record goes to the newest instance of its id (the routing also honours
-//! creation times when a `NEW` carries one; the layer stores none, see `lane::record`).
+//! workers). Span ids are reused: the registry's slot generation wraps, so one thread creating
+//! spans in a loop gets the same id back every 8 191 spans, far inside one drain. But an id is
+//! never reused while its span is open, so a record goes to the newest instance of its id; and
+//! records of the creating lane that precede a `NEW` in that lane belong to an earlier
+//! instance (see `replay`).
+//!
+//! A `LOST` marker (a record the owner could not buffer, see `lane::writer`) is routed like
+//! the record it replaces: its instance is dropped whole and counted in `dropped_calls`.
 //!
 //! Lanes are drained one after the other, so a record that happened before another one on a
 //! *different* lane may be drained after it. Two rules make that harmless:
@@ -16,9 +21,13 @@
 //!   say) has been published and drained. Only the commonest shape, a span created, entered
 //!   once, exited and closed with nothing in between on one lane, is completed at once.
 
+use std::collections::hash_map::Entry;
+use std::sync::Arc;
+
 use crate::fasthash::FastMap;
-use crate::lane::record::{Record, AUX, CLOSE, ENTER, EXIT, NEW};
-use crate::region::RegionTable;
+use crate::lane::record::{Record, AUX, CLOSE, ENTER, EXIT, LOST, NEW};
+use crate::region::{Callsites, RegionTable};
+use crate::task::OpenStarts;
 
 /// A completed call, in raw clock ticks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,7 +64,6 @@ pub(crate) struct RawPoll {
 #[derive(Clone, Debug)]
 struct Inst {
     region: u32,
-    created: u64,
     first_enter: Option<(u64, u32, u64)>,
     last_exit: u64,
     /// Polls in progress, one per lane: (lane, depth, start, task). Per lane, because a
@@ -66,6 +74,11 @@ struct Inst {
     polls: u32,
     closed_epoch: Option<u64>,
     aux: Vec<u64>,
+    /// A record of this call was lost (a `LOST` marker): the call is dropped whole.
+    lost: bool,
+    /// The lane whose `CLOSE` (or lost close) ended the call: later records of that lane
+    /// belong to a newer instance of the id.
+    closed_lane: Option<u32>,
 }
 
 impl Inst {
@@ -90,21 +103,39 @@ impl Inst {
 #[derive(Default)]
 pub(crate) struct Assembler {
     open: FastMap<u64, Vec<Inst>>,
-    /// Ids with a closed instance waiting for the next complete drain.
+    /// Ids with an instance closed during the previous complete drain: completed at the end
+    /// of the current one.
     deferred: Vec<u64>,
+    /// Ids with an instance closed during the current complete drain: they cannot complete
+    /// before the next one, so this drain's end does not visit them.
+    closed_now: Vec<u64>,
     /// Records that arrived before their instance's `NEW`: (epoch stashed, lane, record).
     stash: FastMap<u64, Vec<(u64, u32, Record)>>,
     epoch: u64,
     /// Records that belonged to no known span instance.
     pub(crate) orphans: u64,
+    /// Records rejected as corrupt (unknown kind, or a callsite the layer never registered).
+    pub(crate) corrupt: u64,
+    /// Calls dropped whole because a record of theirs was lost (a `LOST` marker).
+    pub(crate) dropped_calls: u64,
     /// Whether to keep every poll in `polls`.
     pub(crate) keep_polls: bool,
     /// Polls completed since the caller last took them (when `keep_polls`).
     pub(crate) polls: Vec<RawPoll>,
     pub(crate) regions: RegionTable,
+    /// Starts of the entered, not yet completed instances of each Tokio task.
+    pub(crate) task_open: OpenStarts,
 }
 
 impl Assembler {
+    /// An assembler that accepts the callsites registered in `callsites`.
+    pub(crate) fn new(callsites: Arc<Callsites>) -> Assembler {
+        Assembler {
+            regions: RegionTable::new(callsites),
+            ..Assembler::default()
+        }
+    }
+
     /// Marks the start of a complete drain (every published record of every lane).
     pub(crate) fn begin_complete_drain(&mut self) {
         self.epoch += 1;
@@ -126,7 +157,11 @@ impl Assembler {
                     && x.id == c.id
                 {
                     let end = x.tsc.max(e.tsc);
-                    let region = self.regions.region_of(n.metadata());
+                    let Some(region) = self.regions.region_of(n.callsite_addr()) else {
+                        self.corrupt += 4;
+                        i += 4;
+                        continue;
+                    };
                     if self.keep_polls {
                         self.polls.push(RawPoll {
                             region,
@@ -157,10 +192,17 @@ impl Assembler {
     }
 
     fn feed_one(&mut self, lane: u32, r: &Record, out: &mut Vec<RawCall>) {
+        if !r.kind_is_valid() {
+            self.corrupt += 1;
+            return;
+        }
         if r.kind() == NEW {
+            let Some(region) = self.regions.region_of(r.callsite_addr()) else {
+                self.corrupt += 1;
+                return;
+            };
             let inst = Inst {
-                region: self.regions.region_of(r.metadata()),
-                created: r.tsc,
+                region,
                 first_enter: None,
                 last_exit: 0,
                 open_polls: Vec::new(),
@@ -169,18 +211,23 @@ impl Assembler {
                 polls: 0,
                 closed_epoch: None,
                 aux: Vec::new(),
+                lost: false,
+                closed_lane: None,
             };
+            // Instances of one id stay in creation order, so the routing below finds the
+            // newest one from the back (O(1) however many wait for their completion).
             self.open.entry(r.id).or_default().push(inst);
             if let Some(stashed) = self.stash.remove(&r.id) {
-                self.replay(r.id, r.tsc, stashed, out);
+                self.replay(lane, stashed, out);
             }
             return;
         }
-        // The instance created last, not after this record.
+        // An id is reused only after its span closed, so a record belongs to the instance of
+        // its id created last (what `replay` keeps true for records that wait for their NEW).
         let found = self.open.get(&r.id).and_then(|insts| {
-            (0..insts.len())
-                .filter(|&k| insts[k].created <= r.tsc)
-                .max_by_key(|&k| insts[k].created)
+            let k = insts.len().checked_sub(1)?;
+            // Nothing follows a span's close on the lane that closed it.
+            (insts[k].closed_lane != Some(lane)).then_some(k)
         });
         let Some(k) = found else {
             let epoch = self.epoch;
@@ -198,6 +245,10 @@ impl Assembler {
                 // The earliest enter starts the call (records of other lanes may be replayed
                 // before this lane's earlier ones).
                 if inst.first_enter.is_none_or(|(t, _, _)| r.tsc < t) {
+                    if let Some((t, _, task)) = inst.first_enter {
+                        self.task_open.remove(task, t);
+                    }
+                    self.task_open.insert(r.task(), r.tsc);
                     inst.first_enter = Some((r.tsc, lane, r.task()));
                 }
             }
@@ -226,32 +277,53 @@ impl Assembler {
                 }
             }
             AUX => inst.aux.push(r.payload()),
+            LOST if r.payload() == 0 => inst.lost = true,
             _ => {
+                // CLOSE, or a marker of a lost CLOSE, which ends the call as well.
+                inst.lost |= r.kind() == LOST;
+                inst.closed_lane = Some(lane);
                 if inst.closed_epoch.is_none() {
                     inst.closed_epoch = Some(self.epoch);
-                    self.deferred.push(r.id);
+                    self.closed_now.push(r.id);
                 }
             }
         }
     }
 
-    /// Replays the stashed records of `id` that belong to the instance created at `created`
-    /// (or a later one), keeping the older ones stashed.
+    /// Replays the stashed records of an id whose `NEW` just arrived on lane `created_on`.
+    /// Stashed records of that same lane came before the `NEW` in its program order, so they
+    /// belong to an earlier instance of the reused id whose `NEW` was lost: orphans.
     fn replay(
         &mut self,
-        id: u64,
-        created: u64,
+        created_on: u32,
         stashed: Vec<(u64, u32, Record)>,
         out: &mut Vec<RawCall>,
     ) {
-        let (now, older): (Vec<_>, Vec<_>) =
-            stashed.into_iter().partition(|(_, _, r)| r.tsc >= created);
-        if !older.is_empty() {
-            self.stash.insert(id, older);
-        }
+        let (now, earlier): (Vec<_>, Vec<_>) = stashed
+            .into_iter()
+            .partition(|(_, lane, _)| *lane != created_on);
+        self.orphaned(earlier.iter().map(|(_, _, r)| r));
         for (_, lane, r) in now {
             self.feed_one(lane, &r, out);
         }
+    }
+
+    /// Counts records that belong to no instance (one id's, in stash order). Each span among
+    /// them that lost a record (its `NEW` was lost, hence no instance) is one dropped call:
+    /// the id may have been reused by several such spans, each ending at a close (or the
+    /// marker of a lost close).
+    fn orphaned<'a>(&mut self, records: impl Iterator<Item = &'a Record>) {
+        let mut lost = false;
+        for r in records {
+            self.orphans += 1;
+            lost |= r.kind() == LOST;
+            let closes = r.kind() == CLOSE || (r.kind() == LOST && r.payload() == 1);
+            if closes && lost {
+                self.dropped_calls += 1;
+                lost = false;
+            }
+        }
+        self.dropped_calls += u64::from(lost);
     }
 
     /// Completes the cross-lane instances closed before the current complete drain began,
@@ -259,40 +331,57 @@ impl Assembler {
     /// Call after the complete drain has fed every lane.
     pub(crate) fn end_complete_drain(&mut self, out: &mut Vec<RawCall>) {
         let epoch = self.epoch;
-        let mut orphans = 0;
+
+        let mut expired = Vec::new();
         self.stash.retain(|_, v| {
-            let before = v.len();
-            v.retain(|(e, _, _)| *e >= epoch);
-            orphans += (before - v.len()) as u64;
+            if v.iter().all(|(e, _, _)| *e >= epoch) {
+                return true;
+            }
+            let (keep, gone): (Vec<_>, Vec<_>) = v.drain(..).partition(|(e, _, _)| *e >= epoch);
+            *v = keep;
+            expired.push(gone);
             !v.is_empty()
         });
-        self.orphans += orphans;
-        let mut keep = Vec::new();
-        let mut kept = crate::fasthash::FastMap::<u64, ()>::default();
-        for id in std::mem::take(&mut self.deferred) {
-            let Some(insts) = self.open.get_mut(&id) else {
+        for gone in expired {
+            self.orphaned(gone.iter().map(|(_, _, r)| r));
+        }
+        // Only ids with an instance closed before this drain; one visit per id (an id reused
+        // many times between two drains is listed as often), one pass over its instances
+        // that keeps their creation order.
+        let mut ids = std::mem::replace(&mut self.deferred, std::mem::take(&mut self.closed_now));
+        ids.sort_unstable();
+        ids.dedup();
+        let mut dropped = 0;
+        for id in ids {
+            // One hash lookup per id (the entry is removed through it when emptied).
+            let Entry::Occupied(mut entry) = self.open.entry(id) else {
                 continue;
             };
-            let mut waiting = false;
-            let mut k = 0;
-            while k < insts.len() {
-                match insts[k].closed_epoch {
-                    Some(e) if e < epoch => out.extend(insts.swap_remove(k).into_call()),
-                    Some(_) => {
-                        waiting = true;
-                        k += 1;
-                    }
-                    None => k += 1,
+            let insts = entry.get_mut();
+            // Instances closed during this drain stay: their ids are in `closed_now`.
+            let mut kept = 0;
+            for k in 0..insts.len() {
+                if insts[k].closed_epoch.is_some_and(|e| e < epoch) {
+                    continue;
+                }
+                insts.swap(kept, k);
+                kept += 1;
+            }
+            for inst in insts.drain(kept..) {
+                if let Some((t, _, task)) = inst.first_enter {
+                    self.task_open.remove(task, t);
+                }
+                if inst.lost {
+                    dropped += 1;
+                } else {
+                    out.extend(inst.into_call());
                 }
             }
             if insts.is_empty() {
-                self.open.remove(&id);
-            }
-            if waiting && kept.insert(id, ()).is_none() {
-                keep.push(id);
+                entry.remove();
             }
         }
-        self.deferred = keep;
+        self.dropped_calls += dropped;
     }
 
     /// Calls started and not yet closed (in flight).
@@ -333,6 +422,13 @@ mod tests {
         a.end_complete_drain(out);
     }
 
+    /// An assembler that knows the test callsite.
+    fn assembler() -> Assembler {
+        let callsites = Arc::new(Callsites::default());
+        callsites.register(&META);
+        Assembler::new(callsites)
+    }
+
     fn new(id: u64, t: u64) -> Record {
         Record::new_span(id, t, &META)
     }
@@ -348,7 +444,7 @@ mod tests {
 
     #[test]
     fn five_enters_are_one_call() {
-        let mut a = Assembler::default();
+        let mut a = assembler();
         let mut out = vec![];
         let mut recs = vec![new(1, 1)];
         for k in 0..5 {
@@ -370,7 +466,7 @@ mod tests {
 
     #[test]
     fn cross_lane_call_waits_for_next_complete_drain() {
-        let mut a = Assembler::default();
+        let mut a = assembler();
         let mut out = vec![];
         a.begin_complete_drain();
         a.feed(0, &[new(7, 1)], &mut out);
@@ -392,7 +488,7 @@ mod tests {
 
     #[test]
     fn a_replayed_later_poll_does_not_hide_the_first_one() {
-        let mut a = Assembler::default();
+        let mut a = assembler();
         let mut out = vec![];
         a.begin_complete_drain();
         // Lane 0 (drained first) has the span's second poll; lane 1 created it and ran the
@@ -412,34 +508,8 @@ mod tests {
     }
 
     #[test]
-    fn reused_ids_route_by_time() {
-        let mut a = Assembler::default();
-        let mut out = vec![];
-        a.begin_complete_drain();
-        // Lane 1 reuses id 3 after lane 0's span closed; lane 1 is drained first.
-        a.feed(1, &[new(3, 50), enter(3, 51), exit(3, 60)], &mut out);
-        let lane0 = [
-            new(3, 1),
-            enter(3, 2),
-            exit(3, 4),
-            enter(3, 6),
-            exit(3, 8),
-            close(3, 9),
-        ];
-        a.feed(0, &lane0, &mut out);
-        a.feed(1, &[close(3, 61)], &mut out);
-        a.end_complete_drain(&mut out);
-        assert!(out.is_empty());
-        next_drain(&mut a, &mut out);
-        out.sort_by_key(|c| c.start);
-        assert_eq!(out.len(), 2);
-        assert_eq!((out[0].start, out[0].end, out[0].polls), (2, 8, 2));
-        assert_eq!((out[1].start, out[1].end, out[1].polls), (51, 60, 1));
-    }
-
-    #[test]
     fn the_contiguous_shape_completes_at_once() {
-        let mut a = Assembler::default();
+        let mut a = assembler();
         let mut out = vec![];
         a.feed(
             0,
@@ -452,7 +522,7 @@ mod tests {
 
     #[test]
     fn never_entered_span_is_no_call_and_orphans_are_counted() {
-        let mut a = Assembler::default();
+        let mut a = assembler();
         let mut out = vec![];
         a.begin_complete_drain();
         a.feed(0, &[new(1, 1), close(1, 2), exit(9, 3)], &mut out);
@@ -468,7 +538,7 @@ mod tests {
 
     #[test]
     fn polls_drained_before_their_new_are_replayed() {
-        let mut a = Assembler::default();
+        let mut a = assembler();
         let mut out = vec![];
         a.begin_complete_drain();
         // A worker lane is drained before the spawning lane that created the span.
@@ -483,5 +553,117 @@ mod tests {
             (10, 26, 8, 2)
         );
         assert_eq!(a.orphans, 0);
+    }
+
+    fn lost(id: u64, closed: bool) -> Record {
+        Record::lost(id, closed)
+    }
+
+    #[test]
+    fn a_call_with_a_lost_record_is_dropped_whole() {
+        let mut a = assembler();
+        let mut out = vec![];
+        a.begin_complete_drain();
+        // Span 5 lost its exit; span 6 is intact.
+        a.feed(
+            0,
+            &[new(5, 1), enter(5, 2), new(6, 3), enter(6, 4), exit(6, 5)],
+            &mut out,
+        );
+        a.feed(0, &[lost(5, false), close(5, 9), close(6, 10)], &mut out);
+        a.end_complete_drain(&mut out);
+        next_drain(&mut a, &mut out);
+        assert_eq!(out.len(), 1, "only the intact call");
+        assert_eq!(out[0].start, 4);
+        assert_eq!((a.dropped_calls, a.in_flight()), (1, 0));
+        // The reused id is a new instance, untouched by the old loss.
+        a.feed(
+            0,
+            &[new(5, 20), enter(5, 21), exit(5, 22), close(5, 23)],
+            &mut out,
+        );
+        assert_eq!(out.len(), 2);
+    }
+
+    #[test]
+    fn a_lost_close_ends_the_call_and_drops_it() {
+        let mut a = assembler();
+        let mut out = vec![];
+        a.begin_complete_drain();
+        a.feed(
+            0,
+            &[new(8, 1), enter(8, 2), exit(8, 3), lost(8, true)],
+            &mut out,
+        );
+        a.end_complete_drain(&mut out);
+        next_drain(&mut a, &mut out);
+        assert!(out.is_empty());
+        assert_eq!((a.in_flight(), a.dropped_calls), (0, 1));
+    }
+
+    #[test]
+    fn a_lost_new_orphans_its_records_as_one_dropped_call() {
+        let mut a = assembler();
+        let mut out = vec![];
+        a.begin_complete_drain();
+        // Span 9's NEW was lost; its later records arrive with the marker before them.
+        a.feed(
+            0,
+            &[lost(9, false), enter(9, 2), exit(9, 3), close(9, 4)],
+            &mut out,
+        );
+        a.end_complete_drain(&mut out);
+        next_drain(&mut a, &mut out);
+        assert!(out.is_empty());
+        assert_eq!((a.dropped_calls, a.orphans), (1, 4));
+    }
+
+    #[test]
+    fn same_lane_records_before_a_new_belong_to_an_earlier_instance() {
+        let mut a = assembler();
+        let mut out = vec![];
+        a.begin_complete_drain();
+        // Lane 0: a lost NEW of id 4 (marker, enter, exit, close), then id 4 reused by a new,
+        // intact span in the same drain. The stashed records must not join the new instance.
+        a.feed(
+            0,
+            &[
+                lost(4, false),
+                enter(4, 2),
+                exit(4, 3),
+                close(4, 4),
+                new(4, 5),
+                enter(4, 6),
+            ],
+            &mut out,
+        );
+        a.feed(0, &[exit(4, 8), close(4, 9)], &mut out);
+        a.end_complete_drain(&mut out);
+        next_drain(&mut a, &mut out);
+        assert_eq!(out.len(), 1);
+        assert_eq!((out[0].start, out[0].end, out[0].polls), (6, 8, 1));
+        assert_eq!((a.dropped_calls, a.orphans), (1, 4));
+    }
+
+    #[test]
+    fn corrupt_records_are_counted_not_followed() {
+        let mut a = assembler();
+        let mut out = vec![];
+        // A creation record whose callsite word points nowhere the layer registered, and a
+        // record with an impossible kind: neither is dereferenced.
+        let bogus = Record {
+            id: 1,
+            tsc: 0,
+            aux: 0x88,
+        };
+        let bad_kind = Record {
+            id: 2,
+            tsc: 0,
+            aux: 7,
+        };
+        a.feed(0, &[bogus, enter(1, 2), exit(1, 3), close(1, 4)], &mut out);
+        a.feed(0, &[bad_kind], &mut out);
+        assert!(out.is_empty());
+        assert_eq!(a.corrupt, 5);
     }
 }

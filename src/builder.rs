@@ -73,7 +73,39 @@ pub struct Builder {
     max_files: Option<usize>,
     durable: bool,
     mpi: bool,
+    buffering: Buffering,
 }
+
+/// How the recording threads buffer records (see [`Builder::buffer_budget`],
+/// [`Builder::lossy`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Buffering {
+    /// Bytes of record buffers all threads together may hold.
+    pub budget: usize,
+    /// Drop instead of waiting for the flusher.
+    pub lossy: bool,
+    /// The longest a thread waits for the flusher before it drops.
+    pub max_wait: Duration,
+    /// Test-only fault injection: the flusher panics in this complete drain.
+    pub fail_flusher_at: Option<u64>,
+}
+
+impl Default for Buffering {
+    fn default() -> Self {
+        Buffering {
+            budget: DEFAULT_BUFFER_BUDGET,
+            lossy: false,
+            max_wait: Duration::from_millis(100),
+            fail_flusher_at: None,
+        }
+    }
+}
+
+/// The default [`Builder::buffer_budget`]: 64 MiB.
+pub const DEFAULT_BUFFER_BUDGET: usize = 64 << 20;
+
+/// The smallest [`Builder::buffer_budget`] accepted: 1 MiB.
+pub const MIN_BUFFER_BUDGET: usize = 1 << 20;
 
 impl Default for Builder {
     fn default() -> Self {
@@ -97,6 +129,7 @@ impl Default for Builder {
             max_files: None,
             durable: false,
             mpi: false,
+            buffering: Buffering::default(),
         }
     }
 }
@@ -285,6 +318,57 @@ impl Builder {
         self
     }
 
+    /// Bounds the memory of all recording threads' buffers together (default
+    /// [`DEFAULT_BUFFER_BUDGET`], 64 MiB; at least [`MIN_BUFFER_BUDGET`]). Buffers are taken
+    /// from and returned to one pool, so the bound holds for any number of threads, and those
+    /// of exited threads are reused. When the budget is used up because the flusher is behind,
+    /// a recording thread waits for it (see [`lossy`](Self::lossy)).
+    ///
+    /// ```
+    /// let (layer, guard) = scope_profiler::ScopeLayer::builder()
+    ///     .no_output()
+    ///     .buffer_budget(16 << 20)
+    ///     .build()?;
+    /// # Ok::<(), scope_profiler::Error>(())
+    /// ```
+    pub fn buffer_budget(mut self, bytes: usize) -> Self {
+        self.buffering.budget = bytes;
+        self
+    }
+
+    /// What a recording thread does when the buffer budget is used up because the flusher is
+    /// behind. With `false` (the default) it waits for the flusher (backpressure, like
+    /// tracing-appender's `lossy(false)`), so every call is counted; the waits and the time
+    /// spent waiting are in the [`Report`](crate::Report), the summary and the file. The wait
+    /// is bounded (100 ms): a stalled or failed flusher never parks a thread for longer, and
+    /// the thread then drops instead until buffers are free again.
+    ///
+    /// With `true` the thread never waits: it drops. Either way a dropped record drops its
+    /// whole call, which is counted ([`Report::dropped_calls`](crate::Report::dropped_calls));
+    /// a profile never holds half a call.
+    pub fn lossy(mut self, on: bool) -> Self {
+        self.buffering.lossy = on;
+        self
+    }
+
+    /// How long a recording thread waits for a flusher that frees no buffer before it drops
+    /// instead (default 100 ms; see [`lossy`](Self::lossy)). The bound is on the flusher
+    /// making no progress: while it frees buffers, a thread keeps waiting. A longer bound keeps
+    /// counts exact on a machine too loaded to run the flusher often; a shorter one bounds the
+    /// stall a service's threads can see.
+    pub fn backpressure_timeout(mut self, timeout: Duration) -> Self {
+        self.buffering.max_wait = timeout;
+        self
+    }
+
+    /// Test hook: makes the flusher panic in its `n`-th drain, to check that a failing flusher
+    /// never takes the program down. Not part of the stable API.
+    #[doc(hidden)]
+    pub fn __fail_flusher_at(mut self, n: u64) -> Self {
+        self.buffering.fail_flusher_at = Some(n);
+        self
+    }
+
     /// The options as the immutable configuration (before environment overrides).
     pub(crate) fn into_config(self) -> Config {
         Config {
@@ -307,6 +391,7 @@ impl Builder {
             max_files: self.max_files,
             durable: self.durable,
             mpi: self.mpi,
+            buffering: self.buffering,
         }
     }
 
@@ -324,6 +409,15 @@ impl Builder {
             return Err(Error::InvalidOption {
                 option: "gzip",
                 reason: format!("level {level} is not in 0..=9"),
+            });
+        }
+        if config.buffering.budget < MIN_BUFFER_BUDGET {
+            return Err(Error::InvalidOption {
+                option: "buffer_budget",
+                reason: format!(
+                    "{} bytes is below the minimum of {MIN_BUFFER_BUDGET} (1 MiB)",
+                    config.buffering.budget
+                ),
             });
         }
         if config.cuda_sync_on_exit && !config.cuda_timing {
@@ -478,6 +572,12 @@ mod tests {
             .build()
             .unwrap_err();
         assert!(e.to_string().contains("flush_interval"), "{e}");
+        let e = Builder::default()
+            .no_output()
+            .buffer_budget(1000)
+            .build()
+            .unwrap_err();
+        assert!(e.to_string().contains("buffer_budget"), "{e}");
         let e = Builder::default().no_output().gzip(12).build().unwrap_err();
         assert!(e.to_string().contains("gzip"), "{e}");
         let e = Builder::default()

@@ -80,6 +80,19 @@ pub enum Error {
         /// profile.
         spool: PathBuf,
     },
+    /// The background flusher failed (a panic inside it, or it could not be started). Recording
+    /// stopped at that point; the program kept running. Calls flushed before the failure are
+    /// in the spool beside the output ([`crate::recover()`]).
+    FlusherFailed {
+        /// What failed (the panic message, or the thread spawn error).
+        cause: String,
+    },
+    /// The flusher did not answer a finalize within the time limit (it is stalled, e.g. by a
+    /// sink blocked in a library call).
+    FlusherStalled {
+        /// How long finalize waited.
+        waited: std::time::Duration,
+    },
     /// An option needs a cargo feature this build does not have.
     FeatureDisabled {
         /// The builder option.
@@ -149,6 +162,14 @@ impl std::fmt::Display for Error {
                  `scope-profiler-recover --spool {} OUT.h5` or scope_profiler::recover_spool)",
                 spool.display(),
                 spool.display()
+            ),
+            Error::FlusherFailed { cause } => write!(
+                f,
+                "the profiler's background flusher failed ({cause}); recording stopped there"
+            ),
+            Error::FlusherStalled { waited } => write!(
+                f,
+                "the profiler's background flusher did not answer within {waited:?}"
             ),
             Error::FeatureDisabled { option, feature } => write!(
                 f,

@@ -1,13 +1,19 @@
 //! The flusher: a background thread that drains the lanes, assembles calls, folds statistics
 //! and keeps the calls of the current phase, so the instrumented threads only ever append.
 //!
-//! Every [`POLL`] it drains every lane: the full chunks they handed over (bounded queues, so
-//! memory stays bounded and a thread never waits) and the published part of the chunks being
-//! written. A finalize is two such drains, so a call that closed before `finalize()` was
-//! called is always in its report (see [`crate::assemble`] for why one is not enough).
+//! Every [`POLL`] (at once while a recording thread waits for a buffer) it drains every lane:
+//! the full chunks they handed over and the published part of the chunks being written, and
+//! gives the chunks back to the pool. A finalize is two such drains, so a call that closed
+//! before `finalize()` was called is always in its report (see [`crate::assemble`] for why one
+//! is not enough). Lanes of exited threads are dropped once drained; their thread rows stay.
+//!
+//! A panic in the flusher (a sink bug, an I/O library fault) is caught: the failure is kept
+//! for `finalize()` to report, recording threads stop waiting for it, and the thread goes on
+//! draining and discarding (counted) so the program keeps running with bounded memory.
 
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,16 +24,20 @@ use crate::region::RegionInfo;
 use crate::spool::SpoolWriter;
 use crate::state::Shared;
 use crate::stats::Stats;
-use crate::task::{TaskCall, Tasks};
+use crate::task::{TaskCall, TaskTotals, Tasks};
 use crate::Mode;
 
 /// How often the flusher collects full chunks.
 pub(crate) const POLL: Duration = Duration::from_millis(2);
 
+/// Chunks the flusher reads from one lane before it folds them and gives them back.
+const DRAIN_BATCH: usize = 16;
+
 /// Requests from the guard.
 pub(crate) enum Command {
-    /// Drain everything, hand over the phase and start a new one.
-    Finalize(Sender<Snapshot>),
+    /// Drain everything, hand over the phase and start a new one (or say why the flusher
+    /// failed).
+    Finalize(Sender<Result<Snapshot, String>>),
     /// Stop the thread (after a last drain).
     Shutdown,
 }
@@ -64,9 +74,17 @@ pub(crate) struct Snapshot {
     pub calls_truncated: bool,
     /// Calls entered and not yet closed.
     pub in_flight: u64,
-    /// Records lost so far by the lanes and the assembler (threads being torn down, full
-    /// queues, orphaned records).
+    /// Records lost so far by the recording side (lanes, thread teardown, unmatched and
+    /// corrupt records); the spool's losses are `spool_lost`.
     pub dropped: u64,
+    /// Calls dropped whole so far because a record of theirs could not be buffered.
+    pub dropped_calls: u64,
+    /// Times a recording thread waited for the flusher so far (backpressure).
+    pub waits: u64,
+    /// Total time recording threads waited, ns.
+    pub wait_ns: u64,
+    /// Records rejected as corrupt so far (never followed).
+    pub corrupt: u64,
     /// Calls the spool could not take since `build()` (after a write error).
     pub spool_lost: u64,
     /// Earliest start and latest end of this phase's calls (`None` without calls).
@@ -86,10 +104,19 @@ struct PhaseRegion {
 pub(crate) struct Flusher {
     shared: Arc<Shared>,
     lanes: Vec<(Arc<Lane>, Cursor)>,
+    /// Rows of threads whose lanes were drained and dropped.
+    exited: crate::thread_rows::ExitedThreads,
+    /// Records lost from dropped lanes (their counters are gone with them).
+    exited_dropped: u64,
+    /// Calls dropped whole by dropped lanes.
+    exited_dropped_calls: u64,
+    drains: u64,
     asm: Assembler,
     scratch: Vec<RawCall>,
     phase: Vec<PhaseRegion>,
     tasks: Tasks,
+    /// Rows of retired tasks, without an output file.
+    finished_tasks: Vec<TaskTotals>,
     polls: Vec<PollRecord>,
     keep_calls: bool,
     spool: Option<SpoolWriter>,
@@ -107,15 +134,20 @@ const MEMORY_CALL_CAP: usize = 2_000_000;
 impl Flusher {
     pub(crate) fn new(shared: Arc<Shared>, spool: Option<SpoolWriter>) -> Flusher {
         let keep_calls = shared.config.mode == Mode::TimeOnly;
-        let mut asm = Assembler::default();
+        let mut asm = Assembler::new(shared.callsites.clone());
         asm.keep_polls = keep_calls && shared.config.track_async;
         Flusher {
             shared,
             lanes: Vec::new(),
+            exited: Default::default(),
+            exited_dropped: 0,
+            exited_dropped_calls: 0,
+            drains: 0,
             asm,
             scratch: Vec::new(),
             phase: Vec::new(),
             tasks: Tasks::default(),
+            finished_tasks: Vec::new(),
             polls: Vec::new(),
             keep_calls,
             spool,
@@ -127,8 +159,34 @@ impl Flusher {
         }
     }
 
-    /// The thread's main loop.
+    /// The thread's main loop: drains until told to stop, surviving its own failures.
     pub(crate) fn run(mut self, rx: Receiver<Command>) {
+        self.shared.pool.set_flusher(std::thread::current());
+        let outcome = catch_unwind(AssertUnwindSafe(|| self.serve(&rx)));
+        if let Err(panic) = outcome {
+            let cause = panic_message(&*panic);
+            self.shared.pool.flusher_stopped();
+            *self
+                .shared
+                .failure
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(cause.clone());
+            eprintln!(
+                "scope-profiler: the flusher failed ({cause}); recording stops, the program \
+                 goes on{}",
+                self.spool
+                    .as_ref()
+                    .map(|s| format!("; calls flushed so far are kept in {}", s.path().display()))
+                    .unwrap_or_default()
+            );
+            // The spool stays on disk as it is (recoverable); its writer is not touched again.
+            std::mem::forget(self.spool.take());
+            let _ = catch_unwind(AssertUnwindSafe(|| self.discard(&rx, &cause)));
+        }
+        self.shared.pool.flusher_stopped();
+    }
+
+    fn serve(&mut self, rx: &Receiver<Command>) {
         let interval = self.shared.config.flush_interval;
         let mut next_flush = std::time::Instant::now() + interval;
         loop {
@@ -136,44 +194,131 @@ impl Flusher {
                 self.flush_spool();
                 next_flush = std::time::Instant::now() + interval;
             }
-            match rx.recv_timeout(POLL) {
+            match rx.try_recv() {
                 Ok(Command::Finalize(reply)) => {
                     let snap = self.finalize();
-                    let _ = reply.send(snap);
+                    self.note_cpu();
+                    let _ = reply.send(Ok(snap));
                 }
-                Ok(Command::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
+                Ok(Command::Shutdown) | Err(TryRecvError::Disconnected) => {
                     self.complete_drain();
+                    self.shared.pool.flusher_stopped();
                     self.shutdown_spool();
                     return;
                 }
-                Err(RecvTimeoutError::Timeout) => self.complete_drain(),
+                Err(TryRecvError::Empty) => {
+                    self.complete_drain();
+                    self.note_cpu();
+                }
+            }
+            // A thread waiting for a buffer wants the next drain now; otherwise pause (the
+            // guard and waiting threads unpark us early).
+            if !self.shared.pool.has_waiters() {
+                std::thread::park_timeout(POLL);
             }
         }
     }
 
-    fn refresh_lanes(&mut self) {
-        let lanes = self.shared.lanes.lock().unwrap_or_else(|e| e.into_inner());
-        for lane in &lanes[self.lanes.len()..] {
-            self.lanes.push((lane.clone(), Cursor::default()));
+    /// After a failure: keep the recording threads' buffers flowing, discarding (and
+    /// counting) what they record, and answer every finalize with the cause.
+    fn discard(&mut self, rx: &Receiver<Command>, cause: &str) {
+        loop {
+            self.refresh_lanes();
+            let pool = &self.shared.pool;
+            let mut lost = 0u64;
+            self.lanes.retain_mut(|(lane, cursor)| {
+                !lane
+                    .drain(cursor, pool, usize::MAX, |records| {
+                        lost += records.len() as u64
+                    })
+                    .finished
+            });
+            self.shared.lost.fetch_add(lost, Ordering::Relaxed);
+            match rx.try_recv() {
+                Ok(Command::Finalize(reply)) => {
+                    let _ = reply.send(Err(cause.to_owned()));
+                }
+                Ok(Command::Shutdown) | Err(TryRecvError::Disconnected) => return,
+                Err(TryRecvError::Empty) => std::thread::park_timeout(POLL),
+            }
         }
     }
 
+    /// Publishes the flusher thread's CPU time so far (see `FlushGuard::flusher_cpu_ns`).
+    fn note_cpu(&self) {
+        self.shared
+            .flusher_cpu_ns
+            .store(crate::clock::thread_cpu_ns(), Ordering::Relaxed);
+    }
+
+    fn refresh_lanes(&mut self) {
+        let new = std::mem::take(
+            &mut *self
+                .shared
+                .new_lanes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
+        self.lanes
+            .extend(new.into_iter().map(|l| (l, Cursor::default())));
+    }
+
     fn complete_drain(&mut self) {
+        self.drains += 1;
+        if self.shared.config.buffering.fail_flusher_at == Some(self.drains) {
+            panic!(
+                "injected flusher fault (test hook) in drain {}",
+                self.drains
+            );
+        }
+        self.shared.flusher_drains.fetch_add(1, Ordering::Relaxed);
         self.shared.clock.recalibrate();
         self.asm.begin_complete_drain();
         self.refresh_lanes();
-        let Flusher {
-            lanes,
-            asm,
-            scratch,
-            ..
-        } = self;
-        for (lane, cursor) in lanes.iter_mut() {
-            let index = lane.index;
-            lane.drain(cursor, |records| asm.feed(index, records, scratch));
+        let mut i = 0;
+        while i < self.lanes.len() {
+            if self.drain_lane(i) {
+                // The thread is gone and all it recorded is in: keep its row, drop the lane.
+                let (lane, _) = self.lanes.swap_remove(i);
+                self.exited.push(thread_row(&lane));
+                self.exited_dropped += lane.dropped.load(Ordering::Relaxed);
+                self.exited_dropped_calls += lane.dropped_calls.load(Ordering::Relaxed);
+            } else {
+                i += 1;
+            }
         }
         self.asm.end_complete_drain(&mut self.scratch);
         self.fold();
+    }
+
+    /// Drains lane `i` in batches of [`DRAIN_BATCH`] chunks, folding after each, so the
+    /// flusher's own memory stays small and waiting threads get buffers back early. Stops once
+    /// everything published before it started has been read (a producer that keeps up with
+    /// the flusher cannot hold it here). Returns whether the lane is finished.
+    fn drain_lane(&mut self, i: usize) -> bool {
+        let lane = self.lanes[i].0.clone();
+        let mut cursor = self.lanes[i].1;
+        let backlog = lane.queued() + 1;
+        let mut read = 0;
+        let finished = loop {
+            let Flusher {
+                shared,
+                asm,
+                scratch,
+                ..
+            } = self;
+            let index = lane.index;
+            let d = lane.drain(&mut cursor, &shared.pool, DRAIN_BATCH, |records| {
+                asm.feed(index, records, scratch)
+            });
+            read += d.chunks;
+            self.fold();
+            if !d.more || read >= backlog {
+                break d.finished;
+            }
+        };
+        self.lanes[i].1 = cursor;
+        finished
     }
 
     /// Folds assembled calls into the phase: statistics always, the calls themselves in
@@ -205,15 +350,25 @@ impl Flusher {
             let dur_ns = (clock.to_ns(c.end) - start_ns).max(0);
             let busy_ns = clock.ticks_to_ns(c.busy).min(dur_ns);
             let task = if track_tasks && c.task != 0 {
-                self.tasks.add_call(&TaskCall {
-                    tokio_id: c.task,
-                    start_ns,
-                    end_ns: start_ns + dur_ns,
-                    polls: c.polls,
-                    busy_ns,
-                    region: c.region,
-                    last_thread: c.last_lane,
-                })
+                // An open call of the task that started no later contains this one: it is no
+                // root, and needs no settling (a connection's commands).
+                let contained = self
+                    .asm
+                    .task_open
+                    .earliest(c.task)
+                    .is_some_and(|s| s <= c.start);
+                self.tasks.add_call(
+                    contained,
+                    &TaskCall {
+                        tokio_id: c.task,
+                        start_ns,
+                        end_ns: start_ns + dur_ns,
+                        polls: c.polls,
+                        busy_ns,
+                        region: c.region,
+                        last_thread: c.last_lane,
+                    },
+                )
             } else {
                 -1
             };
@@ -255,9 +410,16 @@ impl Flusher {
                 self.calls_truncated = true;
             }
         }
+        self.polls_and_tasks();
+    }
+
+    /// Folds the drained polls, then settles the task table (see [`crate::task`]): rows of
+    /// retired tasks go to the spool (or stay in memory without an output file).
+    fn polls_and_tasks(&mut self) {
+        let clock = self.shared.clock;
         for p in self.asm.polls.drain(..) {
             let start_ns = clock.to_ns(p.start);
-            self.polls.push(PollRecord {
+            let record = PollRecord {
                 region: p.region,
                 start_ns,
                 dur_ns: (clock.to_ns(p.end) - start_ns).max(0),
@@ -267,32 +429,35 @@ impl Flusher {
                 } else {
                     -1
                 },
-            });
+            };
+            match &mut self.spool {
+                Some(spool) => spool.poll(record),
+                None => self.polls.push(record),
+            }
+        }
+        if !self.shared.config.track_async {
+            return;
+        }
+        let open = &self.asm.task_open;
+        self.tasks.settle(clock.now_ns(), false, |t| {
+            open.earliest(t).map(|s| clock.to_ns(s))
+        });
+        let finished = self.tasks.take_finished();
+        if finished.is_empty() {
+            return;
+        }
+        match &mut self.spool {
+            Some(spool) => spool.tasks(&finished),
+            None => self.finished_tasks.extend(finished),
         }
     }
 
-    /// The thread table: every lane, live threads' CPU time sampled now.
+    /// The thread table: every lane, live threads' CPU time sampled now, in index order.
     fn threads(&self) -> Vec<ThreadRow> {
-        self.lanes
-            .iter()
-            .map(|(l, _)| {
-                let end_ns = l.end_ns.load(Ordering::Acquire);
-                let cpu_ns = if end_ns < 0 {
-                    crate::clock::other_thread_cpu_ns(l.native_id)
-                        .unwrap_or_else(|| l.cpu_ns.load(Ordering::Relaxed))
-                } else {
-                    l.cpu_ns.load(Ordering::Relaxed)
-                };
-                ThreadRow {
-                    index: l.index,
-                    name: l.name.clone(),
-                    native_id: l.native_id,
-                    start_ns: l.start_ns,
-                    end_ns,
-                    cpu_ns,
-                }
-            })
-            .collect()
+        let mut rows: Vec<ThreadRow> = self.exited.rows().collect();
+        rows.extend(self.lanes.iter().map(|(l, _)| thread_row(l)));
+        rows.sort_by_key(|r| r.index);
+        rows
     }
 
     /// The current phase's aggregate statistics (for the spool in aggregate mode).
@@ -339,13 +504,27 @@ impl Flusher {
         }
     }
 
+    /// Calls dropped whole: marked in the stream, plus those dropped entirely on a lane.
+    fn dropped_calls(&self) -> u64 {
+        let lanes: u64 = self
+            .lanes
+            .iter()
+            .map(|(l, _)| l.dropped_calls.load(Ordering::Relaxed))
+            .sum();
+        self.asm.dropped_calls + lanes + self.exited_dropped_calls
+    }
+
     fn dropped(&self) -> u64 {
         let lanes: u64 = self
             .lanes
             .iter()
             .map(|(l, _)| l.dropped.load(Ordering::Relaxed))
             .sum();
-        lanes + self.shared.lost.load(Ordering::Relaxed) + self.asm.orphans
+        lanes
+            + self.exited_dropped
+            + self.shared.lost.load(Ordering::Relaxed)
+            + self.asm.orphans
+            + self.asm.corrupt
     }
 
     fn finalize(&mut self) -> Snapshot {
@@ -373,6 +552,17 @@ impl Flusher {
             });
         }
         let region_names: Vec<String> = infos.iter().map(|i| i.name.to_owned()).collect();
+        let (clock, open) = (self.shared.clock, &self.asm.task_open);
+        let name = |r: u32| region_names[r as usize].clone();
+        let mut tasks = self.tasks.take_rows(
+            clock.now_ns(),
+            |t| open.earliest(t).map(|s| clock.to_ns(s)),
+            name,
+        );
+        if !self.finished_tasks.is_empty() {
+            tasks.extend(self.finished_tasks.drain(..).map(|t| t.row(false, name)));
+            tasks.sort_by_key(|r| r.index);
+        }
         let threads = self.threads();
         let agg = self.aggregate_stats();
         self.phase_no += 1;
@@ -387,7 +577,7 @@ impl Flusher {
         Snapshot {
             regions,
             threads,
-            tasks: self.tasks.take_rows(|r| region_names[r as usize].clone()),
+            tasks,
             polls: std::mem::take(&mut self.polls),
             region_names,
             spool_phase,
@@ -397,6 +587,37 @@ impl Flusher {
             dropped: self.dropped(),
             spool_lost: self.spool.as_ref().map_or(0, |s| s.lost_calls),
             span_ns: self.span_ns.take(),
+            dropped_calls: self.dropped_calls(),
+            waits: self.shared.pool.waits.load(Ordering::Relaxed),
+            wait_ns: self.shared.pool.wait_ns.load(Ordering::Relaxed),
+            corrupt: self.asm.corrupt,
         }
     }
+}
+
+/// One lane's thread-table row, with a live thread's CPU time sampled now.
+fn thread_row(l: &Lane) -> ThreadRow {
+    let end_ns = l.end_ns.load(Ordering::Acquire);
+    let cpu_ns = if end_ns < 0 {
+        crate::clock::other_thread_cpu_ns(l.native_id)
+            .unwrap_or_else(|| l.cpu_ns.load(Ordering::Relaxed))
+    } else {
+        l.cpu_ns.load(Ordering::Relaxed)
+    };
+    ThreadRow {
+        index: l.index,
+        name: l.name.clone(),
+        native_id: l.native_id,
+        start_ns: l.start_ns,
+        end_ns,
+        cpu_ns,
+    }
+}
+
+/// The message of a caught panic.
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
 }

@@ -31,6 +31,10 @@ use crate::{Error, Mode};
 /// instead of the synthetic one.)
 pub const SESSION_REGION: &str = "scope_profiler.session";
 
+/// How long finalize (and the guard's drop) wait for the flusher before giving up with an
+/// error instead of hanging the program.
+const FLUSHER_REPLY_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Keeps the profiler's background flusher alive and writes the results.
 ///
 /// ```
@@ -58,8 +62,10 @@ pub struct FlushGuard {
 /// What the guard and its rotation thread share.
 struct Inner {
     shared: Arc<Shared>,
-    tx: Option<Mutex<Sender<Command>>>,
+    tx: Option<Sender<Command>>,
     flusher: Mutex<Option<JoinHandle<()>>>,
+    /// The flusher thread, to wake it for a finalize.
+    flusher_thread: Option<std::thread::Thread>,
     _claim: Option<OutputClaim>,
     state: Mutex<GuardState>,
 }
@@ -67,7 +73,12 @@ struct Inner {
 impl Inner {
     fn finalize(&self, trigger: Trigger, to: Option<&Path>) -> Result<Option<Report>, Error> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        crate::finalize::run(&self.shared, self.tx.as_ref(), &mut state, trigger, to)
+        let flusher = crate::finalize::FlusherLink {
+            tx: self.tx.as_ref(),
+            thread: self.flusher_thread.as_ref(),
+            limit: FLUSHER_REPLY_LIMIT,
+        };
+        crate::finalize::run(&self.shared, flusher, &mut state, trigger, to)
     }
 }
 
@@ -154,11 +165,10 @@ impl FlushGuard {
             let handle = std::thread::Builder::new()
                 .name("scope-profiler-flush".into())
                 .spawn(move || f.run(rx))
-                .map_err(|e| Error::InvalidOption {
-                    option: "build",
-                    reason: format!("cannot start the flusher thread: {e}"),
+                .map_err(|e| Error::FlusherFailed {
+                    cause: format!("cannot start the flusher thread: {e}"),
                 })?;
-            (Some(Mutex::new(tx)), Some(handle))
+            (Some(tx), Some(handle))
         };
         let rotate = config
             .rotate_every
@@ -166,6 +176,7 @@ impl FlushGuard {
         let inner = Arc::new(Inner {
             shared,
             tx,
+            flusher_thread: flusher.as_ref().map(|h| h.thread().clone()),
             flusher: Mutex::new(flusher),
             _claim: claim,
             state: Mutex::new(GuardState::new(phase_start_ns)),
@@ -200,6 +211,27 @@ impl FlushGuard {
         self.inner
             .finalize(Trigger::Explicit, None)
             .map(|r| r.unwrap_or_default())
+    }
+
+    /// CPU time (ns) the profiler's flusher thread has used so far, as of its latest drain
+    /// (every finalize ends with one). For scaling tests and benchmarks; not a stable API.
+    #[doc(hidden)]
+    pub fn flusher_cpu_ns(&self) -> i64 {
+        self.inner
+            .shared
+            .flusher_cpu_ns
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Complete drains the flusher has done so far (it drains every 2 ms, with or without
+    /// records); with [`flusher_cpu_ns`](Self::flusher_cpu_ns), separates the cost of
+    /// polling from the cost per record. Not a stable API.
+    #[doc(hidden)]
+    pub fn flusher_drains(&self) -> u64 {
+        self.inner
+            .shared
+            .flusher_drains
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Like [`finalize`](Self::finalize), but writes this phase's file to `path` instead of the
@@ -271,10 +303,10 @@ impl Drop for FlushGuard {
             eprintln!("scope-profiler: final flush failed: {e}");
         }
         if let Some(tx) = &inner.tx {
-            let _ = tx
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .send(Command::Shutdown);
+            let _ = tx.send(Command::Shutdown);
+        }
+        if let Some(t) = &inner.flusher_thread {
+            t.unpark();
         }
         let flusher = inner
             .flusher
@@ -282,7 +314,20 @@ impl Drop for FlushGuard {
             .unwrap_or_else(|e| e.into_inner())
             .take();
         if let Some(h) = flusher {
-            let _ = h.join();
+            // Like tracing-appender's guard: wait a bounded time, then give up with a message
+            // rather than hang the program's exit.
+            let t0 = std::time::Instant::now();
+            while !h.is_finished() && t0.elapsed() < FLUSHER_REPLY_LIMIT {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            if h.is_finished() {
+                let _ = h.join();
+            } else {
+                eprintln!(
+                    "scope-profiler: the flusher did not stop within {FLUSHER_REPLY_LIMIT:?}; \
+                     leaving it behind"
+                );
+            }
         }
         crate::mpi::finish(&inner.shared);
     }

@@ -70,6 +70,10 @@ where
         if self.disabled && meta.is_span() {
             Interest::never()
         } else {
+            if meta.is_span() {
+                // The flusher accepts creation records only for callsites registered here.
+                self.shared.callsites.register(meta);
+            }
             Interest::always()
         }
     }
@@ -83,9 +87,8 @@ where
         if self.disabled {
             return;
         }
-        // No clock read: span ids carry the registry's slot generation, so an id does not come
-        // back within any drain window and creation needs no timestamp to be told apart
-        // (see `assemble`).
+        // No clock read: an id is never reused while its span is open, and the flusher tells
+        // instances of a reused id apart by their order in the lanes (see `assemble`).
         with_local(&self.shared, |l| {
             l.push(Record::new_span(id.into_u64(), 0, attrs.metadata()))
         });
@@ -134,7 +137,7 @@ where
         if let Some(sinks) = &self.shared.sinks {
             if let Some(meta) = ctx.metadata(&Id::from_u64(id)) {
                 sinks.exit(id, meta, &mut |payload| {
-                    with_local(&self.shared, |l| l.push(Record::aux(id, tsc, payload)))
+                    with_local(&self.shared, |l| l.push(Record::aux(id, tsc, payload)));
                 });
             }
         }
@@ -152,7 +155,7 @@ where
             // Sink payloads go before the CLOSE record, so they reach the call before the
             // flusher completes it.
             sinks.close(id, &mut |payload| {
-                with_local(&self.shared, |l| l.push(Record::aux(id, tsc, payload)))
+                with_local(&self.shared, |l| l.push(Record::aux(id, tsc, payload)));
             });
         }
         with_local(&self.shared, |l| {

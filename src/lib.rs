@@ -55,6 +55,7 @@ mod layer;
 mod mpi;
 mod nesting;
 mod output;
+pub mod read;
 mod recover;
 mod region;
 mod report;
@@ -63,8 +64,9 @@ mod spool;
 mod state;
 mod stats;
 mod task;
+mod thread_rows;
 
-pub use builder::{Builder, Mode};
+pub use builder::{Builder, Mode, DEFAULT_BUFFER_BUDGET, MIN_BUFFER_BUDGET};
 pub use error::Error;
 pub use guard::{FlushGuard, SESSION_REGION};
 pub use layer::ScopeLayer;

@@ -21,9 +21,7 @@
 //! (8 more bytes each); larger phases are sorted on disk ([`external`]) and get exact exclusive
 //! totals and tree, but no per-call ids.
 
-use crate::output::model::CallRecord;
-#[cfg(test)]
-use crate::output::model::PhaseData;
+use crate::output::model::{CallRecord, PhaseData};
 use crate::stats::Stats;
 
 /// Most calls a phase may have to be nested in memory (40 bytes each plus 16 while sorting, so
@@ -131,7 +129,6 @@ pub(crate) struct Overlap {
 }
 
 /// Two calls of one lane overlap without one containing the other.
-#[cfg(test)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct NestingError {
     pub(crate) region: String,
@@ -407,7 +404,6 @@ fn emit_tree(mut paths: Vec<Path>, names: &[&str]) -> Vec<TreeRow> {
 }
 
 /// The spans of an in-memory phase, rows one after the other.
-#[cfg(test)]
 fn spans_of(data: &PhaseData) -> Vec<Span> {
     let mut spans = Vec::new();
     for (r, row) in data.regions.iter().enumerate() {
@@ -421,7 +417,6 @@ fn spans_of(data: &PhaseData) -> Vec<Span> {
 /// Fills `call_id`, `parent_id` and the regions' `exclusive_ns` of an in-memory phase; ids
 /// start at `first_id`. Returns the next free id, or the overlap that prevented nesting (then
 /// every id is -1 and every exclusive total -1).
-#[cfg(test)]
 pub(crate) fn nest(data: &mut PhaseData, first_id: i64) -> Result<i64, NestingError> {
     let names: Vec<String> = data.regions.iter().map(|r| r.name.clone()).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -455,7 +450,6 @@ pub(crate) fn nest(data: &mut PhaseData, first_id: i64) -> Result<i64, NestingEr
 }
 
 /// The call tree of an in-memory phase (empty when its calls do not nest).
-#[cfg(test)]
 pub(crate) fn call_tree(data: &PhaseData) -> Vec<TreeRow> {
     let refs: Vec<&str> = data.regions.iter().map(|r| r.name.as_str()).collect();
     nest_spans(spans_of(data), &refs, 0, true)

@@ -273,7 +273,7 @@ impl Pass0 {
 fn pass0(path: &Path) -> std::io::Result<Pass0> {
     let mut counts: Vec<u64> = Vec::new();
     let mut span: Option<(i64, i64)> = None;
-    let contents = spool::scan(path, &mut |region, calls| {
+    let contents = spool::scan(path, false, &mut |region, calls| {
         let r = region as usize;
         if counts.len() <= r {
             counts.resize(r + 1, 0);
@@ -389,6 +389,7 @@ fn write(output: &Path, spools: &[Pass0], no_replace: bool) -> Result<Recovered,
         timestamp: header.timestamp.clone(),
         label: header.label.clone(),
         dropped: 0,
+        losses: Default::default(),
         perf: None,
         likwid: None,
         threads,

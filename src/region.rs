@@ -1,11 +1,18 @@
-//! Regions: span callsites pooled by name.
+//! Regions: span callsites pooled by name, and the callsites the layer has seen.
 //!
 //! Every `&'static Metadata` of a span callsite maps to a dense region id; callsites with the
 //! same span name share one region, and the first callsite seen supplies its source file and
 //! line (as in the Python package, where a region is a name). Lookups happen on the flusher,
 //! never on the hot path.
+//!
+//! A creation record carries its callsite as a bare address. The flusher never dereferences
+//! such an address: it looks it up among the callsites that `register_callsite` handed to the
+//! layer ([`Callsites`]), which `tracing` guarantees for every callsite before its first span.
+//! An address that is not there (a torn or corrupt record) is rejected and counted.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use tracing_core::Metadata;
 
@@ -19,22 +26,77 @@ pub(crate) struct RegionInfo {
     pub line: Option<u32>,
 }
 
+/// Span callsites registered with the layer (appended by `register_callsite`, cold).
+#[derive(Default)]
+pub(crate) struct Callsites {
+    list: Mutex<Vec<&'static Metadata<'static>>>,
+    len: AtomicUsize,
+}
+
+impl Callsites {
+    /// Records a callsite the layer was told about.
+    pub(crate) fn register(&self, meta: &'static Metadata<'static>) {
+        let mut list = self.list.lock().unwrap_or_else(|e| e.into_inner());
+        list.push(meta);
+        self.len.store(list.len(), Ordering::Release);
+    }
+
+    /// Copies the callsites registered after the first `seen` into `into`.
+    fn load_from(
+        &self,
+        seen: usize,
+        into: &mut FastMap<usize, &'static Metadata<'static>>,
+    ) -> usize {
+        if self.len.load(Ordering::Acquire) <= seen {
+            return seen;
+        }
+        let list = self.list.lock().unwrap_or_else(|e| e.into_inner());
+        for meta in &list[seen..] {
+            into.insert(*meta as *const Metadata<'static> as usize, meta);
+        }
+        list.len()
+    }
+}
+
 /// Callsite -> region id, and the regions in id order.
 #[derive(Default)]
 pub(crate) struct RegionTable {
+    callsites: Arc<Callsites>,
+    valid: FastMap<usize, &'static Metadata<'static>>,
+    seen: usize,
     by_callsite: FastMap<usize, u32>,
     by_name: HashMap<&'static str, u32>,
     regions: Vec<RegionInfo>,
 }
 
 impl RegionTable {
-    /// The region of a span callsite, registering it on first sight.
-    #[inline]
-    pub(crate) fn region_of(&mut self, meta: &'static Metadata<'static>) -> u32 {
-        let key = meta as *const Metadata<'static> as usize;
-        if let Some(&id) = self.by_callsite.get(&key) {
-            return id;
+    /// A table that accepts the callsites registered in `callsites`.
+    pub(crate) fn new(callsites: Arc<Callsites>) -> RegionTable {
+        RegionTable {
+            callsites,
+            ..RegionTable::default()
         }
+    }
+
+    /// The region of the span callsite at `addr`, registering the region on first sight;
+    /// `None` when `addr` is no callsite the layer has seen (a corrupt record).
+    #[inline]
+    pub(crate) fn region_of(&mut self, addr: usize) -> Option<u32> {
+        if let Some(&id) = self.by_callsite.get(&addr) {
+            return Some(id);
+        }
+        self.region_of_slow(addr)
+    }
+
+    #[cold]
+    fn region_of_slow(&mut self, addr: usize) -> Option<u32> {
+        let meta = match self.valid.get(&addr) {
+            Some(m) => *m,
+            None => {
+                self.seen = self.callsites.load_from(self.seen, &mut self.valid);
+                *self.valid.get(&addr)?
+            }
+        };
         let next = self.regions.len() as u32;
         let id = *self.by_name.entry(meta.name()).or_insert(next);
         if id == next {
@@ -44,8 +106,8 @@ impl RegionTable {
                 line: meta.line(),
             });
         }
-        self.by_callsite.insert(key, id);
-        id
+        self.by_callsite.insert(addr, id);
+        Some(id)
     }
 
     /// All regions, indexed by id.

@@ -87,6 +87,16 @@ impl RegionStats {
     }
 }
 
+/// What load cost the run: calls dropped whole, backpressure waits, corrupt records. All
+/// counts are since `build()`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Losses {
+    pub dropped_calls: u64,
+    pub waits: u64,
+    pub wait_ns: u64,
+    pub corrupt: u64,
+}
+
 /// The result of one [`FlushGuard::finalize`](crate::FlushGuard::finalize).
 ///
 /// It covers the calls completed since the previous finalize (a "phase"); regions that
@@ -97,6 +107,7 @@ pub struct Report {
     pub(crate) regions: Vec<RegionStats>,
     pub(crate) dropped: u64,
     pub(crate) spool_lost: u64,
+    pub(crate) losses: Losses,
     pub(crate) in_flight: u64,
     pub(crate) wall_ns: u64,
     pub(crate) warnings: Vec<String>,
@@ -125,18 +136,37 @@ impl Report {
         self.regions.iter().find(|r| r.name == name)
     }
 
-    /// Everything lost since `build()` (0 in a healthy run): the sum of
-    /// [`dropped_calls`](Self::dropped_calls) and [`spool_lost_calls`](Self::spool_lost_calls).
-    /// Prefer those two: they say where the loss happened.
+    /// Everything lost since `build()` (0 in a healthy run): the records the recording side
+    /// lost (lanes, thread teardown, unmatched and corrupt records) plus the calls the spool
+    /// could not take ([`spool_lost_calls`](Self::spool_lost_calls)). Prefer
+    /// [`dropped_calls`](Self::dropped_calls) and `spool_lost_calls`: they count calls and say
+    /// where the loss happened.
     pub fn dropped(&self) -> u64 {
         self.dropped + self.spool_lost
     }
 
-    /// What the recording side lost since `build()`: the lanes dropped it (the flusher fell
-    /// behind, or a thread recorded while it was being torn down) or the flusher could not
-    /// assemble it (orphaned records).
+    /// Calls dropped whole since `build()` because one of their records could not be buffered
+    /// (0 in a healthy run; see [`Builder::lossy`](crate::Builder::lossy)). A dropped call is
+    /// in no region's statistics and not in the file: never half a call.
     pub fn dropped_calls(&self) -> u64 {
-        self.dropped
+        self.losses.dropped_calls
+    }
+
+    /// Times since `build()` a recording thread waited for the flusher because the buffer
+    /// budget was used up (backpressure; 0 when the flusher keeps up or with `lossy(true)`).
+    pub fn backpressure_waits(&self) -> u64 {
+        self.losses.waits
+    }
+
+    /// Total time recording threads spent waiting for the flusher since `build()`, ns.
+    pub fn backpressure_wait_ns(&self) -> u64 {
+        self.losses.wait_ns
+    }
+
+    /// Records the flusher rejected as corrupt since `build()` (never followed; 0 unless
+    /// something overwrote the profiler's buffers).
+    pub fn corrupt_records(&self) -> u64 {
+        self.losses.corrupt
     }
 
     /// Calls completed and assembled since `build()` that the spool could not take because

@@ -12,6 +12,8 @@
 //! | 2 | calls | `region` u32, `n` u32, then n x (`start - previous start`, `dur`, `thread`, `task`, `await`, `gpu`), each a zigzag LEB128 varint (7 bytes per call, typically, against 44 fixed) |
 //! | 3 | threads | `n` u32, then n x (`index` u32, `native_id` i64, `start` i64, `end` i64, `cpu` i64, `name` str) |
 //! | 4 | aggregate | `n` u32, then n x (`region` u32, `count` u64, `total` u64, `min` u64, `max` u64, `mean` f64, `m2` f64) |
+//! | 6 | polls | `n` u32, then n x (`region`, `start - previous start`, `dur`, `thread`, `task`), each a zigzag LEB128 varint |
+//! | 5 | tasks | `n` u32, then n x (`index`, `tokio_id`, `thread_index`, `created`, `done`, `steps`, `running`, `suspended`, `root_region` (-1 = none)), each a zigzag LEB128 varint: rows of tasks retired during the phase (see [`crate::task`]) |
 //!
 //! A frame cut short by a crash is ignored on reading. The flusher writes frames at every
 //! flush interval (and whenever 1 MiB is buffered; fsynced with `durable`); each finalize moves
@@ -25,7 +27,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use crate::output::model::{CallRecord, ThreadRow};
+use crate::output::model::{CallRecord, PollRecord, ThreadRow};
 use crate::stats::Stats;
 
 const MAGIC: &[u8; 8] = b"SPRSPOL1";
@@ -34,6 +36,8 @@ pub(crate) const TAG_REGION: u8 = 1;
 pub(crate) const TAG_CALLS: u8 = 2;
 pub(crate) const TAG_THREADS: u8 = 3;
 pub(crate) const TAG_AGGREGATE: u8 = 4;
+pub(crate) const TAG_TASKS: u8 = 5;
+pub(crate) const TAG_POLLS: u8 = 6;
 /// Calls buffered per region before they become a frame.
 const CALLS_PER_FRAME: usize = 4096;
 /// Bytes buffered before they are written out.
@@ -66,6 +70,7 @@ pub(crate) struct SpoolWriter {
     header: Header,
     buf: Vec<u8>,
     pending: Vec<Vec<CallRecord>>,
+    pending_polls: Vec<PollRecord>,
     regions: Vec<(String, String, i64)>,
     written_regions: usize,
     /// The first I/O error; once set, nothing more is written.
@@ -98,6 +103,7 @@ impl SpoolWriter {
             header,
             buf: Vec::new(),
             pending: Vec::new(),
+            pending_polls: Vec::new(),
             regions: Vec::new(),
             written_regions: 0,
             error: None,
@@ -161,6 +167,81 @@ impl SpoolWriter {
         }
     }
 
+    /// Buffers one poll (with task tracking, polls are streamed like calls).
+    pub(crate) fn poll(&mut self, p: PollRecord) {
+        if self.error.is_some() {
+            return;
+        }
+        self.pending_polls.push(p);
+        if self.pending_polls.len() >= CALLS_PER_FRAME {
+            self.put_polls();
+            if self.buf.len() >= WRITE_THRESHOLD {
+                self.write_out();
+            }
+        }
+    }
+
+    fn put_polls(&mut self) {
+        if self.pending_polls.is_empty() {
+            return;
+        }
+        let at = self.buf.len();
+        self.buf.push(TAG_POLLS);
+        self.buf.extend_from_slice(&[0; 4]);
+        self.buf
+            .extend_from_slice(&(self.pending_polls.len() as u32).to_le_bytes());
+        let mut previous = 0i64;
+        for p in &self.pending_polls {
+            put_varint(&mut self.buf, i64::from(p.region));
+            put_varint(&mut self.buf, p.start_ns.wrapping_sub(previous));
+            previous = p.start_ns;
+            put_varint(&mut self.buf, p.dur_ns);
+            put_varint(&mut self.buf, i64::from(p.thread));
+            put_varint(&mut self.buf, p.task);
+        }
+        let len = (self.buf.len() - at - 5) as u32;
+        self.buf[at + 1..at + 5].copy_from_slice(&len.to_le_bytes());
+        self.pending_polls.clear();
+    }
+
+    /// Buffers the rows of retired tasks (one frame).
+    pub(crate) fn tasks(&mut self, rows: &[crate::task::TaskTotals]) {
+        if self.error.is_some() || rows.is_empty() {
+            return;
+        }
+        self.put_region_frames();
+        let at = self.buf.len();
+        self.buf.push(TAG_TASKS);
+        self.buf.extend_from_slice(&[0; 4]);
+        self.buf
+            .extend_from_slice(&(rows.len() as u32).to_le_bytes());
+        for t in rows {
+            let region = if t.root_region == u32::MAX {
+                -1
+            } else {
+                i64::from(t.root_region)
+            };
+            for v in [
+                t.index,
+                t.tokio_id as i64,
+                i64::from(t.thread_index),
+                t.created_ns,
+                t.done_ns,
+                t.steps,
+                t.running_ns,
+                t.suspended_ns,
+                region,
+            ] {
+                put_varint(&mut self.buf, v);
+            }
+        }
+        let len = (self.buf.len() - at - 5) as u32;
+        self.buf[at + 1..at + 5].copy_from_slice(&len.to_le_bytes());
+        if self.buf.len() >= WRITE_THRESHOLD {
+            self.write_out();
+        }
+    }
+
     fn put_region_frames(&mut self) {
         while self.written_regions < self.regions.len() {
             let (name, file, line) = &self.regions[self.written_regions];
@@ -214,6 +295,7 @@ impl SpoolWriter {
         for r in 0..self.pending.len() {
             self.put_calls(r as u32);
         }
+        self.put_polls();
         self.put_region_frames();
         if !threads.is_empty() {
             let mut p = Vec::new();

@@ -1,13 +1,17 @@
 //! What the layer, the lanes, the flusher and the guard share: the layer's identity and
-//! configuration (immutable after `build()`), the clock and the list of lanes.
+//! configuration (immutable after `build()`), the clock, new lanes, the buffer pool, the
+//! registered callsites.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::clock::Clock;
+use crate::lane::chunk::CHUNK_BYTES;
+use crate::lane::pool::{Policy, Pool};
 use crate::lane::Lane;
+use crate::region::Callsites;
 use crate::sink::Sinks;
 use crate::Mode;
 
@@ -40,6 +44,8 @@ pub(crate) struct Config {
     pub durable: bool,
     /// `Builder::mpi`: one file for all ranks.
     pub mpi: bool,
+    /// Buffer budget and drop policy.
+    pub buffering: crate::builder::Buffering,
 }
 
 /// State shared by one layer, its lanes, its flusher and its guard.
@@ -53,39 +59,64 @@ pub(crate) struct Shared {
     pub start_ns: i64,
     /// ISO-8601 wall time at `build()`.
     pub timestamp: String,
-    /// Every lane ever registered, in index order.
-    pub lanes: Mutex<Vec<Arc<Lane>>>,
+    /// Lanes registered since the flusher last looked (it owns them from then on, and drops
+    /// them once their thread has exited and they are drained).
+    pub new_lanes: Mutex<Vec<Arc<Lane>>>,
+    next_lane: AtomicU32,
+    /// The one chunk pool all lanes draw from (the buffer budget).
+    pub pool: Arc<Pool>,
+    /// Span callsites the layer was told about (what the flusher accepts in records).
+    pub callsites: Arc<Callsites>,
     /// Records lost because the thread could not reach its lane (thread teardown).
     pub lost: AtomicU64,
+    /// Why the flusher failed, once it has.
+    pub failure: Mutex<Option<String>>,
     /// The configured sinks, if any.
     pub sinks: Option<Sinks>,
     /// This rank's MPI, with `Builder::mpi`.
     #[cfg(feature = "mpi")]
     pub mpi: Option<crate::mpi::relay::Mpi>,
+    /// CPU time (ns) the flusher thread has used, updated after each of its drains.
+    pub flusher_cpu_ns: AtomicI64,
+    /// Complete drains the flusher has done.
+    pub flusher_drains: AtomicU64,
 }
 
 impl Shared {
     pub(crate) fn new(config: Config, sinks: Option<Sinks>) -> Shared {
         static NEXT_UID: AtomicU64 = AtomicU64::new(1);
         let clock = Clock::global();
+        let b = config.buffering;
+        let pool = Pool::new(
+            b.budget / CHUNK_BYTES,
+            Policy {
+                lossy: b.lossy,
+                max_wait: b.max_wait,
+            },
+        );
         Shared {
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             config,
             clock,
             start_ns: clock.now_ns(),
             timestamp: crate::clock::iso8601_now(),
-            lanes: Mutex::new(Vec::new()),
+            new_lanes: Mutex::new(Vec::new()),
+            next_lane: AtomicU32::new(0),
+            pool: Arc::new(pool),
+            callsites: Arc::new(Callsites::default()),
             lost: AtomicU64::new(0),
+            failure: Mutex::new(None),
             sinks,
             #[cfg(feature = "mpi")]
             mpi: None,
+            flusher_cpu_ns: AtomicI64::new(0),
+            flusher_drains: AtomicU64::new(0),
         }
     }
 
     /// Registers the calling thread as a new lane (cold: once per thread and layer).
     pub(crate) fn register_lane(&self) -> Arc<Lane> {
-        let mut lanes = self.lanes.lock().unwrap_or_else(|e| e.into_inner());
-        let index = lanes.len() as u32;
+        let index = self.next_lane.fetch_add(1, Ordering::Relaxed);
         let name = std::thread::current()
             .name()
             .map(str::to_owned)
@@ -93,7 +124,10 @@ impl Shared {
         // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::gettid() } as i64;
         let lane = Arc::new(Lane::new(index, name, tid, self.clock.now_ns()));
-        lanes.push(lane.clone());
+        self.new_lanes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(lane.clone());
         lane
     }
 }

@@ -2,37 +2,171 @@
 //!
 //! Task ids come from the stable `tokio::task::try_id()` read at every enter (see
 //! [`crate::lane::record::current_task_id`]); here each id seen in a phase gets a dense index
-//! and a `task_table` row. We only see a task through its spans, so a task's row describes its
-//! *outermost* calls (those no other call of the same task contains): their polls are the
-//! task's steps, their busy time its running time, their await time its suspended time.
+//! (a *lane index*: what `events/task_ids` holds) and a `task_table` row. We only see a task
+//! through its spans, so a task's row describes its *outermost* calls (those no other call of
+//! the same task contains): their polls are the task's steps, their busy time its running
+//! time, their await time its suspended time.
+//!
+//! Everything here is amortized O(1) per call, whatever the shape, and memory is bounded by
+//! what is open, not by what finished:
+//! - A completed call is a *pending root* of its task for one complete drain (a call that
+//!   contains it may be assembled in the same or the next drain, see [`crate::assemble`]).
+//!   Then it is settled: if a call of the same task that started no later is still open (the
+//!   assembler's [`OpenStarts`]), that call contains it and will be the root; otherwise it is
+//!   a root and folds into the task's running totals. A server connection whose outer call
+//!   stays open over a million commands therefore keeps no per-command state.
+//! - A task with no open call and nothing pending is *quiet*. Quiet tasks are retired (their
+//!   row handed to [`Tasks::take_finished`], which the flusher streams to the spool) once they
+//!   have been quiet for [`QUIET_NS`] or when more than [`QUIET_CAP`] are quiet. A retired
+//!   task that runs spans again gets a new index and a second row with the same `tokio_id`.
+
+use std::collections::{BTreeMap, VecDeque};
 
 use crate::fasthash::FastMap;
 use crate::output::model::TaskRow;
 
-/// An outermost call of a task.
+/// A task quiet for this long is retired (its row streamed out).
+pub(crate) const QUIET_NS: i64 = 1_000_000_000;
+/// At most this many quiet tasks stay in memory; beyond it the longest-quiet ones retire.
+pub(crate) const QUIET_CAP: usize = 16_384;
+
+/// Starts (raw ticks) of the entered, not yet completed calls of each task, kept by the
+/// assembler so the task table can tell whether a completed call has an open container.
+/// O(log n) per change in the calls open in one task, whatever order they complete in (a
+/// connection's commands complete first-in first-out, a recursion last-in first-out).
+#[derive(Default)]
+pub(crate) struct OpenStarts {
+    /// Per task: start -> number of open calls that started then.
+    by_task: FastMap<u64, BTreeMap<u64, u32>>,
+}
+
+impl OpenStarts {
+    /// A call of `task` was entered first at `start`.
+    pub(crate) fn insert(&mut self, task: u64, start: u64) {
+        if task != 0 {
+            *self
+                .by_task
+                .entry(task)
+                .or_default()
+                .entry(start)
+                .or_insert(0) += 1;
+        }
+    }
+
+    /// The call of `task` entered first at `start` completed (or moved its start).
+    pub(crate) fn remove(&mut self, task: u64, start: u64) {
+        let Some(m) = self.by_task.get_mut(&task) else {
+            return;
+        };
+        if let Some(n) = m.get_mut(&start) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&start);
+            }
+        }
+        if m.is_empty() {
+            self.by_task.remove(&task);
+        }
+    }
+
+    /// The earliest start of an open call of `task`.
+    pub(crate) fn earliest(&self, task: u64) -> Option<u64> {
+        self.by_task
+            .get(&task)
+            .and_then(|m| m.first_key_value().map(|(&s, _)| s))
+    }
+}
+
+/// A completed call waiting one drain to learn whether it is a root.
 #[derive(Clone, Copy, Debug)]
 struct Root {
     start_ns: i64,
     end_ns: i64,
     polls: u32,
     busy_ns: i64,
-    await_ns: i64,
     region: u32,
+    drain: u64,
+}
+
+/// A task's row, folded incrementally from its settled roots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TaskTotals {
+    /// Dense index in this phase.
+    pub index: i64,
+    /// Tokio's task id.
+    pub tokio_id: u64,
+    /// Thread of the latest poll.
+    pub thread_index: u32,
+    /// Start of the first root (`i64::MAX` = none yet).
+    pub created_ns: i64,
+    /// End of the last root (-1 = none yet).
+    pub done_ns: i64,
+    /// Polls of the roots.
+    pub steps: i64,
+    /// Busy time of the roots.
+    pub running_ns: i64,
+    /// Await time of the roots.
+    pub suspended_ns: i64,
+    /// Region of the first root (`u32::MAX` = none).
+    pub root_region: u32,
+}
+
+impl TaskTotals {
+    /// The `task_table` row; `open` says a call of the task is still running.
+    pub(crate) fn row(&self, open: bool, region_name: impl Fn(u32) -> String) -> TaskRow {
+        let none = self.created_ns == i64::MAX;
+        TaskRow {
+            index: self.index,
+            tokio_id: self.tokio_id,
+            thread_index: self.thread_index,
+            created_ns: if none { -1 } else { self.created_ns },
+            done_ns: if open { -1 } else { self.done_ns },
+            steps: self.steps,
+            running_ns: self.running_ns,
+            suspended_ns: self.suspended_ns,
+            root_region: if self.root_region == u32::MAX {
+                String::new()
+            } else {
+                region_name(self.root_region)
+            },
+        }
+    }
+
+    fn fold(&mut self, r: &Root) {
+        if r.start_ns < self.created_ns {
+            self.created_ns = r.start_ns;
+            self.root_region = r.region;
+        }
+        self.done_ns = self.done_ns.max(r.end_ns);
+        self.steps += i64::from(r.polls);
+        self.running_ns += r.busy_ns;
+        self.suspended_ns += (r.end_ns - r.start_ns - r.busy_ns).max(0);
+    }
 }
 
 #[derive(Debug)]
 struct TaskAcc {
-    index: i64,
-    tokio_id: u64,
-    roots: Vec<Root>,
+    totals: TaskTotals,
+    pending: Vec<Root>,
     last_end_ns: i64,
-    last_thread: u32,
+    dirty: bool,
+    /// Bumped by every call, so a stale entry of the quiet queue is recognised.
+    generation: u64,
 }
 
 /// Dense task indices and accounting for one phase.
 #[derive(Default)]
 pub(crate) struct Tasks {
     by_id: FastMap<u64, TaskAcc>,
+    next_index: i64,
+    /// Tasks with pending roots.
+    dirty: Vec<u64>,
+    /// Quiet tasks, longest-quiet first: (tokio id, generation, quiet since).
+    quiet: VecDeque<(u64, u64, i64)>,
+    /// Rows of retired tasks, until the flusher takes them.
+    finished: Vec<TaskTotals>,
+    /// Complete drains settled so far.
+    drain: u64,
 }
 
 /// One completed call as the task table sees it.
@@ -47,69 +181,164 @@ pub(crate) struct TaskCall {
 }
 
 impl Tasks {
-    /// The dense index of a Tokio task id (assigned on first sight in this phase).
-    pub(crate) fn index(&mut self, tokio_id: u64) -> i64 {
-        let next = self.by_id.len() as i64;
-        self.by_id
-            .entry(tokio_id)
-            .or_insert_with(|| TaskAcc {
-                index: next,
-                tokio_id,
-                roots: Vec::new(),
+    fn acc(&mut self, tokio_id: u64) -> &mut TaskAcc {
+        let next = &mut self.next_index;
+        self.by_id.entry(tokio_id).or_insert_with(|| {
+            *next += 1;
+            TaskAcc {
+                totals: TaskTotals {
+                    index: *next - 1,
+                    tokio_id,
+                    thread_index: 0,
+                    created_ns: i64::MAX,
+                    done_ns: -1,
+                    steps: 0,
+                    running_ns: 0,
+                    suspended_ns: 0,
+                    root_region: u32::MAX,
+                },
+                pending: Vec::new(),
                 last_end_ns: i64::MIN,
-                last_thread: 0,
-            })
-            .index
+                dirty: false,
+                generation: 0,
+            }
+        })
     }
 
-    /// Accounts one completed call of a task; returns its dense index.
-    pub(crate) fn add_call(&mut self, c: &TaskCall) -> i64 {
-        let index = self.index(c.tokio_id);
-        let acc = self.by_id.get_mut(&c.tokio_id).expect("indexed above");
+    /// The dense index of a Tokio task id (assigned on first sight in this phase).
+    pub(crate) fn index(&mut self, tokio_id: u64) -> i64 {
+        self.acc(tokio_id).totals.index
+    }
+
+    /// Accounts one completed call of a task; returns its dense index. `contained`: an open
+    /// call of the task is known to contain it (then it is no root).
+    pub(crate) fn add_call(&mut self, contained: bool, c: &TaskCall) -> i64 {
+        let drain = self.drain;
+        let acc = self.acc(c.tokio_id);
         if c.end_ns >= acc.last_end_ns {
             acc.last_end_ns = c.end_ns;
-            acc.last_thread = c.last_thread;
+            acc.totals.thread_index = c.last_thread;
         }
-        let inside = |outer: &Root, s: i64, e: i64| outer.start_ns <= s && e <= outer.end_ns;
-        if acc.roots.iter().any(|r| inside(r, c.start_ns, c.end_ns)) {
-            return index;
+        acc.generation += 1;
+        if contained {
+            return acc.totals.index;
         }
-        acc.roots
-            .retain(|r| !(c.start_ns <= r.start_ns && r.end_ns <= c.end_ns));
-        acc.roots.push(Root {
+        acc.pending.push(Root {
             start_ns: c.start_ns,
             end_ns: c.end_ns,
             polls: c.polls,
             busy_ns: c.busy_ns,
-            await_ns: (c.end_ns - c.start_ns - c.busy_ns).max(0),
             region: c.region,
+            drain,
         });
+        let index = acc.totals.index;
+        if !acc.dirty {
+            acc.dirty = true;
+            self.dirty.push(c.tokio_id);
+        }
         index
     }
 
-    /// The phase's task rows (index order), and a fresh start for the next phase.
-    pub(crate) fn take_rows(&mut self, region_name: impl Fn(u32) -> String) -> Vec<TaskRow> {
+    /// Ends a complete drain: settles the pending roots of earlier drains (all of them when
+    /// `force`), and retires tasks quiet since before `now_ns - QUIET_NS` or beyond
+    /// [`QUIET_CAP`]. `open` gives the earliest start (ns) of a still open call of a task.
+    pub(crate) fn settle(&mut self, now_ns: i64, force: bool, open: impl Fn(u64) -> Option<i64>) {
+        let drain = self.drain;
+        self.drain += 1;
+        for id in std::mem::take(&mut self.dirty) {
+            let Some(acc) = self.by_id.get_mut(&id) else {
+                continue;
+            };
+            let earliest_open = open(id);
+            settle_task(acc, drain, force, earliest_open);
+            if !acc.pending.is_empty() {
+                self.dirty.push(id);
+                continue;
+            }
+            acc.dirty = false;
+            if earliest_open.is_none() {
+                self.quiet.push_back((id, acc.generation, now_ns));
+            }
+        }
+        while let Some(&(id, generation, since)) = self.quiet.front() {
+            if now_ns - since < QUIET_NS && self.quiet.len() <= QUIET_CAP {
+                break;
+            }
+            self.quiet.pop_front();
+            let retire = self
+                .by_id
+                .get(&id)
+                .is_some_and(|a| a.generation == generation && !a.dirty && open(id).is_none());
+            if retire {
+                let acc = self.by_id.remove(&id).expect("checked above");
+                self.finished.push(acc.totals);
+            }
+        }
+    }
+
+    /// Rows of tasks retired since the last call.
+    pub(crate) fn take_finished(&mut self) -> Vec<TaskTotals> {
+        std::mem::take(&mut self.finished)
+    }
+
+    /// The phase's remaining task rows (retired ones not taken yet included), in index
+    /// order, and a fresh start for the next phase.
+    pub(crate) fn take_rows(
+        &mut self,
+        now_ns: i64,
+        open: impl Fn(u64) -> Option<i64>,
+        region_name: impl Fn(u32) -> String,
+    ) -> Vec<TaskRow> {
+        self.settle(now_ns, true, &open);
         let mut rows: Vec<TaskRow> = self
-            .by_id
-            .drain()
-            .map(|(_, acc)| {
-                let first = acc.roots.iter().min_by_key(|r| r.start_ns);
-                TaskRow {
-                    index: acc.index,
-                    tokio_id: acc.tokio_id,
-                    thread_index: acc.last_thread,
-                    created_ns: first.map_or(-1, |r| r.start_ns),
-                    done_ns: acc.roots.iter().map(|r| r.end_ns).max().unwrap_or(-1),
-                    steps: acc.roots.iter().map(|r| i64::from(r.polls)).sum(),
-                    running_ns: acc.roots.iter().map(|r| r.busy_ns).sum(),
-                    suspended_ns: acc.roots.iter().map(|r| r.await_ns).sum(),
-                    root_region: first.map_or_else(String::new, |r| region_name(r.region)),
-                }
-            })
+            .finished
+            .drain(..)
+            .map(|t| t.row(false, &region_name))
             .collect();
+        rows.extend(
+            self.by_id
+                .drain()
+                .map(|(id, acc)| acc.totals.row(open(id).is_some(), &region_name)),
+        );
         rows.sort_by_key(|r| r.index);
+        self.dirty.clear();
+        self.quiet.clear();
+        self.next_index = 0;
         rows
     }
+
+    /// Tasks held in memory (live, pending or quiet, not retired).
+    #[cfg(test)]
+    pub(crate) fn in_memory(&self) -> usize {
+        self.by_id.len()
+    }
+}
+
+/// Drops pending roots contained in another pending root or in an open call; folds those of
+/// drains before `drain` (or all when `force`) that nothing contains.
+fn settle_task(acc: &mut TaskAcc, drain: u64, force: bool, earliest_open: Option<i64>) {
+    let pending = &mut acc.pending;
+    if pending.len() > 1 {
+        // Start ascending, end descending: a root is contained iff an earlier one ends later.
+        pending.sort_unstable_by(|a, b| a.start_ns.cmp(&b.start_ns).then(b.end_ns.cmp(&a.end_ns)));
+        let mut max_end = i64::MIN;
+        pending.retain(|r| {
+            let keep = r.end_ns > max_end;
+            max_end = max_end.max(r.end_ns);
+            keep
+        });
+    }
+    let totals = &mut acc.totals;
+    pending.retain(|r| {
+        if earliest_open.is_some_and(|s| s <= r.start_ns) {
+            return false; // an open call of the task contains it
+        }
+        if force || r.drain < drain {
+            totals.fold(r);
+            return false;
+        }
+        true
+    });
 }
 
 #[cfg(test)]
@@ -131,19 +360,85 @@ mod tests {
     #[test]
     fn outermost_calls_make_the_task_row() {
         let mut t = Tasks::default();
+        let none = |_| None;
         // Inner call completes first, then the outer one that contains it, then a second
         // sequential root.
-        assert_eq!(t.add_call(&call(77, 20, 30, 1, 10, 1)), 0);
-        assert_eq!(t.add_call(&call(77, 10, 100, 6, 40, 0)), 0);
-        assert_eq!(t.add_call(&call(5, 1, 2, 1, 1, 0)), 1);
-        t.add_call(&call(77, 200, 260, 2, 30, 2));
-        let rows = t.take_rows(|r| format!("r{r}"));
+        assert_eq!(t.add_call(false, &call(77, 20, 30, 1, 10, 1)), 0);
+        t.settle(0, false, none);
+        assert_eq!(t.add_call(false, &call(77, 10, 100, 6, 40, 0)), 0);
+        assert_eq!(t.add_call(false, &call(5, 1, 2, 1, 1, 0)), 1);
+        t.settle(0, false, none);
+        t.add_call(false, &call(77, 200, 260, 2, 30, 2));
+        let rows = t.take_rows(0, none, |r| format!("r{r}"));
         assert_eq!(rows.len(), 2);
         let r = &rows[0];
         assert_eq!((r.tokio_id, r.created_ns, r.done_ns), (77, 10, 260));
         assert_eq!((r.steps, r.running_ns, r.suspended_ns), (8, 70, 50 + 30));
         assert_eq!(r.root_region, "r0");
         assert_eq!(r.thread_index, 2, "thread of the latest poll");
-        assert!(t.take_rows(|_| String::new()).is_empty(), "reset per phase");
+        assert!(
+            t.take_rows(0, none, |_| String::new()).is_empty(),
+            "reset per phase"
+        );
+    }
+
+    #[test]
+    fn children_of_an_open_call_leave_nothing_behind() {
+        let mut t = Tasks::default();
+        // The connection's outer call started at 5 and stays open.
+        let open = |id| (id == 9).then_some(5);
+        for k in 0..10_000 {
+            t.add_call(false, &call(9, 10 + 10 * k, 15 + 10 * k, 1, 5, 1));
+            t.settle(0, false, open);
+            assert!(t.by_id[&9].pending.len() <= 1, "at most one drain pending");
+        }
+        let rows = t.take_rows(0, open, |_| "x".into());
+        assert_eq!(rows.len(), 1);
+        assert_eq!(
+            (rows[0].steps, rows[0].done_ns),
+            (0, -1),
+            "only the open root counts"
+        );
+    }
+
+    #[test]
+    fn quiet_tasks_retire_and_keep_their_rows() {
+        let mut t = Tasks::default();
+        let none = |_| None;
+        let n = QUIET_CAP as u64 + 1000;
+        for id in 1..=n {
+            t.add_call(false, &call(id, 1, 3, 1, 2, 0));
+            t.settle(0, false, none);
+            t.settle(0, false, none);
+        }
+        assert!(t.in_memory() <= QUIET_CAP + 1, "{}", t.in_memory());
+        let mut retired = t.take_finished();
+        assert!(retired.len() >= 999);
+        // Time makes the rest retire too.
+        t.settle(QUIET_NS, false, none);
+        retired.extend(t.take_finished());
+        assert_eq!(retired.len() as u64, n);
+        assert_eq!(t.in_memory(), 0);
+        retired.sort_by_key(|r| r.index);
+        assert!(retired
+            .iter()
+            .enumerate()
+            .all(|(i, r)| r.index == i as i64 && r.steps == 1 && r.tokio_id == i as u64 + 1));
+    }
+
+    #[test]
+    fn open_starts_track_the_earliest() {
+        let mut o = OpenStarts::default();
+        o.insert(1, 10);
+        o.insert(1, 5);
+        o.insert(1, 20);
+        assert_eq!(o.earliest(1), Some(5));
+        o.remove(1, 5);
+        assert_eq!(o.earliest(1), Some(10));
+        o.remove(1, 20);
+        o.remove(1, 10);
+        assert_eq!(o.earliest(1), None);
+        o.insert(0, 3);
+        assert_eq!(o.earliest(0), None, "no task");
     }
 }

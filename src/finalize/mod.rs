@@ -20,7 +20,6 @@ pub(crate) mod names;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Sender};
-use std::sync::Mutex;
 
 use crate::flush::{Command, Snapshot};
 use crate::output::events::{self, Scan};
@@ -73,16 +72,27 @@ impl GuardState {
     }
 }
 
+/// How to reach the flusher.
+#[derive(Clone, Copy)]
+pub(crate) struct FlusherLink<'a> {
+    /// Its command channel (`None` when disabled).
+    pub tx: Option<&'a Sender<Command>>,
+    /// Its thread, woken for a finalize.
+    pub thread: Option<&'a std::thread::Thread>,
+    /// How long to wait for its answer before giving up with an error.
+    pub limit: std::time::Duration,
+}
+
 /// Runs one finalize. `Ok(None)`: nothing was reported (a drop with nothing new).
 pub(crate) fn run(
     shared: &Shared,
-    tx: Option<&Mutex<Sender<Command>>>,
+    flusher: FlusherLink<'_>,
     state: &mut GuardState,
     trigger: Trigger,
     to: Option<&Path>,
 ) -> Result<Option<Report>, Error> {
     let finalize_ns = shared.clock.now_ns();
-    let mut snap = snapshot(tx)?;
+    let mut snap = snapshot(shared, flusher)?;
     let phase_calls: u64 = snap.regions.iter().map(|r| r.row.stats.count).sum();
     // Multi-rank: every rank takes the same early return (the rest is collective).
     let any_calls = crate::mpi::sum_calls(shared, phase_calls);
@@ -120,13 +130,21 @@ pub(crate) fn run(
     let spool_phase = snap.spool_phase.clone();
     let facts = Facts::of(&snap);
     let mut data = load(shared, snap, phase_start_ns, finalize_ns);
-    let scan = match nest(shared, state, trigger, &data) {
+    let mut scan = match nest(shared, state, trigger, &data) {
         Ok(s) => s,
         Err(e) => {
             result = result.and(Err(e));
             Scan::default()
         }
     };
+    // Task rows retired and polls streamed to the spool during the phase.
+    if let Some((tasks, polls)) = scan.lanes.take() {
+        data.polls.extend(polls);
+        if !tasks.is_empty() {
+            data.tasks.extend(tasks);
+            data.tasks.sort_by_key(|t| t.index);
+        }
+    }
     let warnings = sinks(shared, &mut data, &mut result, &facts);
     let mut report = report(&data, &facts, &scan, warnings, phase_start_ns, finalize_ns);
     if config.mode == Mode::Disabled {
@@ -159,17 +177,44 @@ pub(crate) fn run(
     result.map(|()| Some(report))
 }
 
-/// Step 1: the flusher's snapshot of the phase.
-fn snapshot(tx: Option<&Mutex<Sender<Command>>>) -> Result<Snapshot, Error> {
-    let Some(tx) = tx else {
+/// Step 1: the flusher's snapshot of the phase, waiting a bounded time; a failed flusher's
+/// cause becomes the error.
+fn snapshot(shared: &Shared, flusher: FlusherLink<'_>) -> Result<Snapshot, Error> {
+    let Some(tx) = flusher.tx else {
         return Ok(Snapshot::default());
     };
+    let failed = || {
+        let cause = shared.failure.lock().unwrap_or_else(|e| e.into_inner());
+        match cause.clone() {
+            Some(cause) => Error::FlusherFailed { cause },
+            None => Error::FlusherGone,
+        }
+    };
     let (reply_tx, reply_rx) = mpsc::channel();
-    tx.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .send(Command::Finalize(reply_tx))
-        .map_err(|_| Error::FlusherGone)?;
-    reply_rx.recv().map_err(|_| Error::FlusherGone)
+    if tx.send(Command::Finalize(reply_tx)).is_err() {
+        return Err(failed());
+    }
+    if let Some(t) = flusher.thread {
+        t.unpark();
+    }
+    match reply_rx.recv_timeout(flusher.limit) {
+        Ok(Ok(snap)) => Ok(snap),
+        Ok(Err(cause)) => Err(Error::FlusherFailed { cause }),
+        Err(mpsc::RecvTimeoutError::Disconnected) => Err(failed()),
+        Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::FlusherStalled {
+            waited: flusher.limit,
+        }),
+    }
+}
+
+/// The load figures of a snapshot.
+fn losses_of(snap: &Snapshot) -> crate::report::Losses {
+    crate::report::Losses {
+        dropped_calls: snap.dropped_calls,
+        waits: snap.waits,
+        wait_ns: snap.wait_ns,
+        corrupt: snap.corrupt,
+    }
 }
 
 /// What the report needs from the snapshot besides the rows.
@@ -177,6 +222,7 @@ struct Facts {
     /// Statistics by region, in snapshot order (region id order).
     regions: Vec<RegionStats>,
     dropped: u64,
+    losses: crate::report::Losses,
     spool_lost: u64,
     in_flight: u64,
     truncated: bool,
@@ -191,6 +237,7 @@ impl Facts {
                 .map(RegionStats::from_snapshot)
                 .collect(),
             dropped: snap.dropped,
+            losses: losses_of(snap),
             spool_lost: snap.spool_lost,
             in_flight: snap.in_flight,
             truncated: snap.calls_truncated,
@@ -232,6 +279,7 @@ fn load(shared: &Shared, snap: Snapshot, phase_start_ns: i64, finalize_ns: i64) 
         .map(|r| r.id as usize)
         .max()
         .map_or(0, |m| m + 1);
+    let losses = losses_of(&snap);
     let mut row_of = vec![u32::MAX; ids];
     for r in snap.regions.into_iter().filter(|r| r.row.stats.count > 0) {
         row_of[r.id as usize] = regions.len() as u32;
@@ -245,6 +293,7 @@ fn load(shared: &Shared, snap: Snapshot, phase_start_ns: i64, finalize_ns: i64) 
         timestamp: shared.timestamp.clone(),
         label: config.label.clone(),
         dropped: snap.dropped + snap.spool_lost,
+        losses,
         perf: None,
         likwid: None,
         threads: snap.threads,
@@ -332,6 +381,7 @@ fn report(
     Report {
         regions,
         dropped: facts.dropped,
+        losses: facts.losses,
         spool_lost: facts.spool_lost,
         in_flight: facts.in_flight,
         wall_ns: (finalize_ns - phase_start_ns).max(0) as u64,

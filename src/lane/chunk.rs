@@ -1,17 +1,25 @@
-//! A fixed-size block of [`Record`] slots: the unit lane buffers grow by and hand to the flusher.
+//! A fixed-size block of [`Record`] slots: the unit lane buffers are made of, handed to the
+//! flusher when full and recycled through the layer's [`Pool`](super::pool::Pool).
 //!
 //! The owning thread writes slot `len` and then publishes `len + 1` with a release store; the
 //! flusher reads `len` with an acquire load and only reads slots below it. Slots below a
-//! published length are never written again while the chunk is in use; a chunk is reused only
-//! after the flusher has consumed it and given it back through the lane's free queue.
-
-use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+//! published length are never written again while the chunk is in use; a chunk is reset and
+//! reused only after the flusher has consumed it and given it back to the pool.
 
 use super::record::Record;
+use super::sync::{AtomicU64, AtomicUsize, Ordering, SlotCell};
 
-/// Records per chunk (4096 x 24 B = 96 KiB).
-pub(crate) const CHUNK_LEN: usize = 4096;
+/// Records per chunk (1024 x 24 B = 24 KiB). Small enough that thousands of live threads fit
+/// the default buffer budget, large enough that the handoff (two short mutex sections per
+/// chunk) costs nothing per record.
+#[cfg(not(scope_loom))]
+pub(crate) const CHUNK_LEN: usize = 1024;
+/// Records per chunk in the loom model: two, so a few records exercise every handoff path.
+#[cfg(scope_loom)]
+pub(crate) const CHUNK_LEN: usize = 2;
+
+/// Bytes one chunk occupies (what the buffer budget counts).
+pub(crate) const CHUNK_BYTES: usize = CHUNK_LEN * std::mem::size_of::<Record>();
 
 /// A block of slots plus its published length and sequence number.
 pub(crate) struct Chunk {
@@ -19,12 +27,13 @@ pub(crate) struct Chunk {
     pub(crate) seq: AtomicU64,
     /// Number of published slots.
     pub(crate) len: AtomicUsize,
-    slots: Box<[UnsafeCell<Record>]>,
+    slots: Box<[SlotCell<Record>]>,
 }
 
 // SAFETY: slots are written only by the single owning thread, at indices >= the published
 // `len`, and read by the flusher only below the `len` it loaded with acquire ordering, so no
-// slot is ever read and written concurrently.
+// slot is ever read and written concurrently (the loom model checks exactly this through
+// `SlotCell`).
 unsafe impl Sync for Chunk {}
 
 impl Chunk {
@@ -34,23 +43,50 @@ impl Chunk {
             seq: AtomicU64::new(0),
             len: AtomicUsize::new(0),
             slots: (0..CHUNK_LEN)
-                .map(|_| UnsafeCell::new(Record::default()))
+                .map(|_| SlotCell::new(Record::default()))
                 .collect(),
         })
     }
 
     /// Pointer to the first slot, for the owner's writes.
+    #[cfg(not(scope_loom))]
     pub(crate) fn slots_ptr(&self) -> *mut Record {
+        // `SlotCell` is `repr(transparent)` over `UnsafeCell<Record>`, which has the layout of
+        // `Record`.
         self.slots.as_ptr() as *mut Record
     }
 
-    /// The published records from `from` on.
-    pub(crate) fn published_from(&self, from: usize) -> &[Record] {
+    /// Writes slot `i` and publishes `i + 1` records (owner only; loom model).
+    #[cfg(scope_loom)]
+    pub(crate) fn write(&self, i: usize, rec: Record) {
+        self.slots[i].write(rec);
+        self.len.store(i + 1, Ordering::Release);
+    }
+
+    /// Hands the published records from `from` on to `f` (nothing when there are none).
+    #[cfg(not(scope_loom))]
+    pub(crate) fn read_published(&self, from: usize, f: &mut impl FnMut(&[Record])) -> usize {
         let len = self.len.load(Ordering::Acquire).min(CHUNK_LEN);
         let from = from.min(len);
-        // SAFETY: slots [0, len) were fully written before `len` was published (release store
-        // paired with the acquire load above) and are not written again while this chunk is
-        // reachable by the flusher; UnsafeCell<Record> has the layout of Record.
-        unsafe { std::slice::from_raw_parts(self.slots_ptr().add(from), len - from) }
+        if from < len {
+            // SAFETY: slots [0, len) were fully written before `len` was published (release
+            // store paired with the acquire load above) and are not written again while this
+            // chunk is reachable by the flusher.
+            f(unsafe { std::slice::from_raw_parts(self.slots_ptr().add(from), len - from) });
+        }
+        len
+    }
+
+    /// Hands the published records from `from` on to `f` (loom model: copied slot by slot, so
+    /// loom sees each read).
+    #[cfg(scope_loom)]
+    pub(crate) fn read_published(&self, from: usize, f: &mut impl FnMut(&[Record])) -> usize {
+        let len = self.len.load(Ordering::Acquire).min(CHUNK_LEN);
+        let from = from.min(len);
+        if from < len {
+            let v: Vec<Record> = self.slots[from..len].iter().map(SlotCell::read).collect();
+            f(&v);
+        }
+        len
     }
 }

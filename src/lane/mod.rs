@@ -2,25 +2,41 @@
 //! drained by the flusher.
 //!
 //! A [`Lane`] is the part shared between the owning thread and the flusher: the thread's
-//! identity (dense index, name, TID, start/end, CPU time), a pointer to the chunk being written,
-//! a bounded lock-free queue of full chunks (owner -> flusher) and one of empty chunks
-//! (flusher -> owner), so the hot path allocates only while the buffer grows. The owner side
-//! lives in [`local`].
+//! identity (dense index, name, TID, start/end, CPU time), a pointer to the chunk being
+//! written, and the queue of full chunks (owner -> flusher). Empty chunks come from the layer's
+//! one [`pool::Pool`], which bounds the memory of all lanes together; the flusher gives drained
+//! chunks back to it. The owner side lives in [`writer`] (the handoff logic) and [`local`]
+//! (the thread-local glue).
+//!
+//! ## The handoff protocol (checked by `loom_tests` under `--cfg scope_loom`)
+//! - The owner publishes a chunk as `current` (release) after resetting its `seq` and `len`.
+//! - A full chunk is first unpublished (`current = null`), then pushed on `full`. So a chunk the
+//!   flusher takes from `full` (and later recycles) can never be loaded from `current` by a
+//!   later drain: that load happens after the pop, hence after the null store.
+//! - A drain loads `current` before it empties `full`, reads every chunk it took, then reads
+//!   `current` unless it was among them, and only then gives the taken chunks back. A chunk
+//!   loaded from `current` is therefore either still the owner's (it reads only below the
+//!   published `len`) or sitting in `full` unrecycled; either way alive and not rewritten.
+//! - An exiting thread unpublishes its last chunk, pushes it on `full` and then sets `exited`
+//!   (release). A drain that saw `exited` (acquire, first thing) drains everything that lane
+//!   will ever hold, after which the lane is reclaimed.
 
 pub(crate) mod chunk;
 pub(crate) mod local;
+#[cfg(all(test, scope_loom))]
+mod loom_tests;
+pub(crate) mod pool;
 pub(crate) mod record;
+pub(crate) mod sync;
+pub(crate) mod writer;
 
-use std::sync::atomic::{AtomicI64, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
-
-use crossbeam_queue::ArrayQueue;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicI64, AtomicU64 as StdAtomicU64};
 
 use chunk::Chunk;
+use pool::Pool;
 use record::Record;
-
-/// Full chunks a lane may queue for the flusher before it drops records (x 96 KiB).
-pub(crate) const MAX_QUEUED_CHUNKS: usize = 512;
+use sync::{lock, AtomicBool, AtomicPtr, Mutex, Ordering};
 
 /// The shared half of one thread's buffer.
 pub(crate) struct Lane {
@@ -36,15 +52,25 @@ pub(crate) struct Lane {
     pub(crate) end_ns: AtomicI64,
     /// Thread CPU time in ns (exact at exit, sampled while alive).
     pub(crate) cpu_ns: AtomicI64,
-    /// Records lost because the flusher fell behind.
-    pub(crate) dropped: AtomicU64,
+    /// Records this thread could not buffer (no chunk within the wait bound, or lossy).
+    pub(crate) dropped: StdAtomicU64,
+    /// Calls dropped whole on this lane with nothing of them in the stream (every record,
+    /// creation to close, was dropped here); the others are marked in the stream.
+    pub(crate) dropped_calls: StdAtomicU64,
     current: AtomicPtr<Chunk>,
-    full: ArrayQueue<Box<Chunk>>,
-    free: ArrayQueue<Box<Chunk>>,
-    // Boxed: chunks move between queues as boxes and are recognised by address.
-    #[allow(clippy::vec_box)]
-    retired: Mutex<Vec<Box<Chunk>>>,
-    allocated: AtomicUsize,
+    full: Mutex<VecDeque<Box<Chunk>>>,
+    exited: AtomicBool,
+}
+
+/// What one [`Lane::drain`] did.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Drained {
+    /// Full chunks consumed.
+    pub chunks: usize,
+    /// Full chunks are still waiting (the current chunk was not read).
+    pub more: bool,
+    /// The owner has exited and everything it recorded has been read: drop the lane.
+    pub finished: bool,
 }
 
 /// Where the flusher stands in one lane's stream: the next unread record is slot `offset` of
@@ -65,83 +91,82 @@ impl Lane {
             start_ns,
             end_ns: AtomicI64::new(-1),
             cpu_ns: AtomicI64::new(0),
-            dropped: AtomicU64::new(0),
+            dropped: StdAtomicU64::new(0),
+            dropped_calls: StdAtomicU64::new(0),
             current: AtomicPtr::new(std::ptr::null_mut()),
-            full: ArrayQueue::new(MAX_QUEUED_CHUNKS),
-            free: ArrayQueue::new(MAX_QUEUED_CHUNKS),
-            retired: Mutex::new(Vec::new()),
-            allocated: AtomicUsize::new(0),
+            full: Mutex::new(VecDeque::new()),
+            exited: AtomicBool::new(false),
         }
     }
 
     /// Publishes `c` as the chunk being written (owner only).
-    pub(crate) fn set_current(&self, c: *mut Chunk) {
+    fn publish(&self, c: *mut Chunk) {
         self.current.store(c, Ordering::Release);
     }
 
-    /// Hands a full chunk to the flusher; gives it back if the queue is full.
-    pub(crate) fn hand_off(&self, c: Box<Chunk>) -> Result<(), Box<Chunk>> {
-        self.full.push(c)
-    }
-
-    /// Hands the last, partial chunk of an exiting thread to the flusher (never fails).
-    pub(crate) fn retire(&self, c: Box<Chunk>) {
+    /// Hands a full (or, at thread exit, the last) chunk to the flusher: unpublished first, so
+    /// no later drain can load it from `current` after it was recycled (owner only).
+    fn hand_off(&self, c: Box<Chunk>) {
         self.current.store(std::ptr::null_mut(), Ordering::Release);
-        self.retired
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(c);
+        lock(&self.full).push_back(c);
     }
 
-    /// An empty chunk: a recycled one, or a new one while the lane is below its cap.
-    pub(crate) fn fresh_chunk(&self) -> Option<Box<Chunk>> {
-        if let Some(c) = self.free.pop() {
-            return Some(c);
-        }
-        if self.allocated.fetch_add(1, Ordering::Relaxed) < MAX_QUEUED_CHUNKS + 2 {
-            Some(Chunk::new())
-        } else {
-            self.allocated.fetch_sub(1, Ordering::Relaxed);
-            None
-        }
+    /// Marks the owner gone; everything it recorded is on `full` (owner only, last call).
+    fn mark_exited(&self) {
+        self.exited.store(true, Ordering::Release);
     }
 
-    /// Hands every record published since `cursor` to `sink`, in the owner's program order:
-    /// full chunks, retired chunks, then the published part of the chunk being written.
-    /// Consumed chunks go back to the free queue at the end, never during the drain, so a
-    /// chunk cannot be reused while it is read.
-    pub(crate) fn drain(&self, cursor: &mut Cursor, mut sink: impl FnMut(&[Record])) {
+    /// Full chunks waiting for the flusher now.
+    pub(crate) fn queued(&self) -> usize {
+        lock(&self.full).len()
+    }
+
+    /// Hands records published since `cursor` to `sink`, in the owner's program order: at most
+    /// `max_chunks` full chunks and, once no full chunk is left, the published part of the
+    /// chunk being written. The consumed chunks go back to `pool` at the end, so waiting
+    /// threads get buffers back after every batch.
+    pub(crate) fn drain(
+        &self,
+        cursor: &mut Cursor,
+        pool: &Pool,
+        max_chunks: usize,
+        mut sink: impl FnMut(&[Record]),
+    ) -> Drained {
+        let exited = self.exited.load(Ordering::Acquire);
         // Load `current` before popping: if it fills up meanwhile it shows up in `full` below
         // and is recognised by address, so records are never taken out of order.
         let current = self.current.load(Ordering::Acquire);
-        let mut taken: Vec<Box<Chunk>> = Vec::new();
-        while let Some(c) = self.full.pop() {
-            Self::take(&c, cursor, &mut sink);
-            taken.push(c);
-        }
-        let retired = std::mem::take(&mut *self.retired.lock().unwrap_or_else(|e| e.into_inner()));
-        for c in &retired {
+        let (taken, more) = {
+            let mut full = lock(&self.full);
+            let n = full.len().min(max_chunks);
+            let taken: Vec<Box<Chunk>> = full.drain(..n).collect();
+            (taken, !full.is_empty())
+        };
+        for c in &taken {
             Self::take(c, cursor, &mut sink);
         }
-        let seen = |p: *const Chunk| {
-            taken
-                .iter()
-                .chain(retired.iter())
-                .any(|c| std::ptr::eq(&**c, p))
-        };
-        if !current.is_null() && !seen(current) {
-            // SAFETY: `current` was published by the owner with a release store; the chunk is
-            // only freed or recycled by this flusher (at the end of a drain), or handed to
-            // `retired`, so it is still alive here.
+        // The current chunk comes after every full one; read it only when none is left.
+        if !more && !current.is_null() && !taken.iter().any(|c| std::ptr::eq(&**c, current)) {
+            // SAFETY: `current` was published with a release store after the chunk was reset.
+            // It was not taken above, so it is either still the owner's chunk (alive: only the
+            // owner hands it off, and only to `full`) or it reached `full` after our pop and
+            // waits there unrecycled; chunks are recycled only by this thread, below, and only
+            // those it took. It cannot be a chunk recycled by an earlier drain: that drain's
+            // pop happened after the owner's null store, and this load comes later on this
+            // thread (see the module docs; loom checks it).
             Self::take(unsafe { &*current }, cursor, &mut sink);
         }
+        let chunks = taken.len();
         for c in taken {
-            if let Err(c) = self.free.push(c) {
-                drop(c);
-                self.allocated.fetch_sub(1, Ordering::Relaxed);
-            }
+            pool.give(c);
         }
-        drop(retired);
+        Drained {
+            chunks,
+            more,
+            // `exited` was set after the owner's last handoff: with nothing left in `full`,
+            // all it recorded has been read.
+            finished: exited && !more,
+        }
     }
 
     fn take(c: &Chunk, cursor: &mut Cursor, sink: &mut impl FnMut(&[Record])) {
@@ -150,18 +175,14 @@ impl Lane {
             return;
         }
         let from = if seq == cursor.seq { cursor.offset } else { 0 };
-        let records = c.published_from(from);
-        if !records.is_empty() {
-            sink(records);
-        }
-        let end = from + records.len();
-        if end >= chunk::CHUNK_LEN {
-            *cursor = Cursor {
+        let end = c.read_published(from, sink).max(from);
+        *cursor = if end >= chunk::CHUNK_LEN {
+            Cursor {
                 seq: seq + 1,
                 offset: 0,
-            };
+            }
         } else {
-            *cursor = Cursor { seq, offset: end };
-        }
+            Cursor { seq, offset: end }
+        };
     }
 }

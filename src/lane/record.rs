@@ -1,13 +1,13 @@
 //! The 24-byte slot record the hot path appends: span id, raw TSC ticks and one tagged word.
 //!
-//! Four kinds, one per `tracing` callback: `NEW` carries the callsite's `&'static Metadata`
-//! (pointers are 8-aligned, so the low three bits hold the kind), `ENTER` carries the Tokio task
-//! id (shifted left by three; 0 = outside a task), `EXIT` and `CLOSE` carry nothing else. A fifth
-//! kind, `AUX`, carries a sink's 56-bit payload for the span (e.g. a CUDA event pair) to the
-//! flusher. Only `ENTER` and `EXIT` read the clock: a call is first enter to last exit, and span
-//! ids carry the registry's slot generation, so an id does not come back while its records are
-//! in flight (30 M sequential spans showed no repeated id) and `NEW`/`CLOSE` need no time to be
-//! told apart; they store 0.
+//! Four kinds, one per `tracing` callback: `NEW` carries the address of the callsite's
+//! `&'static Metadata` (8-aligned, so the low three bits hold the kind; the flusher only looks
+//! it up, see `region::Callsites`), `ENTER` carries the Tokio task id (shifted left by three;
+//! 0 = outside a task), `EXIT` and `CLOSE` carry nothing else. `AUX` carries a sink's 56-bit
+//! payload for the span (e.g. a CUDA event pair) to the flusher, and `LOST` marks where the
+//! owner had to drop a record of the span. Only `ENTER` and `EXIT` read the clock: a call is
+//! first enter to last exit, and an id is never reused while its span is open, so `NEW` and
+//! `CLOSE` need no time; they store 0.
 
 use tracing_core::Metadata;
 
@@ -21,6 +21,10 @@ pub(crate) const EXIT: u64 = 2;
 pub(crate) const CLOSE: u64 = 3;
 /// Kind tag of a sink payload attached to the span's current call.
 pub(crate) const AUX: u64 = 4;
+/// Kind tag of a lost-record marker: a record of this span could not be buffered here (payload
+/// 1: the lost record was its close). Written by the owner, in stream order, as soon as it has
+/// a buffer again; the flusher drops the span's call whole (see `lane::writer`).
+pub(crate) const LOST: u64 = 6;
 const KIND_MASK: u64 = 7;
 const KIND_BITS: u32 = 3;
 
@@ -32,7 +36,7 @@ pub(crate) struct Record {
     pub id: u64,
     /// Raw clock ticks ([`crate::clock::Clock::raw`]).
     pub tsc: u64,
-    /// Kind tag in the low two bits, payload above.
+    /// Kind tag in the low three bits, payload above.
     pub aux: u64,
 }
 
@@ -69,6 +73,16 @@ impl Record {
         }
     }
 
+    /// A lost-record marker for span `id` (`closed`: the lost record was its close).
+    #[inline(always)]
+    pub(crate) fn lost(id: u64, closed: bool) -> Record {
+        Record {
+            id,
+            tsc: 0,
+            aux: (u64::from(closed) << KIND_BITS) | LOST,
+        }
+    }
+
     /// The payload of an `AUX` record.
     #[inline(always)]
     pub(crate) fn payload(&self) -> u64 {
@@ -93,13 +107,18 @@ impl Record {
         self.aux >> KIND_BITS
     }
 
-    /// The callsite of a creation record.
+    /// The callsite address of a creation record. It is only an address: the flusher looks it
+    /// up among the callsites the layer registered (`region::Callsites`) and never
+    /// dereferences it, so a torn record cannot send it to a wild pointer.
     #[inline(always)]
-    pub(crate) fn metadata(&self) -> &'static Metadata<'static> {
-        debug_assert_eq!(self.kind(), NEW);
-        // SAFETY: NEW records are only built by `new_span` from a `&'static Metadata<'static>`,
-        // so the (untagged) word is a valid pointer to static data.
-        unsafe { &*((self.aux & !KIND_MASK) as *const Metadata<'static>) }
+    pub(crate) fn callsite_addr(&self) -> usize {
+        (self.aux & !KIND_MASK) as usize
+    }
+
+    /// Whether the kind tag is one the layer writes (a torn record may carry another).
+    #[inline(always)]
+    pub(crate) fn kind_is_valid(&self) -> bool {
+        self.kind() <= AUX || self.kind() == LOST
     }
 }
 

@@ -35,6 +35,7 @@ fn phase(regions: Vec<RegionRow>) -> PhaseData {
         timestamp: String::new(),
         label: None,
         dropped: 0,
+        losses: Default::default(),
         perf: None,
         likwid: None,
         threads: Vec::new(),

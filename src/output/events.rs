@@ -18,7 +18,7 @@ use super::hdf5::Ctx;
 use crate::error::Error;
 use crate::nesting::external::Runs;
 use crate::nesting::{Nested, Nester, Overlap, Span};
-use crate::output::model::{CallRecord, PhaseData};
+use crate::output::model::{CallRecord, PhaseData, PollRecord, TaskRow};
 use crate::stats::Stats;
 
 /// Calls buffered over all rows before every row's buffer is written out.
@@ -79,6 +79,9 @@ pub(crate) struct Scan {
     pub nested: Option<Nested>,
     /// Why nesting was asked for but not done (an overlap, or the budget).
     pub not_nested: Option<NotNested>,
+    /// Task rows and polls the spool files held (with `track_async`), for the pipeline to add
+    /// to the phase before it is written.
+    pub lanes: Option<(Vec<TaskRow>, Vec<PollRecord>)>,
     /// Whether the in-memory calls carry ids of their own (set by `nesting::nest` in tests).
     own_ids: bool,
 }
@@ -248,7 +251,7 @@ pub(crate) fn scan(data: &PhaseData, nest: Option<(i64, bool)>) -> Result<Scan, 
     let mut first_thread = None;
     let mut own_ids = false;
     let mut g: u64 = 0;
-    data.for_each_call(|row, c| {
+    let (tasks, polls) = data.for_each_call(data.track_async, |row, c| {
         acc[row as usize].add(c);
         let first = *first_thread.get_or_insert(c.thread);
         want.threads |= c.thread != first;
@@ -270,6 +273,7 @@ pub(crate) fn scan(data: &PhaseData, nest: Option<(i64, bool)>) -> Result<Scan, 
         want,
         nested: None,
         not_nested: None,
+        lanes: Some((tasks, polls)).filter(|(t, p)| !t.is_empty() || !p.is_empty()),
         own_ids: own_ids && nest.is_none(),
     };
     if let Some((first_id, want_tree)) = nest {
@@ -391,7 +395,7 @@ pub(crate) fn write_events(
     }
     let mut g = 0usize;
     let mut failed = None;
-    data.for_each_call(|row, c| {
+    data.for_each_call(false, |row, c| {
         if failed.is_some() {
             return;
         }

@@ -358,10 +358,13 @@ fn write_metadata(ctx: &Ctx<'_>, meta: &Group, data: &PhaseData) -> Result<(), E
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
     ctx.attr_str(meta, "command", &command.join(" "))?;
-    // The compiler version is not available without a build script; say so plainly.
-    ctx.attr_str(meta, "rust_version", "unknown")?;
-    let dropped = i64::try_from(data.dropped).unwrap_or(i64::MAX);
-    ctx.attr(meta, "dropped_records", &dropped)
+    // `rustc -V` at build time (build.rs), e.g. `1.95.0 (59807616e 2026-04-14)`.
+    ctx.attr_str(meta, "rust_version", env!("SCOPE_PROFILER_RUSTC_VERSION"))?;
+    let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+    ctx.attr(meta, "dropped_records", &count(data.dropped))?;
+    ctx.attr(meta, "dropped_calls", &count(data.losses.dropped_calls))?;
+    ctx.attr(meta, "backpressure_waits", &count(data.losses.waits))?;
+    ctx.attr(meta, "backpressure_wait_ns", &count(data.losses.wait_ns))
 }
 
 /// Host facts for `metadata`.

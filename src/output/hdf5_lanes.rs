@@ -59,6 +59,13 @@ pub(super) fn write_lanes(ctx: &Ctx<'_>, file: &File, data: &PhaseData) -> Resul
         ctx.dataset(&t, "steps", &col(&|r| r.steps), None)?;
         ctx.dataset(&t, "running_ns", &col(&|r| r.running_ns), None)?;
         ctx.dataset(&t, "suspended_ns", &col(&|r| r.suspended_ns), None)?;
+        // Not in the schema (the Python reader ignores it): Tokio's own task id per row.
+        ctx.dataset(
+            &t,
+            "tokio_id",
+            &data.tasks.iter().map(|r| r.tokio_id).collect::<Vec<u64>>(),
+            None,
+        )?;
         ctx.strings(&t, "kind", data.tasks.iter().map(|_| "task"))?;
         let names: Vec<String> = data
             .tasks

@@ -161,6 +161,8 @@ pub(crate) struct PhaseData {
     pub label: Option<String>,
     /// Records lost so far (0 in a healthy run).
     pub dropped: u64,
+    /// Calls dropped whole, backpressure waits and corrupt records so far.
+    pub losses: crate::report::Losses,
     /// perf_event totals, when counters were configured.
     pub perf: Option<PerfTotals>,
     /// LIKWID results, when LIKWID markers were configured and results were found.
@@ -193,13 +195,16 @@ pub(crate) struct SpooledCalls {
 impl PhaseData {
     /// Hands every call to `f` with its row: first the calls held in memory, row by row, then
     /// those in the spool files in spool order. Every pass over a phase sees the same order.
+    /// With `keep_lanes`, returns the task rows and polls the spool files hold.
     ///
     /// # Errors
     /// A spool file cannot be read (the error names it).
     pub(crate) fn for_each_call(
         &self,
+        keep_lanes: bool,
         mut f: impl FnMut(u32, &CallRecord),
-    ) -> Result<(), crate::Error> {
+    ) -> Result<(Vec<TaskRow>, Vec<PollRecord>), crate::Error> {
+        let mut lanes = (Vec::new(), Vec::new());
         for (r, row) in self.regions.iter().enumerate() {
             for c in &row.calls {
                 f(r as u32, c);
@@ -207,7 +212,7 @@ impl PhaseData {
         }
         if let Some(sp) = &self.spooled {
             for file in &sp.files {
-                crate::spool::scan(file, &mut |region, calls| {
+                let c = crate::spool::scan(file, keep_lanes, &mut |region, calls| {
                     if let Some(&row) = sp.row_of.get(region as usize) {
                         if row != u32::MAX {
                             for c in calls {
@@ -221,9 +226,11 @@ impl PhaseData {
                     path: file.clone(),
                     source,
                 })?;
+                lanes.0.extend(c.tasks);
+                lanes.1.extend(c.polls);
             }
         }
-        Ok(())
+        Ok(lanes)
     }
 }
 

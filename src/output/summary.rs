@@ -1,13 +1,22 @@
 //! The text summary printed at finalize: one row per region, in the rounded-box layout of the
 //! Python package (`╭─╮ ├─┤ ╰─╯ │`), followed by an "Info" box.
 
+use std::collections::HashMap;
+
 use crate::guard::SESSION_REGION;
+
+/// What the summary says when no span ever reached the layer.
+pub(crate) const NO_SPANS: &str = "no spans reached the profiler; is a global filter hiding them?";
 use crate::report::{RegionStats, Report};
 
 /// Renders the report as the summary table (ends with a newline): the call tree with `(own)`
 /// rows when nesting is known, else one flat row per region; GPU and perf columns when any
 /// region has them.
 pub(crate) fn render(report: &Report, title: &str) -> String {
+    if report.regions().is_empty() && report.in_flight() == 0 && report.dropped() == 0 {
+        // Not one span since build(): an empty table would only look like a broken profiler.
+        return format!("scope-profiler ({title}): {NO_SPANS}\n");
+    }
     let secs = |ns: f64| ns / 1e9;
     let regions: Vec<&RegionStats> = report.regions().iter().filter(|r| r.calls > 0).collect();
     let gpu = regions.iter().any(|r| r.gpu_calls > 0);
@@ -16,7 +25,9 @@ pub(crate) fn render(report: &Report, title: &str) -> String {
         .find(|r| !r.perf.is_empty())
         .map(|r| r.perf.iter().map(|(n, _)| n.clone()).collect())
         .unwrap_or_default();
-    let by_name = |name: &str| regions.iter().find(|r| r.name == name).copied();
+    let by_name: HashMap<&str, &RegionStats> =
+        regions.iter().map(|r| (r.name.as_str(), *r)).collect();
+    let by_name = |name: &str| by_name.get(name).copied();
     // Extra columns of a region: GPU totals and perf counters.
     let extras = |r: Option<&RegionStats>| {
         let mut cells = Vec::new();
@@ -57,7 +68,12 @@ pub(crate) fn render(report: &Report, title: &str) -> String {
     let mut rows: Vec<Vec<String>> = Vec::new();
     match &report.tree {
         Some(tree) => {
-            for t in tree {
+            // A region's first (shallowest) row carries its region-wide extras.
+            let mut first_row: HashMap<&str, usize> = HashMap::new();
+            for (i, t) in tree.iter().enumerate().filter(|(_, t)| !t.own) {
+                first_row.entry(t.name.as_str()).or_insert(i);
+            }
+            for (i, t) in tree.iter().enumerate() {
                 let prefix = if t.depth == 0 {
                     String::new()
                 } else {
@@ -81,9 +97,7 @@ pub(crate) fn render(report: &Report, title: &str) -> String {
                     row.push(format!("{:.3e}", secs(st.min as f64)));
                     row.push(format!("{:.3e}", secs(st.max as f64)));
                     row.push(format!("{:.3e}", secs(st.std())));
-                    // Region-wide extras on the region's first (shallowest) row only.
-                    let first = tree.iter().find(|o| !o.own && o.name == t.name);
-                    let r = std::ptr::eq(first.unwrap_or(t), t)
+                    let r = (first_row.get(t.name.as_str()) == Some(&i))
                         .then(|| by_name(&t.name))
                         .flatten();
                     row.extend(extras(r));
@@ -151,6 +165,19 @@ pub(crate) fn render(report: &Report, title: &str) -> String {
         info.push(format!(
             "WARNING: {} record(s) dropped (the flusher fell behind).",
             report.dropped()
+        ));
+    }
+    if report.dropped_calls() > 0 {
+        info.push(format!(
+            "WARNING: {} call(s) dropped whole (a record could not be buffered).",
+            report.dropped_calls()
+        ));
+    }
+    if report.backpressure_waits() > 0 {
+        info.push(format!(
+            "Backpressure: threads waited for the flusher {} time(s), {:.3} ms in all.",
+            report.backpressure_waits(),
+            report.backpressure_wait_ns() as f64 / 1e6
         ));
     }
     if report.in_flight() > 0 {
@@ -230,6 +257,7 @@ mod tests {
                 region("idle", 0, 0),
             ],
             dropped: 3,
+            losses: Default::default(),
             in_flight: 1,
             wall_ns: 5_000_000_000,
             warnings: vec!["perf: `cycles` dropped".into()],
@@ -256,8 +284,16 @@ mod tests {
     }
 
     #[test]
-    fn empty_report_renders() {
+    fn no_span_at_all_is_one_line_that_names_filters() {
         let s = render(&Report::default(), "t");
+        assert_eq!(s.lines().count(), 1, "{s}");
+        assert!(s.contains(NO_SPANS));
+        // A phase without calls after earlier ones is still a table.
+        let report = Report {
+            regions: vec![region("idle", 0, 0)],
+            ..Report::default()
+        };
+        let s = render(&report, "t");
         assert!(s.contains("(no calls)"));
         assert!(s.contains("0 region(s)"));
     }

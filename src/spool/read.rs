@@ -6,8 +6,11 @@ use std::fs::File;
 use std::io::{self, BufReader, Read};
 use std::path::Path;
 
-use super::{Header, MAGIC, TAG_AGGREGATE, TAG_CALLS, TAG_HEADER, TAG_REGION, TAG_THREADS};
-use crate::output::model::{CallRecord, ThreadRow};
+use super::{
+    Header, MAGIC, TAG_AGGREGATE, TAG_CALLS, TAG_HEADER, TAG_POLLS, TAG_REGION, TAG_TASKS,
+    TAG_THREADS,
+};
+use crate::output::model::{CallRecord, PollRecord, TaskRow, ThreadRow};
 use crate::stats::Stats;
 
 /// Reads a zigzag LEB128 varint.
@@ -49,6 +52,10 @@ pub(crate) struct SpoolContents {
     pub threads: Vec<ThreadRow>,
     /// The latest aggregate statistics, by region id.
     pub aggregate: Vec<(u32, Stats)>,
+    /// Rows of tasks retired during the phase.
+    pub tasks: Vec<TaskRow>,
+    /// Polls, in spool order (kept in memory: only written with `track_async`).
+    pub polls: Vec<PollRecord>,
     /// Bytes at the end that did not form a whole frame (a write cut short).
     pub torn_bytes: u64,
 }
@@ -57,7 +64,7 @@ pub(crate) struct SpoolContents {
 #[cfg(test)]
 pub(crate) fn read(path: &Path) -> io::Result<SpoolContents> {
     let mut calls: Vec<Vec<CallRecord>> = Vec::new();
-    let mut out = scan(path, &mut |region, c| {
+    let mut out = scan(path, true, &mut |region, c| {
         let region = region as usize;
         if calls.len() <= region {
             calls.resize_with(region + 1, Vec::new);
@@ -71,9 +78,11 @@ pub(crate) fn read(path: &Path) -> io::Result<SpoolContents> {
 
 /// Reads a spool (tolerating a torn last frame) one frame at a time, handing the calls of
 /// every calls frame to `on_calls` with their region id; returns everything else it holds
-/// (`calls` stays empty). Memory: one frame.
+/// (`calls` stays empty; tasks and polls only with `keep_lanes`). Memory: one frame, plus the
+/// polls when kept.
 pub(crate) fn scan(
     path: &Path,
+    keep_lanes: bool,
     on_calls: &mut dyn FnMut(u32, &[CallRecord]),
 ) -> io::Result<SpoolContents> {
     let mut frame_calls: Vec<CallRecord> = Vec::new();
@@ -197,6 +206,58 @@ pub(crate) fn scan(
                     })()
                     .ok_or_else(|| bad("aggregate"))?;
                     out.aggregate.push(s);
+                }
+            }
+            TAG_POLLS | TAG_TASKS if !keep_lanes => {}
+            TAG_POLLS => {
+                let n = r.u32().ok_or_else(|| bad("polls"))?;
+                let (d, mut at) = (r.d, r.at);
+                let mut previous = 0i64;
+                out.polls.reserve(n as usize);
+                for _ in 0..n {
+                    let mut next = || get_varint(d, &mut at);
+                    let p = (|| {
+                        let region = u32::try_from(next()?).ok()?;
+                        let start_ns = previous.wrapping_add(next()?);
+                        Some(PollRecord {
+                            region,
+                            start_ns,
+                            dur_ns: next()?,
+                            thread: u32::try_from(next()?).ok()?,
+                            task: next()?,
+                        })
+                    })()
+                    .ok_or_else(|| bad("polls"))?;
+                    previous = p.start_ns;
+                    out.polls.push(p);
+                }
+            }
+            TAG_TASKS => {
+                let n = r.u32().ok_or_else(|| bad("tasks"))?;
+                let (d, mut at) = (r.d, r.at);
+                for _ in 0..n {
+                    let mut v = [0i64; 9];
+                    for x in &mut v {
+                        *x = get_varint(d, &mut at).ok_or_else(|| bad("tasks"))?;
+                    }
+                    let totals = crate::task::TaskTotals {
+                        index: v[0],
+                        tokio_id: v[1] as u64,
+                        thread_index: u32::try_from(v[2]).map_err(|_| bad("tasks"))?,
+                        created_ns: v[3],
+                        done_ns: v[4],
+                        steps: v[5],
+                        running_ns: v[6],
+                        suspended_ns: v[7],
+                        root_region: u32::try_from(v[8]).unwrap_or(u32::MAX),
+                    };
+                    let regions = &out.regions;
+                    out.tasks.push(totals.row(false, |id| {
+                        regions
+                            .get(id as usize)
+                            .map(|r| r.0.clone())
+                            .unwrap_or_default()
+                    }));
                 }
             }
             _ => return Err(bad(&format!("unknown frame tag {tag}"))),

@@ -80,3 +80,39 @@ fn a_torn_last_frame_is_ignored() {
     std::fs::write(&path, b"garbage!").unwrap();
     assert!(read(&path).is_err());
 }
+
+#[test]
+fn polls_and_retired_task_rows_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = spool_path(&dir.path().join("t.h5"));
+    let mut w = SpoolWriter::create(path.clone(), header(), false).unwrap();
+    w.region(0, "conn", "", -1);
+    let polls: Vec<PollRecord> = (0..5_000)
+        .map(|k| PollRecord {
+            region: 0,
+            start_ns: 1_000 + 7 * k,
+            dur_ns: 3,
+            thread: (k % 2) as u32,
+            task: if k % 3 == 0 { -1 } else { k },
+        })
+        .collect();
+    for p in &polls {
+        w.poll(*p);
+    }
+    let task = crate::task::TaskTotals {
+        index: 4,
+        tokio_id: 1 << 40,
+        thread_index: 1,
+        created_ns: 10,
+        done_ns: 20,
+        steps: 2,
+        running_ns: 6,
+        suspended_ns: 4,
+        root_region: 0,
+    };
+    w.tasks(&[task]);
+    w.flush(&[], &[]);
+    let c = read(&path).unwrap();
+    assert_eq!(c.polls, polls);
+    assert_eq!(c.tasks, vec![task.row(false, |_| "conn".into())]);
+}

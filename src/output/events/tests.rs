@@ -50,6 +50,7 @@ fn phase(roots: i64) -> PhaseData {
         timestamp: String::new(),
         label: None,
         dropped: 0,
+        losses: Default::default(),
         perf: None,
         likwid: None,
         threads: Vec::new(),

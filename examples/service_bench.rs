@@ -1,0 +1,375 @@
+//! Service benchmark: a small Tokio key-value server over TCP with an `#[instrument]`
+//! connection span (open for the whole connection) and one span per command, driven by a
+//! load generator on loopback with a bounded number of requests.
+//!
+//! Three configurations run interleaved, round after round, in one process:
+//! - `bare`: the same server under a bare `tracing_subscriber::registry()` (no ScopeLayer);
+//! - `layer`: ScopeLayer with `track_async(true)` writing a file;
+//! - `off`: ScopeLayer built with `SCOPE_PROFILER=off`.
+//!
+//! It prints the median throughput of each against `bare`, the flusher's CPU per request and
+//! the time `finalize()` + drop take after the last request. A last part runs one connection
+//! with many commands (`--one-connection N`, default 1 M) and reports the exit time after its
+//! last call.
+//!
+//! ```text
+//! cargo run --release --example service_bench [-- --rounds 5 --clients 8 --requests 5000 --one-connection 1000000]
+//! ```
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use scope_profiler::ScopeLayer;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tracing::instrument;
+use tracing_subscriber::prelude::*;
+
+type Db = Arc<Mutex<HashMap<String, String>>>;
+
+/// One command: `SET k v` or `GET k`.
+#[instrument(skip_all)]
+fn apply(db: &Db, line: &str) -> String {
+    let mut parts = line.split_whitespace();
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some("SET"), Some(k), Some(v)) => {
+            db.lock().unwrap().insert(k.to_owned(), v.to_owned());
+            "OK\n".to_owned()
+        }
+        (Some("GET"), Some(k), None) => match db.lock().unwrap().get(k) {
+            Some(v) => format!("{v}\n"),
+            None => "NIL\n".to_owned(),
+        },
+        _ => "ERR\n".to_owned(),
+    }
+}
+
+/// A connection: one span open from accept to hang-up, one `apply` per command.
+#[instrument(skip_all)]
+async fn connection(stream: TcpStream, db: Db) -> std::io::Result<()> {
+    let (r, mut w) = stream.into_split();
+    let mut lines = BufReader::new(r).lines();
+    while let Some(line) = lines.next_line().await? {
+        let reply = apply(&db, &line);
+        w.write_all(reply.as_bytes()).await?;
+    }
+    Ok(())
+}
+
+async fn serve(listener: TcpListener, db: Db) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            return;
+        };
+        stream.set_nodelay(true).ok();
+        tokio::spawn(connection(stream, db.clone()));
+    }
+}
+
+/// A client: `requests` request/response round trips on one connection.
+async fn client(addr: std::net::SocketAddr, id: usize, requests: u64) {
+    let stream = TcpStream::connect(addr).await.expect("connect");
+    stream.set_nodelay(true).ok();
+    let (r, mut w) = stream.into_split();
+    let mut lines = BufReader::new(r).lines();
+    for k in 0..requests {
+        let cmd = if k % 2 == 0 {
+            format!("SET key{id}-{} {k}\n", k % 64)
+        } else {
+            format!("GET key{id}-{}\n", (k - 1) % 64)
+        };
+        w.write_all(cmd.as_bytes()).await.expect("write");
+        lines.next_line().await.expect("read").expect("reply");
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Config {
+    Bare,
+    Layer,
+    Off,
+}
+
+struct Round {
+    req_per_s: f64,
+    /// Process CPU (all threads: server, clients, flusher) per request, ns.
+    cpu_ns_per_req: f64,
+    flusher_ns_per_req: f64,
+    exit_s: f64,
+}
+
+/// One round: a fresh server runtime (2 workers) under `config`, `clients` clients with
+/// `requests` each on a separate client runtime (2 workers, not instrumented).
+fn round(config: Config, clients: usize, requests: u64, dir: &std::path::Path, k: usize) -> Round {
+    let mut guard = None;
+    let dispatch = match config {
+        Config::Bare => tracing::Dispatch::new(tracing_subscriber::registry()),
+        Config::Layer | Config::Off => {
+            if config == Config::Off {
+                std::env::set_var("SCOPE_PROFILER", "off");
+            }
+            let (layer, g) = ScopeLayer::builder()
+                .output(dir.join(format!("service-{k}.h5")))
+                .track_async(true)
+                .summary(false)
+                .build()
+                .expect("build");
+            std::env::remove_var("SCOPE_PROFILER");
+            guard = Some(g);
+            tracing::Dispatch::new(tracing_subscriber::registry().with(layer))
+        }
+    };
+    let d = dispatch.clone();
+    let server_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .on_thread_start(move || std::mem::forget(tracing::dispatcher::set_default(&d)))
+        .build()
+        .expect("runtime");
+    let client_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let listener = server_rt
+        .block_on(TcpListener::bind("127.0.0.1:0"))
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    server_rt.spawn(serve(listener, Db::default()));
+    let cpu0 = guard.as_ref().map_or(0, |g| g.flusher_cpu_ns());
+    let process0 = process_cpu_ns();
+    let t0 = Instant::now();
+    client_rt.block_on(async {
+        let hs: Vec<_> = (0..clients)
+            .map(|id| tokio::spawn(client(addr, id, requests)))
+            .collect();
+        for h in hs {
+            h.await.expect("client");
+        }
+    });
+    let elapsed = t0.elapsed().as_secs_f64();
+    let process = process_cpu_ns() - process0;
+    let total = clients as u64 * requests;
+    // Connections end when the clients hang up; give the server a moment to see it.
+    drop(client_rt);
+    std::thread::sleep(Duration::from_millis(20));
+    drop(server_rt);
+    let t_exit = Instant::now();
+    let flusher = match guard {
+        Some(g) => {
+            let r = g.finalize().expect("finalize");
+            let cpu = g.flusher_cpu_ns() - cpu0;
+            if config == Config::Layer {
+                let cmds = r.region("apply").map_or(0, |r| r.calls);
+                assert_eq!(cmds, total, "every command profiled");
+            }
+            drop(g);
+            cpu as f64 / total as f64
+        }
+        None => 0.0,
+    };
+    Round {
+        req_per_s: total as f64 / elapsed,
+        cpu_ns_per_req: process as f64 / total as f64,
+        flusher_ns_per_req: flusher,
+        exit_s: t_exit.elapsed().as_secs_f64(),
+    }
+}
+
+/// CPU time of the whole process (user + system, every thread), ns.
+fn process_cpu_ns() -> i64 {
+    // SAFETY: `ru` is a valid, writable rusage; getrusage only writes into it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; RUSAGE_SELF is always valid.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0;
+    }
+    let us = |t: libc::timeval| t.tv_sec * 1_000_000 + t.tv_usec;
+    (us(ru.ru_utime) + us(ru.ru_stime)) * 1000
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+fn arg(name: &str, default: u64) -> u64 {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn main() {
+    let rounds = arg("--rounds", 5) as usize;
+    let clients = arg("--clients", 8) as usize;
+    let requests = arg("--requests", 5_000);
+    let one = arg("--one-connection", 1_000_000);
+    let dir = tempfile_dir();
+    let configs = [Config::Bare, Config::Layer, Config::Off];
+    let mut tput: HashMap<&str, Vec<f64>> = HashMap::new();
+    let mut cpu: HashMap<&str, Vec<f64>> = HashMap::new();
+    let mut flusher = Vec::new();
+    let mut exit = Vec::new();
+    // One warm-up round of each, not counted.
+    for (k, c) in configs.iter().enumerate() {
+        round(*c, clients, requests / 5, &dir, 100 + k);
+    }
+    for r in 0..rounds {
+        // Rotate the order each round, so no configuration always runs first.
+        let order: Vec<(usize, &Config)> = configs
+            .iter()
+            .enumerate()
+            .cycle()
+            .skip(r % 3)
+            .take(3)
+            .collect();
+        for (k, c) in order {
+            let x = round(*c, clients, requests, &dir, r * 3 + k);
+            tput.entry(name(*c)).or_default().push(x.req_per_s);
+            cpu.entry(name(*c)).or_default().push(x.cpu_ns_per_req);
+            if *c == Config::Layer {
+                flusher.push(x.flusher_ns_per_req);
+                exit.push(x.exit_s);
+            }
+        }
+    }
+    if rounds == 0 {
+        tput.clear();
+    }
+    let bare = median(tput.get(name(Config::Bare)).cloned().unwrap_or(vec![0.0]));
+    println!(
+        "service_bench: {rounds} rounds x {clients} clients x {requests} requests, interleaved"
+    );
+    let bare_cpu = median(cpu.get(name(Config::Bare)).cloned().unwrap_or(vec![0.0]));
+    println!(
+        "| configuration | req/s (median) | vs. bare | process CPU per request (median) | vs. bare |"
+    );
+    println!("|---|---:|---:|---:|---:|");
+    for c in configs {
+        let m = median(tput.get(name(c)).cloned().unwrap_or(vec![0.0]));
+        let p = median(cpu.get(name(c)).cloned().unwrap_or(vec![0.0]));
+        println!(
+            "| {} | {:.0} | {:.3}x | {:.2} us | {:.3}x |",
+            name(c),
+            m,
+            m / bare,
+            p / 1e3,
+            p / bare_cpu
+        );
+    }
+    println!(
+        "flusher CPU per request (layer): {:.0} ns (median); finalize + drop after the last \
+         request: {:.3} s (median)",
+        median(if flusher.is_empty() {
+            vec![0.0]
+        } else {
+            flusher
+        }),
+        median(if exit.is_empty() { vec![0.0] } else { exit })
+    );
+    if one > 0 {
+        let x = round(Config::Layer, 1, one, &dir, 999);
+        println!(
+            "one connection, {one} commands: {:.0} req/s, flusher {:.0} ns/request, \
+             finalize + drop after the last call {:.3} s",
+            x.req_per_s, x.flusher_ns_per_req, x.exit_s
+        );
+    }
+    let short = arg("--short-tasks", 1_000_000);
+    if short > 0 {
+        short_tasks(short, &dir, false);
+        short_tasks(short, &dir, true);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Resident set size of this process (MiB), from /proc.
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+#[instrument(skip_all)]
+async fn request(k: u64) -> u64 {
+    tokio::task::yield_now().await;
+    k.wrapping_mul(31)
+}
+
+/// A task per request: `n` short tasks with one instrumented span each (4 workers, at most
+/// 1000 alive at once); RSS growth while recording and the finalize time of that phase.
+fn short_tasks(n: u64, dir: &std::path::Path, on: bool) {
+    if !on {
+        std::env::set_var("SCOPE_PROFILER", "off");
+    }
+    let built = ScopeLayer::builder()
+        .output(dir.join("short.h5"))
+        .track_async(true)
+        .summary(false)
+        .build();
+    std::env::remove_var("SCOPE_PROFILER");
+    let (layer, guard) = built.expect("build");
+    let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let d2 = d.clone();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .on_thread_start(move || std::mem::forget(tracing::dispatcher::set_default(&d2)))
+        .build()
+        .expect("runtime");
+    let before = rss_mib();
+    let t0 = Instant::now();
+    let peak = rt.block_on(async move {
+        let mut peak = 0f64;
+        let mut left = n;
+        while left > 0 {
+            let batch = left.min(1000);
+            left -= batch;
+            let hs: Vec<_> = (0..batch).map(|k| tokio::spawn(request(k))).collect();
+            for h in hs {
+                h.await.expect("task");
+            }
+            if left % 50_000 == 0 {
+                peak = peak.max(rss_mib());
+            }
+        }
+        peak
+    });
+    let run_s = t0.elapsed().as_secs_f64();
+    drop(rt);
+    let after = rss_mib().max(peak);
+    let t1 = Instant::now();
+    let report = guard.finalize().expect("finalize");
+    let fin = t1.elapsed().as_secs_f64();
+    let calls = report.region("request").map_or(0, |r| r.calls);
+    let dropped = report.dropped();
+    drop(d);
+    println!(
+        "{n} short tasks, profiler {}: {calls} calls in {run_s:.2} s, RSS +{:.1} MiB while \
+         recording (peak {after:.1} MiB), {dropped} records dropped, finalize {fin:.3} s",
+        if on { "on" } else { "off (SCOPE_PROFILER=off)" },
+        after - before
+    );
+}
+
+fn name(c: Config) -> &'static str {
+    match c {
+        Config::Bare => "bare registry",
+        Config::Layer => "ScopeLayer track_async(true)",
+        Config::Off => "ScopeLayer, SCOPE_PROFILER=off",
+    }
+}
+
+fn tempfile_dir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("service_bench-{}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}

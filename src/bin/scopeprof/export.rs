@@ -1,0 +1,305 @@
+//! The subcommands that read a profile (run in the child process): `inspect`, `export` and
+//! `flamegraph`. Each streams the file: calls and polls are read in bounded chunks, sorted in
+//! bounded memory (spilling to a temporary file beside the output) and walked track by track.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use scope_profiler::read::{Profile, StorageLayout};
+
+use crate::chrome::Chrome;
+use crate::flame::{Folded, Grouping};
+use crate::items::{Item, Kind, Tracks};
+use crate::perfetto::Perfetto;
+use crate::sort::{spill_path, Sorter};
+use crate::supervise::Heartbeat;
+use crate::walk::{Sink, Walker};
+use crate::{Cmd, Format};
+
+/// Calls read per HDF5 hyperslab.
+const CHUNK: usize = 1 << 16;
+
+/// Runs a reading subcommand; the error is one line, `FILE: problem`.
+pub(crate) fn run(cmd: Cmd) -> Result<(), String> {
+    match cmd {
+        Cmd::Inspect { file, json } => inspect(&file, json),
+        Cmd::Export {
+            format,
+            file,
+            output,
+            sort_run_items,
+        } => timeline(&file, format, &output, sort_run_items),
+        Cmd::Flamegraph {
+            file,
+            output,
+            folded,
+            per_thread,
+            per_task,
+            rank,
+            sort_run_items,
+        } => {
+            let group = Grouping {
+                per_thread,
+                per_task,
+                per_rank: false,
+            };
+            flamegraph(&file, &output, folded, group, rank, sort_run_items)
+        }
+        Cmd::Recover { .. } => Err("recover does not read in a child process".into()),
+    }
+}
+
+fn open(file: &Path) -> Result<Profile, String> {
+    Profile::open(file).map_err(|e| e.to_string())
+}
+
+fn inspect(file: &Path, json: bool) -> Result<(), String> {
+    let p = open(file)?;
+    let mut hb = Heartbeat::new();
+    let calls = p.load_calls(&mut || hb.tick()).map_err(|e| e.to_string())?;
+    let summary = crate::supervise::busy(|| calls.summary());
+    let text = if json {
+        summary.to_json()
+    } else {
+        summary.render()
+    };
+    let mut out = std::io::stdout().lock();
+    // A closed pipe (`| head`) is not an error of the file.
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    Ok(())
+}
+
+/// Reads every item of `p` that `keep(rank, item)` accepts into a sorter.
+fn collect(
+    p: &Profile,
+    tracks: &mut Tracks,
+    sorter: &mut Sorter,
+    polls: bool,
+    keep: &dyn Fn(u32, &Item) -> bool,
+) -> Result<(), String> {
+    let mut hb = Heartbeat::new();
+    let mut spill_err: Option<std::io::Error> = None;
+    let mut push = |it: Item, rank: u32| {
+        if spill_err.is_none() && keep(rank, &it) {
+            if let Err(e) = sorter.push(it) {
+                spill_err = Some(e);
+            }
+        }
+    };
+    let mut tick = || hb.tick();
+    tracks
+        .calls(p, CHUNK, &mut tick, &mut push)
+        .map_err(|e| e.to_string())?;
+    if polls {
+        tracks
+            .polls(p, CHUNK, &mut tick, &mut push)
+            .map_err(|e| e.to_string())?;
+    }
+    match spill_err {
+        Some(e) => Err(format!(
+            "{}: cannot write the temporary sort file: {e}",
+            p.path().display()
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Walks the sorted items into `sink`.
+fn walk<S: Sink<Error = std::io::Error>>(sorter: Sorter, sink: &mut S) -> std::io::Result<u64> {
+    let mut walker = Walker::new();
+    let mut hb = Heartbeat::new();
+    let mut n = 0u64;
+    sorter.finish(|it| {
+        n += 1;
+        if n % 65_536 == 0 {
+            hb.tick();
+        }
+        walker.push(it, sink)
+    })?;
+    walker.finish(sink)?;
+    Ok(walker.overlapping)
+}
+
+/// A temporary output beside `out`, renamed over it on success and removed otherwise.
+struct TempOut {
+    tmp: PathBuf,
+    out: PathBuf,
+    done: bool,
+}
+
+impl TempOut {
+    fn create(out: &Path) -> Result<(TempOut, BufWriter<File>), String> {
+        let name = out
+            .file_name()
+            .ok_or_else(|| format!("{}: the output path has no file name", out.display()))?
+            .to_string_lossy()
+            .into_owned();
+        let tmp = out.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+        let f = File::create(&tmp)
+            .map_err(|e| format!("{}: cannot create output: {e}", out.display()))?;
+        Ok((
+            TempOut {
+                tmp,
+                out: out.to_path_buf(),
+                done: false,
+            },
+            BufWriter::with_capacity(1 << 20, f),
+        ))
+    }
+
+    fn publish(mut self, w: BufWriter<File>) -> Result<(), String> {
+        let err = |e: std::io::Error| format!("{}: cannot write output: {e}", self.out.display());
+        let f = w.into_inner().map_err(|e| err(e.into_error()))?;
+        drop(f);
+        std::fs::rename(&self.tmp, &self.out).map_err(err)?;
+        self.done = true;
+        Ok(())
+    }
+}
+
+impl Drop for TempOut {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+fn timeline(file: &Path, format: Format, output: &Path, run_items: usize) -> Result<(), String> {
+    let p = open(file)?;
+    if p.layout() == StorageLayout::Aggregate {
+        return Err(format!(
+            "{}: aggregate layout: the file holds only per-region totals, no calls to draw",
+            file.display()
+        ));
+    }
+    let mut tracks = Tracks::new(&p);
+    let mut sorter = Sorter::new(run_items, spill_path(output));
+    collect(&p, &mut tracks, &mut sorter, true, &|_, _| true)?;
+    let (tmp, w) = TempOut::create(output)?;
+    let werr = |e: std::io::Error| format!("{}: cannot write output: {e}", output.display());
+    let (w, overlapping) = match format {
+        Format::Perfetto => {
+            let mut sink = Perfetto::new(w, &tracks).map_err(werr)?;
+            let o = walk(sorter, &mut sink).map_err(werr)?;
+            (sink.into_inner().map_err(werr)?, o)
+        }
+        Format::Chrome => {
+            let mut sink = Chrome::new(w, &tracks, &p).map_err(werr)?;
+            let o = walk(sorter, &mut sink).map_err(werr)?;
+            (sink.into_inner().map_err(werr)?, o)
+        }
+    };
+    tmp.publish(w)?;
+    if overlapping > 0 {
+        eprintln!(
+            "scopeprof: note: {overlapping} slice(s) overlapped another on their track without \
+             nesting; they are drawn on extra `(overlapping N)` tracks"
+        );
+    }
+    Ok(())
+}
+
+fn flamegraph(
+    file: &Path,
+    output: &Path,
+    folded: bool,
+    mut group: Grouping,
+    rank: Option<u32>,
+    run_items: usize,
+) -> Result<(), String> {
+    let p = open(file)?;
+    if p.layout() == StorageLayout::Aggregate {
+        return Err(format!(
+            "{}: aggregate layout: the file holds no call tree to draw",
+            file.display()
+        ));
+    }
+    let mut ranks: Vec<u32> = p.rows().iter().map(|r| r.rank).collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    group.per_rank = rank.is_none() && ranks.len() > 1;
+    let mut tracks = Tracks::new(&p);
+    let spill = if output.as_os_str() == "-" {
+        std::env::temp_dir().join("scopeprof-flame")
+    } else {
+        output.to_path_buf()
+    };
+    let mut sorter = Sorter::new(run_items, spill_path(&spill));
+    let keep = move |r: u32, it: &Item| it.kind == Kind::Call && rank.is_none_or(|want| r == want);
+    collect(&p, &mut tracks, &mut sorter, false, &keep)?;
+    let mut sink = Folded::new(&tracks, group);
+    let mut walker = Walker::new();
+    let mut hb = Heartbeat::new();
+    let infallible = |e: std::convert::Infallible| -> std::io::Error { match e {} };
+    sorter
+        .finish(|it| {
+            hb.tick();
+            walker.push(it, &mut sink).map_err(infallible)
+        })
+        .map_err(|e| {
+            format!(
+                "{}: cannot read back the temporary sort file: {e}",
+                file.display()
+            )
+        })?;
+    walker
+        .finish(&mut sink)
+        .map_err(infallible)
+        .map_err(|e| e.to_string())?;
+    if walker.overlapping > 0 {
+        eprintln!(
+            "scopeprof: note: {} call(s) overlapped another call of their lane without nesting; \
+             their stacks start at the root",
+            walker.overlapping
+        );
+    }
+    let lines = crate::supervise::busy(|| sink.lines());
+    let title = file.display().to_string();
+    crate::supervise::busy(|| {
+        write_out(output, |w| {
+            if folded {
+                for l in &lines {
+                    writeln!(w, "{l}")?;
+                }
+                Ok(())
+            } else {
+                svg(&title, &lines, w)
+            }
+        })
+    })
+}
+
+#[cfg(feature = "flamegraph")]
+fn svg(title: &str, lines: &[String], w: &mut dyn Write) -> std::io::Result<()> {
+    let mut opt = inferno::flamegraph::Options::default();
+    opt.title = format!("{title} (exclusive time)");
+    opt.count_name = "ns".into();
+    if lines.is_empty() {
+        return Err(std::io::Error::other("the file has no calls to draw"));
+    }
+    inferno::flamegraph::from_lines(&mut opt, lines.iter().map(String::as_str), w)
+}
+
+#[cfg(not(feature = "flamegraph"))]
+fn svg(_: &str, _: &[String], _: &mut dyn Write) -> std::io::Result<()> {
+    Err(std::io::Error::other(
+        "this scopeprof was built without the `flamegraph` feature; use --folded",
+    ))
+}
+
+/// Writes to `output` (atomically) or stdout for `-`.
+fn write_out(
+    output: &Path,
+    f: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<(), String> {
+    if output.as_os_str() == "-" {
+        let mut out = std::io::stdout().lock();
+        let _ = f(&mut out).and_then(|()| out.flush());
+        return Ok(());
+    }
+    let (tmp, mut w) = TempOut::create(output)?;
+    f(&mut w).map_err(|e| format!("{}: {e}", output.display()))?;
+    tmp.publish(w)
+}

@@ -1,0 +1,158 @@
+//! `scopeprof`: look at scope-profiler files without Python.
+//!
+//! ```text
+//! scopeprof inspect FILE [--json]                         the summary table (or its rows as JSON)
+//! scopeprof export --format perfetto|chrome FILE -o OUT   a timeline for ui.perfetto.dev
+//! scopeprof flamegraph FILE -o OUT.svg [--folded]         exclusive-time flamegraph
+//! scopeprof recover OUTPUT.h5 [--spool SPOOL]             a profile from a crashed run's spool
+//! ```
+//!
+//! Files are read in a child process (see `supervise`): a corrupt file gives exit status 2 and
+//! one line on stderr naming the file and the problem, never a crash.
+
+mod chrome;
+mod export;
+mod flame;
+mod items;
+mod perfetto;
+mod proto;
+mod sort;
+mod supervise;
+mod walk;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Look at scope-profiler (schema 3) HDF5 files: summaries, Perfetto and Chrome timelines of
+/// threads, Tokio tasks and polls, flamegraphs.
+#[derive(Parser, Debug)]
+#[command(name = "scopeprof", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+    /// Stop reading a file after this many seconds without progress (a looping HDF5 library
+    /// on a corrupt file).
+    #[arg(long, global = true, default_value_t = 30, hide = true)]
+    stall_secs: u64,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Print the summary table of a profile (the one a run prints at finalize).
+    Inspect {
+        /// The profile.
+        file: PathBuf,
+        /// Print the table's rows as JSON instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Write a timeline: a Perfetto protobuf trace or Chrome Trace Event JSON.
+    Export {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Perfetto)]
+        format: Format,
+        /// The profile.
+        file: PathBuf,
+        /// Output file (`.pftrace` for Perfetto, `.json` for Chrome).
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Items sorted in memory before spilling to a temporary file (memory ~32 bytes each).
+        #[arg(long, default_value_t = sort::DEFAULT_RUN_ITEMS, hide = true)]
+        sort_run_items: usize,
+    },
+    /// Write a flamegraph (SVG) of exclusive time per call path, or its folded stacks.
+    Flamegraph {
+        /// The profile.
+        file: PathBuf,
+        /// Output file (SVG, or folded text with --folded); `-` for stdout.
+        #[arg(short, long, default_value = "-")]
+        output: PathBuf,
+        /// Write folded stacks (`a;b;c <ns>`) instead of SVG.
+        #[arg(long)]
+        folded: bool,
+        /// One stack root per thread.
+        #[arg(long, conflicts_with = "per_task")]
+        per_thread: bool,
+        /// One stack root per Tokio task (and per thread for calls outside tasks).
+        #[arg(long)]
+        per_task: bool,
+        /// Only this MPI rank.
+        #[arg(long)]
+        rank: Option<u32>,
+        #[arg(long, default_value_t = sort::DEFAULT_RUN_ITEMS, hide = true)]
+        sort_run_items: usize,
+    },
+    /// Turn the spool of a run that never finalized into a profile (was `scope-profiler-recover`).
+    Recover {
+        /// The profile to write (its spool files lie beside it).
+        output: PathBuf,
+        /// Read this one spool file (left in place) instead of those beside OUTPUT.
+        #[arg(long)]
+        spool: Option<PathBuf>,
+    },
+}
+
+/// Timeline formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// Perfetto protobuf (`.pftrace`), for ui.perfetto.dev.
+    Perfetto,
+    /// Chrome Trace Event JSON.
+    Chrome,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let file = match &cli.command {
+        Cmd::Inspect { file, .. } | Cmd::Export { file, .. } | Cmd::Flamegraph { file, .. } => {
+            file.display().to_string()
+        }
+        Cmd::Recover { output, spool } => return recover(output, spool.as_ref()),
+    };
+    if !supervise::is_child() {
+        return supervise::run_child(&file, Duration::from_secs(cli.stall_secs.max(1)));
+    }
+    match export::run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => {
+            eprintln!("scopeprof: {msg}");
+            ExitCode::from(supervise::BAD_INPUT)
+        }
+    }
+}
+
+/// The `recover` subcommand (the spool is this crate's own format; read in-process).
+fn recover(output: &PathBuf, spool: Option<&PathBuf>) -> ExitCode {
+    let result = match spool {
+        None => scope_profiler::recover(output),
+        Some(s) => scope_profiler::recover_spool(s, output),
+    };
+    match result {
+        Ok(r) => {
+            println!(
+                "recovered {} calls in {} regions from {} spool file(s) into {}",
+                r.calls,
+                r.regions,
+                r.spools.len(),
+                output.display()
+            );
+            if r.torn_bytes > 0 {
+                println!(
+                    "ignored {} bytes of a frame cut short by the crash",
+                    r.torn_bytes
+                );
+            }
+            for p in &r.other_runs {
+                println!("left alone (an older run): {}", p.display());
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("scopeprof: {}: {e}", output.display());
+            ExitCode::from(supervise::BAD_INPUT)
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! Sorting items in bounded memory: runs of at most `run_items` items are sorted in memory;
+//! when more come, each run is spilled to a temporary file and the runs are merged, so the
+//! resident set stays near `run_items` x 32 bytes whatever the file's size.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use crate::items::Item;
+
+/// Items per in-memory run by default (~96 MiB).
+pub(crate) const DEFAULT_RUN_ITEMS: usize = 3 << 20;
+
+/// Collects items, then yields them in [`Item::order`].
+pub(crate) struct Sorter {
+    run_items: usize,
+    buf: Vec<Item>,
+    spill: Option<Spill>,
+    spill_path: PathBuf,
+}
+
+/// The temporary file holding the sorted runs, removed on drop.
+struct Spill {
+    path: PathBuf,
+    file: BufWriter<File>,
+    /// (offset in bytes, items) of each run.
+    runs: Vec<(u64, u64)>,
+    written: u64,
+}
+
+impl Drop for Spill {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl Sorter {
+    /// A sorter that spills next to `spill_path` (a file name it may create and will remove).
+    pub(crate) fn new(run_items: usize, spill_path: PathBuf) -> Sorter {
+        Sorter {
+            run_items: run_items.max(2),
+            buf: Vec::new(),
+            spill: None,
+            spill_path,
+        }
+    }
+
+    /// Adds one item.
+    #[inline]
+    pub(crate) fn push(&mut self, item: Item) -> std::io::Result<()> {
+        if self.buf.len() == self.run_items {
+            self.spill_run()?;
+        }
+        if self.buf.capacity() == 0 {
+            self.buf.reserve_exact(self.run_items.min(1 << 16));
+        }
+        self.buf.push(item);
+        Ok(())
+    }
+
+    fn spill_run(&mut self) -> std::io::Result<()> {
+        self.buf.sort_unstable_by(Item::order);
+        if self.spill.is_none() {
+            let file = File::options()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&self.spill_path)?;
+            self.spill = Some(Spill {
+                path: self.spill_path.clone(),
+                file: BufWriter::with_capacity(1 << 20, file),
+                runs: Vec::new(),
+                written: 0,
+            });
+        }
+        let spill = self.spill.as_mut().expect("created above");
+        let mut bytes = Vec::with_capacity(Item::SIZE * 4096);
+        for chunk in self.buf.chunks(4096) {
+            bytes.clear();
+            for it in chunk {
+                it.encode(&mut bytes);
+            }
+            spill.file.write_all(&bytes)?;
+        }
+        spill.runs.push((spill.written, self.buf.len() as u64));
+        spill.written += (self.buf.len() * Item::SIZE) as u64;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Calls `f` with every item in order.
+    pub(crate) fn finish<E: From<std::io::Error>>(
+        mut self,
+        mut f: impl FnMut(&Item) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if self.spill.is_none() {
+            self.buf.sort_unstable_by(Item::order);
+            for it in &self.buf {
+                f(it)?;
+            }
+            return Ok(());
+        }
+        if !self.buf.is_empty() {
+            self.spill_run()?;
+        }
+        self.buf = Vec::new();
+        let spill = self.spill.as_mut().expect("checked above");
+        spill.file.flush()?;
+        let mut readers = Vec::with_capacity(spill.runs.len());
+        for &(offset, n) in &spill.runs {
+            let mut file = File::open(&spill.path)?;
+            file.seek(SeekFrom::Start(offset))?;
+            readers.push(Run {
+                reader: BufReader::with_capacity(1 << 16, file),
+                left: n,
+            });
+        }
+        let mut heap = BinaryHeap::with_capacity(readers.len());
+        for (i, r) in readers.iter_mut().enumerate() {
+            if let Some(item) = r.next()? {
+                heap.push(Head { item, run: i });
+            }
+        }
+        while let Some(Head { item, run }) = heap.pop() {
+            f(&item)?;
+            if let Some(next) = readers[run].next()? {
+                heap.push(Head { item: next, run });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A spill file name beside `out`.
+pub(crate) fn spill_path(out: &Path) -> PathBuf {
+    let name = out
+        .file_name()
+        .map_or_else(|| "out".into(), |n| n.to_string_lossy().into_owned());
+    out.with_file_name(format!(".{name}.{}.sort.tmp", std::process::id()))
+}
+
+/// One sorted run being read back.
+struct Run {
+    reader: BufReader<File>,
+    left: u64,
+}
+
+impl Run {
+    fn next(&mut self) -> std::io::Result<Option<Item>> {
+        if self.left == 0 {
+            return Ok(None);
+        }
+        let mut b = [0u8; Item::SIZE];
+        self.reader.read_exact(&mut b)?;
+        self.left -= 1;
+        Ok(Some(Item::decode(&b)))
+    }
+}
+
+/// Heap entry: the smallest item first.
+struct Head {
+    item: Item,
+    run: usize,
+}
+
+impl PartialEq for Head {
+    fn eq(&self, o: &Self) -> bool {
+        self.cmp(o) == Ordering::Equal
+    }
+}
+impl Eq for Head {}
+impl PartialOrd for Head {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Head {
+    fn cmp(&self, o: &Self) -> Ordering {
+        // BinaryHeap is a max-heap: reverse.
+        o.item.order(&self.item).then(o.run.cmp(&self.run))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::items::Kind;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+        #[test]
+        fn spilled_runs_merge_in_order(v in proptest::collection::vec((0i64..50, 0i64..20, 0u32..4), 0..300),
+                                       run in 2usize..40) {
+            let dir = std::env::temp_dir().join(format!("scopeprof-sort-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let path = dir.join(format!("s{}-{}.tmp", run, v.len()));
+            let _ = std::fs::remove_file(&path);
+            let mut s = Sorter::new(run, path.clone());
+            let items: Vec<Item> = v.iter().map(|&(a, d, t)| Item {
+                start: a, end: a + d, name: t, track: t, other: 0, kind: Kind::Call,
+            }).collect();
+            for it in &items {
+                s.push(*it).unwrap();
+            }
+            let mut out = Vec::new();
+            s.finish(|it| { out.push(*it); Ok::<(), std::io::Error>(()) }).unwrap();
+            let mut want = items.clone();
+            want.sort_by(Item::order);
+            prop_assert_eq!(out, want);
+            prop_assert!(!path.exists(), "spill file removed");
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! The owner's half of a lane: appends records to the current chunk and hands full chunks to
+//! the flusher, independent of how the writer is found (see [`super::local`] for that).
+//!
+//! When no chunk can be had (the budget is used up and the wait bound passed, or `lossy`), the
+//! record is dropped and its span noted in a short pending list (consecutive records of one
+//! span share an entry). As soon as the writer has a chunk again it first writes one `LOST`
+//! marker per entry, then the record. The markers sit in the stream exactly where the dropped
+//! records were, so the flusher routes each to the very span instance that lost the record
+//! (span ids are reused, so an id alone would not do) and drops that call whole.
+
+use std::sync::Arc;
+
+use super::chunk::{Chunk, CHUNK_LEN};
+use super::pool::Pool;
+use super::record::{Record, CLOSE, NEW};
+use super::sync::Ordering;
+use super::Lane;
+
+/// One thread's writer into one lane.
+pub(crate) struct Writer {
+    lane: Arc<Lane>,
+    pool: Arc<Pool>,
+    chunk: *mut Chunk,
+    #[cfg(not(scope_loom))]
+    slots: *mut Record,
+    len: usize,
+    next_seq: u64,
+    /// A wait for a chunk timed out (with the flusher's progress then); do not wait again
+    /// until it has moved on.
+    stalled: Option<u64>,
+    /// Spans that lost records since the last chunk, in order, waiting for their markers.
+    lost: Vec<Lost>,
+}
+
+/// A pending lost marker: span `id` lost records here; `closed` if its close was among them;
+/// `whole` while every record of it on this lane so far was lost, starting with its creation.
+#[derive(Clone, Copy, Debug)]
+struct Lost {
+    id: u64,
+    closed: bool,
+    whole: bool,
+}
+
+// SAFETY: the writer owns its chunk (a `Box` turned into a raw pointer) and is used by one
+// thread at a time; the loom model moves writers into model threads.
+unsafe impl Send for Writer {}
+
+impl Writer {
+    /// A writer for `lane` taking chunks from `pool` (takes its first chunk lazily).
+    pub(crate) fn new(lane: Arc<Lane>, pool: Arc<Pool>) -> Writer {
+        Writer {
+            lane,
+            pool,
+            chunk: std::ptr::null_mut(),
+            #[cfg(not(scope_loom))]
+            slots: std::ptr::null_mut(),
+            len: CHUNK_LEN,
+            next_seq: 0,
+            stalled: None,
+            lost: Vec::new(),
+        }
+    }
+
+    /// The lane this writer appends to.
+    pub(crate) fn lane_ref(&self) -> &Lane {
+        &self.lane
+    }
+
+    /// Whether the layer's flusher has stopped, so this writer serves nobody any more.
+    pub(crate) fn layer_gone(&self) -> bool {
+        !self.pool.flusher_alive()
+    }
+
+    /// Appends one record; false when it had to be dropped (no chunk to be had).
+    #[inline(always)]
+    pub(crate) fn push(&mut self, rec: Record) -> bool {
+        if self.len < CHUNK_LEN {
+            self.write(rec);
+            true
+        } else {
+            self.push_slow(rec)
+        }
+    }
+
+    /// Writes `rec` into the free slot `len` and publishes it.
+    #[cfg(not(scope_loom))]
+    #[inline(always)]
+    fn write(&mut self, rec: Record) {
+        debug_assert!(self.len < CHUNK_LEN);
+        // SAFETY: `slots` points at the CHUNK_LEN slots of the chunk this thread owns (set
+        // with `chunk` in `install`), and `len < CHUNK_LEN` (callers check); the flusher reads
+        // only below the published length, which we raise after the write.
+        unsafe {
+            self.slots.add(self.len).write(rec);
+            self.len += 1;
+            (*self.chunk).len.store(self.len, Ordering::Release);
+        }
+    }
+
+    /// Writes `rec` into the free slot `len` (loom model: through the tracked slot cells).
+    #[cfg(scope_loom)]
+    fn write(&mut self, rec: Record) {
+        // SAFETY: `chunk` is the live chunk this writer owns (see `install`).
+        unsafe { (*self.chunk).write(self.len, rec) };
+        self.len += 1;
+    }
+
+    /// The chunk is full (or there is none): hand it off, take another, write the pending
+    /// lost markers and then `rec`. Pending markers exist only while there is no chunk.
+    #[cold]
+    #[inline(never)]
+    fn push_slow(&mut self, rec: Record) -> bool {
+        let mut written = 0;
+        loop {
+            if self.len >= CHUNK_LEN && !self.next_chunk() {
+                self.lost.drain(..written);
+                self.note_lost(&rec);
+                return false;
+            }
+            match self.lost.get(written) {
+                Some(&Lost { id, closed, .. }) => {
+                    self.write(Record::lost(id, closed));
+                    written += 1;
+                }
+                None => {
+                    self.lost.clear();
+                    self.write(rec);
+                    return true;
+                }
+            }
+        }
+    }
+
+    /// Hands the full chunk (if any) to the flusher and installs a fresh one; false (and no
+    /// chunk) when none can be had.
+    fn next_chunk(&mut self) -> bool {
+        self.next_chunk_from(|pool, stalled| pool.take(stalled))
+    }
+
+    fn next_chunk_from(
+        &mut self,
+        take: impl FnOnce(&Pool, &mut Option<u64>) -> Option<Box<Chunk>>,
+    ) -> bool {
+        if !self.chunk.is_null() {
+            // SAFETY: `chunk` came from Box::into_raw in `install` and is owned by us.
+            let full = unsafe { Box::from_raw(self.chunk) };
+            self.chunk = std::ptr::null_mut();
+            self.len = CHUNK_LEN;
+            self.lane.hand_off(full);
+            #[cfg(not(scope_loom))]
+            self.lane.cpu_ns.store(
+                crate::clock::thread_cpu_ns(),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
+        match take(&self.pool, &mut self.stalled) {
+            Some(c) => {
+                self.install(c);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Counts a dropped record and notes its span for a lost marker. A span whose every record
+    /// on this lane was lost, creation to close, needs no marker (nothing of it is in the
+    /// stream): it is counted as a dropped call at once, so the pending list holds at most the
+    /// spans open on this thread, whatever the length of the outage.
+    fn note_lost(&mut self, rec: &Record) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.lane.dropped.fetch_add(1, Relaxed);
+        let (new, close) = (rec.kind() == NEW, rec.kind() == CLOSE);
+        // Consecutive records of one span instance share an entry (after its close the id may
+        // be reused, so a closed entry is never extended).
+        if let Some(last) = self.lost.last_mut().filter(|l| l.id == rec.id && !l.closed) {
+            last.closed = close;
+            if close && last.whole {
+                self.lost.pop();
+                self.lane.dropped_calls.fetch_add(1, Relaxed);
+            }
+            return;
+        }
+        self.lost.push(Lost {
+            id: rec.id,
+            closed: close,
+            whole: new,
+        });
+    }
+
+    /// Resets `c` and publishes it as the chunk being written.
+    fn install(&mut self, c: Box<Chunk>) {
+        c.seq.store(self.next_seq, Ordering::Relaxed);
+        c.len.store(0, Ordering::Relaxed);
+        self.next_seq += 1;
+        #[cfg(not(scope_loom))]
+        {
+            self.slots = c.slots_ptr();
+        }
+        self.chunk = Box::into_raw(c);
+        self.len = 0;
+        self.lane.publish(self.chunk);
+    }
+
+    /// The thread is exiting: writes pending lost markers if a chunk can be had, hands the
+    /// last chunk over and marks the lane exited.
+    pub(crate) fn finish(&mut self) {
+        let mut i = 0;
+        while i < self.lost.len() {
+            if self.len >= CHUNK_LEN && !self.next_chunk_from(|pool, _| pool.take_at_exit()) {
+                break; // no buffer even now: those spans stay in flight, never half-written
+            }
+            let Lost { id, closed, .. } = self.lost[i];
+            self.write(Record::lost(id, closed));
+            i += 1;
+        }
+        self.lost.clear();
+        if !self.chunk.is_null() {
+            // SAFETY: owned by us since `install`; handed over exactly once.
+            let last = unsafe { Box::from_raw(self.chunk) };
+            self.chunk = std::ptr::null_mut();
+            self.len = CHUNK_LEN;
+            self.lane.hand_off(last);
+        }
+        self.lane.mark_exited();
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if !self.lane.exited.load(Ordering::Relaxed) {
+            self.finish();
+        }
+    }
+}

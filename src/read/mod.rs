@@ -1,0 +1,701 @@
+//! Reading profiles back: any schema-3 file, written by this crate or by the Python package.
+//!
+//! [`Profile::open`] reads and checks everything small (region names, the index rows, the lane
+//! tables) and leaves the per-call columns on disk; [`Profile::for_each_call`] and
+//! [`Profile::for_each_poll`] then stream them in bounded chunks, so a file with a billion
+//! calls is read in constant memory. Every inconsistency (a missing or mistyped dataset, rows
+//! that run past the event columns or overlap, a region id out of range, a lane index that no
+//! table row has) is a [`ReadError`] naming the file and the problem; nothing here panics on a
+//! bad file. The `scopeprof` command-line tool is built on this module.
+//!
+//! ```no_run
+//! let profile = scope_profiler::read::Profile::open("profiling_data.h5")?;
+//! let mut calls = 0u64;
+//! profile.for_each_call(65_536, |row, chunk| {
+//!     calls += chunk.len() as u64;
+//!     let _region = profile.region_name(row.region);
+//!     Ok(())
+//! })?;
+//! assert_eq!(calls, profile.event_count());
+//! print!("{}", profile.summary()?.render());
+//! # Ok::<(), scope_profiler::read::ReadError>(())
+//! ```
+
+mod columns;
+mod summary;
+
+use std::path::{Path, PathBuf};
+
+use ::hdf5::{Dataset, File};
+
+use columns::{read_range, short, H5};
+pub use summary::{Calls, Summary};
+
+/// A file that cannot be read as a profile, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReadError {
+    /// The file.
+    pub path: PathBuf,
+    /// What is wrong with it, in one line.
+    pub problem: String,
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.path.display(), self.problem)
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+/// How the file stores its calls (root attribute `storage_layout`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StorageLayout {
+    /// One record per call in `events/*`.
+    Columnar,
+    /// Per-region totals only; there are no calls to stream.
+    Aggregate,
+}
+
+/// One `rank_region_index` row: where one (rank, region) pair's calls lie.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct IndexRow {
+    /// Region id (index into the region names).
+    pub region: u32,
+    /// MPI rank.
+    pub rank: u32,
+    /// First event of the row in every `events/*` column.
+    pub offset: u64,
+    /// Number of calls.
+    pub count: u64,
+    /// Stored sum of exclusive times (ns), `None` when absent or -1.
+    pub exclusive_ns: Option<i64>,
+}
+
+/// Per-region totals of the aggregate layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AggregateRow {
+    /// Region id.
+    pub region: u32,
+    /// MPI rank.
+    pub rank: u32,
+    /// Calls.
+    pub count: u64,
+    /// Sum of durations (ns).
+    pub total_ns: i64,
+    /// Shortest call (ns).
+    pub min_ns: i64,
+    /// Longest call (ns).
+    pub max_ns: i64,
+}
+
+/// One `thread_table` row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ThreadInfo {
+    /// MPI rank.
+    pub rank: u32,
+    /// Dense thread index (what the calls' `thread` holds).
+    pub index: i64,
+    /// OS thread id.
+    pub native_id: i64,
+    /// Thread name.
+    pub name: String,
+}
+
+/// One `task_table` row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TaskInfo {
+    /// MPI rank.
+    pub rank: u32,
+    /// Dense task index (what the calls' `task` holds).
+    pub index: i64,
+    /// Task name (`Task-<tokio id>` in this crate's files).
+    pub name: String,
+    /// Name of the task's root region (coroutine name in the Python package's files).
+    pub root: String,
+}
+
+/// One call, decoded.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Call {
+    /// Absolute start (ns).
+    pub start_ns: i64,
+    /// Duration (ns, >= 0; negative stored durations read as 0).
+    pub dur_ns: i64,
+    /// Thread index, -1 when unknown or not recorded.
+    pub thread: i64,
+    /// Task index, -1 outside a task or not recorded.
+    pub task: i64,
+    /// Device time (ns), -1 when not measured.
+    pub gpu_ns: i64,
+}
+
+/// One poll of `/scope_profiler_rs/polls` (this crate's files only; rank 0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Poll {
+    /// Index into [`Profile::poll_region_names`].
+    pub region: u32,
+    /// Absolute start (ns).
+    pub start_ns: i64,
+    /// Duration (ns, >= 0).
+    pub dur_ns: i64,
+    /// Thread index.
+    pub thread: i64,
+    /// Task index, -1 outside a task.
+    pub task: i64,
+}
+
+/// The event columns of the file and how starts are encoded.
+#[derive(Debug)]
+struct EventColumns {
+    /// `start_deltas` (schema 3) or `start_times` (schema 2).
+    starts: Dataset,
+    /// Whether `starts` holds per-row deltas.
+    deltas: bool,
+    /// `durations` (schema 3) or `end_times` (schema 2).
+    ends: Dataset,
+    thread_ids: Option<Dataset>,
+    task_ids: Option<Dataset>,
+    gpu: Option<Dataset>,
+}
+
+/// A profile file opened for reading. See the [module docs](self).
+#[derive(Debug)]
+pub struct Profile {
+    path: PathBuf,
+    layout: StorageLayout,
+    names: Vec<String>,
+    rows: Vec<IndexRow>,
+    aggregates: Vec<AggregateRow>,
+    events: u64,
+    columns: Option<EventColumns>,
+    threads: Vec<ThreadInfo>,
+    tasks: Vec<TaskInfo>,
+    polls: Option<(Vec<String>, u64)>,
+    start_time_ns: Option<i64>,
+    label: Option<String>,
+    // Keeps the file open while the datasets are read.
+    _file: File,
+}
+
+/// Largest lane index accepted in files without a lane table (a bit flip must not make the
+/// reader allocate per-lane state for a billion lanes).
+const MAX_LANES_WITHOUT_TABLE: i64 = 1 << 20;
+
+/// Largest absolute time (ns, ~73 years) accepted for a start or end: nesting doubles times,
+/// and a bit flip in a high bit must be an error, not an overflow.
+const MAX_TIME: i64 = 1 << 61;
+
+/// Whether `start..start + dur` lies in the accepted time range.
+fn time_ok(start: i64, dur: i64) -> bool {
+    start
+        .checked_add(dur)
+        .is_some_and(|end| start.abs() < MAX_TIME && end.abs() < MAX_TIME)
+}
+
+impl Profile {
+    /// Opens `path` and checks its structure.
+    ///
+    /// # Errors
+    /// A [`ReadError`] naming the file and the first problem found: not HDF5, not schema 2 or
+    /// 3, a required dataset missing or of the wrong type or length, index rows out of bounds
+    /// or overlapping, ids out of range.
+    pub fn open(path: impl AsRef<Path>) -> Result<Profile, ReadError> {
+        let path = path.as_ref().to_path_buf();
+        let err = |problem: String| ReadError {
+            path: path.clone(),
+            problem,
+        };
+        match std::fs::metadata(&path) {
+            Err(e) => return Err(err(format!("cannot open: {e}"))),
+            Ok(m) if !m.is_file() => return Err(err("not a regular file".into())),
+            Ok(_) => {}
+        }
+        ::hdf5::silence_errors(true);
+        let file = File::with_options()
+            .with_fapl(|p| p.file_locking(false))
+            .open(&path)
+            .map_err(|e| err(format!("not a readable HDF5 file ({})", short(&e))))?;
+        let h5 = H5 {
+            file: &file,
+            err: &err,
+        };
+        let schema = h5.int_attr("", "scope_profiler_schema").ok_or_else(|| {
+            err(
+                "no integer root attribute `scope_profiler_schema`: not a scope-profiler file"
+                    .into(),
+            )
+        })?;
+        if !(2..=3).contains(&schema) {
+            return Err(err(format!(
+                "schema version {schema} is not supported (2 or 3 expected)"
+            )));
+        }
+        let layout = match h5.str_attr("", "storage_layout").as_deref() {
+            Some("aggregate") => StorageLayout::Aggregate,
+            _ => StorageLayout::Columnar,
+        };
+        let names = h5.strings("region_table/names", None)?;
+        let mut p = Profile {
+            path: path.clone(),
+            layout,
+            names,
+            rows: Vec::new(),
+            aggregates: Vec::new(),
+            events: 0,
+            columns: None,
+            threads: Vec::new(),
+            tasks: Vec::new(),
+            polls: None,
+            start_time_ns: h5.int_attr("metadata", "start_time_ns"),
+            label: h5.str_attr("metadata", "label"),
+            _file: file.clone(),
+        };
+        match layout {
+            StorageLayout::Aggregate => p.aggregates = read_aggregates(&h5, p.names.len())?,
+            StorageLayout::Columnar => {
+                p.read_index(&h5)?;
+                p.read_lanes(&h5)?;
+            }
+        }
+        Ok(p)
+    }
+
+    /// Reads `rank_region_index` and the event columns' shapes, and checks the rows.
+    fn read_index(&mut self, h5: &H5<'_>) -> Result<(), ReadError> {
+        let err = h5.err;
+        let ids: Vec<u64> = h5.ints("rank_region_index/region_ids", None)?;
+        let r = Some(ids.len() as u64);
+        let ranks: Vec<u64> = h5.ints("rank_region_index/ranks", r)?;
+        let offsets: Vec<u64> = h5.ints("rank_region_index/event_offsets", r)?;
+        let counts: Vec<u64> = h5.ints("rank_region_index/event_counts", r)?;
+        let exclusive: Option<Vec<i64>> = if h5.exists("rank_region_index/exclusive_totals") {
+            Some(h5.ints("rank_region_index/exclusive_totals", r)?)
+        } else {
+            None
+        };
+        let (deltas, starts_name, ends_name) = if h5.exists("events/start_deltas") {
+            (true, "events/start_deltas", "events/durations")
+        } else if h5.exists("events/start_times") {
+            (false, "events/start_times", "events/end_times")
+        } else {
+            return Err(err("dataset `events/start_deltas` is missing".into()));
+        };
+        let (starts, n) = h5.int_dataset(starts_name)?;
+        let (ends, n_ends) = h5.int_dataset(ends_name)?;
+        if n_ends != n {
+            return Err(err(format!(
+                "`{ends_name}` has {n_ends} elements but `{starts_name}` has {n}"
+            )));
+        }
+        let optional = |name: &str| -> Result<Option<Dataset>, ReadError> {
+            let path = format!("events/{name}");
+            if !h5.exists(&path) {
+                return Ok(None);
+            }
+            let (ds, len) = h5.int_dataset(&path)?;
+            if len != n {
+                return Err(err(format!(
+                    "`{path}` has {len} elements, expected {n} (one per call)"
+                )));
+            }
+            Ok(Some(ds))
+        };
+        self.columns = Some(EventColumns {
+            starts,
+            deltas,
+            ends,
+            thread_ids: optional("thread_ids")?,
+            task_ids: optional("task_ids")?,
+            gpu: optional("gpu_durations")?,
+        });
+        self.events = n;
+        for (i, &id) in ids.iter().enumerate() {
+            if id >= self.names.len() as u64 {
+                return Err(err(format!(
+                    "rank_region_index row {i} names region {id}, but only {} region names exist",
+                    self.names.len()
+                )));
+            }
+            let rank = u32::try_from(ranks[i]).map_err(|_| {
+                err(format!(
+                    "rank_region_index row {i} has rank {}",
+                    ranks[i] as i64
+                ))
+            })?;
+            let end = offsets[i].checked_add(counts[i]).filter(|&e| e <= n);
+            if end.is_none() {
+                return Err(err(format!(
+                    "rank_region_index row {i}: offset {} + count {} runs past the {n} events",
+                    offsets[i] as i64, counts[i] as i64
+                )));
+            }
+            self.rows.push(IndexRow {
+                region: id as u32,
+                rank,
+                offset: offsets[i],
+                count: counts[i],
+                exclusive_ns: exclusive.as_ref().map(|x| x[i]).filter(|&x| x >= 0),
+            });
+        }
+        let mut by_offset: Vec<&IndexRow> = self.rows.iter().filter(|r| r.count > 0).collect();
+        by_offset.sort_by_key(|r| r.offset);
+        for w in by_offset.windows(2) {
+            if w[0].offset + w[0].count > w[1].offset {
+                return Err(err(format!(
+                    "rank_region_index rows overlap: events {}..{} and {}..",
+                    w[0].offset,
+                    w[0].offset + w[0].count,
+                    w[1].offset
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads `thread_table`, `task_table` and the shape of `/scope_profiler_rs/polls`.
+    fn read_lanes(&mut self, h5: &H5<'_>) -> Result<(), ReadError> {
+        if h5.exists("thread_table") {
+            let ranks: Vec<u64> = h5.ints("thread_table/ranks", None)?;
+            let n = Some(ranks.len() as u64);
+            let index: Vec<i64> = h5.ints("thread_table/index", n)?;
+            let tid: Vec<i64> = h5.ints("thread_table/native_id", n)?;
+            let name = h5.strings("thread_table/name", n)?;
+            for i in 0..ranks.len() {
+                self.threads.push(ThreadInfo {
+                    rank: ranks[i].min(u64::from(u32::MAX)) as u32,
+                    index: index[i],
+                    native_id: tid[i],
+                    name: name[i].clone(),
+                });
+            }
+        }
+        if h5.exists("task_table") {
+            let ranks: Vec<u64> = h5.ints("task_table/ranks", None)?;
+            let n = Some(ranks.len() as u64);
+            let index: Vec<i64> = h5.ints("task_table/index", n)?;
+            let name = h5.strings("task_table/name", n)?;
+            let root = h5.strings("task_table/coro_name", n)?;
+            for i in 0..ranks.len() {
+                self.tasks.push(TaskInfo {
+                    rank: ranks[i].min(u64::from(u32::MAX)) as u32,
+                    index: index[i],
+                    name: name[i].clone(),
+                    root: root[i].clone(),
+                });
+            }
+        }
+        let polls = "scope_profiler_rs/polls";
+        if h5.exists(polls) {
+            let names = h5.strings("scope_profiler_rs/region_names", None)?;
+            let (_, n) = h5.int_dataset(&format!("{polls}/start_ns"))?;
+            for col in ["region_ids", "durations", "thread_ids", "task_ids"] {
+                let (_, len) = h5.int_dataset(&format!("{polls}/{col}"))?;
+                if len != n {
+                    return Err((h5.err)(format!(
+                        "`{polls}/{col}` has {len} elements, expected {n}"
+                    )));
+                }
+            }
+            self.polls = Some((names, n));
+        }
+        Ok(())
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Columnar or aggregate.
+    pub fn layout(&self) -> StorageLayout {
+        self.layout
+    }
+
+    /// The region names (index = region id).
+    pub fn region_names(&self) -> &[String] {
+        &self.names
+    }
+
+    /// The name of region `id` (`"?"` when out of range, which [`Profile::open`] rules out for
+    /// index rows).
+    pub fn region_name(&self, id: u32) -> &str {
+        self.names.get(id as usize).map_or("?", String::as_str)
+    }
+
+    /// The index rows of the columnar layout, in file order.
+    pub fn rows(&self) -> &[IndexRow] {
+        &self.rows
+    }
+
+    /// The per-region totals of the aggregate layout.
+    pub fn aggregates(&self) -> &[AggregateRow] {
+        &self.aggregates
+    }
+
+    /// Number of calls in the event columns.
+    pub fn event_count(&self) -> u64 {
+        self.events
+    }
+
+    /// The thread table (empty when the file has none).
+    pub fn threads(&self) -> &[ThreadInfo] {
+        &self.threads
+    }
+
+    /// The task table (empty when the file has none).
+    pub fn tasks(&self) -> &[TaskInfo] {
+        &self.tasks
+    }
+
+    /// Whether the calls carry thread indices (`events/thread_ids`).
+    pub fn has_thread_ids(&self) -> bool {
+        self.columns
+            .as_ref()
+            .is_some_and(|c| c.thread_ids.is_some())
+    }
+
+    /// Whether the calls carry device times (`events/gpu_durations`).
+    pub fn has_gpu(&self) -> bool {
+        self.columns.as_ref().is_some_and(|c| c.gpu.is_some())
+    }
+
+    /// Number of polls in `/scope_profiler_rs/polls` (0 when the group is absent).
+    pub fn poll_count(&self) -> u64 {
+        self.polls.as_ref().map_or(0, |p| p.1)
+    }
+
+    /// Region names the polls refer to (`/scope_profiler_rs/region_names`).
+    pub fn poll_region_names(&self) -> &[String] {
+        self.polls.as_ref().map_or(&[], |p| &p.0)
+    }
+
+    /// `metadata/start_time_ns`, when recorded.
+    pub fn start_time_ns(&self) -> Option<i64> {
+        self.start_time_ns
+    }
+
+    /// `metadata/label`, when recorded.
+    pub fn label(&self) -> Option<&str> {
+        self.label.as_deref()
+    }
+
+    fn err(&self, problem: String) -> ReadError {
+        ReadError {
+            path: self.path.clone(),
+            problem,
+        }
+    }
+
+    /// Checks a lane index against its table (or a sane bound without one).
+    fn check_lane(&self, what: &str, v: i64, table_len: usize, k: u64) -> Result<i64, ReadError> {
+        let bound = if table_len > 0 {
+            table_len as i64
+        } else {
+            MAX_LANES_WITHOUT_TABLE
+        };
+        if v < -1 || v >= bound {
+            return Err(self.err(format!(
+                "{what}[{k}] = {v} is not a valid index (expected -1..{})",
+                bound - 1
+            )));
+        }
+        Ok(v)
+    }
+
+    /// Streams every call, row by row in offset order, in chunks of at most `chunk` calls:
+    /// `f(row, calls)`. Peak memory is a few chunk-sized buffers.
+    ///
+    /// # Errors
+    /// A [`ReadError`] when a column cannot be read or holds an impossible value (a start that
+    /// overflows, a lane index that no table row has), or the error `f` returns.
+    pub fn for_each_call<F>(&self, chunk: usize, mut f: F) -> Result<(), ReadError>
+    where
+        F: FnMut(&IndexRow, &[Call]) -> Result<(), ReadError>,
+    {
+        let Some(cols) = &self.columns else {
+            return Ok(());
+        };
+        let chunk = chunk.max(1);
+        let err = |p: String| self.err(p);
+        let mut rows: Vec<&IndexRow> = self.rows.iter().filter(|r| r.count > 0).collect();
+        rows.sort_by_key(|r| r.offset);
+        let threads_per_rank = self.threads.len();
+        let mut buf: Vec<Call> = Vec::with_capacity(chunk);
+        for row in rows {
+            let mut previous = 0i64;
+            let mut done = 0u64;
+            while done < row.count {
+                let len = (row.count - done).min(chunk as u64) as usize;
+                let a = (row.offset + done) as usize;
+                let range = a..a + len;
+                let starts: Vec<i64> =
+                    read_range(&cols.starts, "events/start_deltas", range.clone(), &err)?;
+                let ends: Vec<i64> =
+                    read_range(&cols.ends, "events/durations", range.clone(), &err)?;
+                let col =
+                    |ds: &Option<Dataset>, name: &str| -> Result<Option<Vec<i64>>, ReadError> {
+                        ds.as_ref()
+                            .map(|d| read_range(d, name, range.clone(), &err))
+                            .transpose()
+                    };
+                let threads = col(&cols.thread_ids, "events/thread_ids")?;
+                let tasks = col(&cols.task_ids, "events/task_ids")?;
+                let gpu = col(&cols.gpu, "events/gpu_durations")?;
+                buf.clear();
+                for i in 0..len {
+                    let k = (a + i) as u64;
+                    let start = if cols.deltas {
+                        previous.checked_add(starts[i]).ok_or_else(|| {
+                            err(format!("events/start_deltas[{k}] overflows the start time"))
+                        })?
+                    } else {
+                        starts[i]
+                    };
+                    previous = start;
+                    let dur = if cols.deltas {
+                        ends[i]
+                    } else {
+                        ends[i].wrapping_sub(start)
+                    }
+                    .max(0);
+                    if !time_ok(start, dur) {
+                        return Err(err(format!(
+                            "event {k}: start {start} ns + duration {dur} ns is out of range \
+                             (times must stay below 2^61 ns)"
+                        )));
+                    }
+                    let thread = match &threads {
+                        Some(t) => {
+                            self.check_lane("events/thread_ids", t[i], threads_per_rank, k)?
+                        }
+                        None => -1,
+                    };
+                    let task = match &tasks {
+                        Some(t) => self.check_lane("events/task_ids", t[i], self.tasks.len(), k)?,
+                        None => -1,
+                    };
+                    buf.push(Call {
+                        start_ns: start,
+                        dur_ns: dur,
+                        thread,
+                        task,
+                        gpu_ns: gpu.as_ref().map_or(-1, |g| g[i].max(-1)),
+                    });
+                }
+                f(row, &buf)?;
+                done += len as u64;
+            }
+        }
+        Ok(())
+    }
+
+    /// Streams the polls of `/scope_profiler_rs/polls` in chunks of at most `chunk`.
+    ///
+    /// # Errors
+    /// As [`Profile::for_each_call`].
+    pub fn for_each_poll<F>(&self, chunk: usize, mut f: F) -> Result<(), ReadError>
+    where
+        F: FnMut(&[Poll]) -> Result<(), ReadError>,
+    {
+        let Some((names, n)) = &self.polls else {
+            return Ok(());
+        };
+        // Reopen the columns (cheap) rather than keep five more datasets in the struct.
+        let file = &self._file;
+        let err = |p: String| self.err(p);
+        let h5 = H5 { file, err: &err };
+        let open = |c: &str| {
+            h5.int_dataset(&format!("scope_profiler_rs/polls/{c}"))
+                .map(|x| x.0)
+        };
+        let (reg, st, du, th, ta) = (
+            open("region_ids")?,
+            open("start_ns")?,
+            open("durations")?,
+            open("thread_ids")?,
+            open("task_ids")?,
+        );
+        let chunk = chunk.max(1) as u64;
+        let mut buf = Vec::with_capacity(chunk as usize);
+        let mut done = 0u64;
+        while done < *n {
+            let len = (n - done).min(chunk) as usize;
+            let a = done as usize;
+            let range = a..a + len;
+            let regions: Vec<i64> = read_range(&reg, "polls/region_ids", range.clone(), &err)?;
+            let starts: Vec<i64> = read_range(&st, "polls/start_ns", range.clone(), &err)?;
+            let durs: Vec<i64> = read_range(&du, "polls/durations", range.clone(), &err)?;
+            let threads: Vec<i64> = read_range(&th, "polls/thread_ids", range.clone(), &err)?;
+            let tasks: Vec<i64> = read_range(&ta, "polls/task_ids", range, &err)?;
+            buf.clear();
+            for i in 0..len {
+                let k = (a + i) as u64;
+                if regions[i] < 0 || regions[i] >= names.len() as i64 {
+                    return Err(err(format!(
+                        "scope_profiler_rs/polls/region_ids[{k}] = {} is out of range",
+                        regions[i]
+                    )));
+                }
+                let dur = durs[i].max(0);
+                if !time_ok(starts[i], dur) {
+                    return Err(err(format!(
+                        "poll {k}: start {} ns + duration {dur} ns is out of range \
+                         (times must stay below 2^61 ns)",
+                        starts[i]
+                    )));
+                }
+                let thread =
+                    self.check_lane("polls/thread_ids", threads[i], self.threads.len(), k)?;
+                let task = self.check_lane("polls/task_ids", tasks[i], self.tasks.len(), k)?;
+                buf.push(Poll {
+                    region: regions[i] as u32,
+                    start_ns: starts[i],
+                    dur_ns: dur,
+                    thread,
+                    task,
+                });
+            }
+            f(&buf)?;
+            done += len as u64;
+        }
+        Ok(())
+    }
+}
+
+/// The aggregate layout's per-region columns.
+fn read_aggregates(h5: &H5<'_>, names: usize) -> Result<Vec<AggregateRow>, ReadError> {
+    let ids: Vec<u64> = h5.ints("rank_region_index/region_ids", None)?;
+    let r = Some(ids.len() as u64);
+    let ranks: Vec<u64> = h5.ints("rank_region_index/ranks", r)?;
+    let counts: Vec<u64> = h5.ints("rank_region_index/aggregate_counts", r)?;
+    let totals: Vec<i64> = h5.ints("rank_region_index/aggregate_totals", r)?;
+    let mins: Vec<i64> = h5.ints("rank_region_index/aggregate_minimums", r)?;
+    let maxs: Vec<i64> = h5.ints("rank_region_index/aggregate_maximums", r)?;
+    let mut out = Vec::with_capacity(ids.len());
+    for i in 0..ids.len() {
+        if ids[i] >= names as u64 {
+            return Err((h5.err)(format!(
+                "rank_region_index row {i} names region {}, but only {names} region names exist",
+                ids[i] as i64
+            )));
+        }
+        out.push(AggregateRow {
+            region: ids[i] as u32,
+            rank: ranks[i].min(u64::from(u32::MAX)) as u32,
+            count: counts[i],
+            total_ns: totals[i],
+            min_ns: mins[i],
+            max_ns: maxs[i],
+        });
+    }
+    Ok(out)
+}

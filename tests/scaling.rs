@@ -1,0 +1,244 @@
+//! The flusher does amortized O(1) work per record, whatever the shape: each shape runs with
+//! n and with 10 n calls, and the flusher thread's CPU time per call (its own
+//! `CLOCK_THREAD_CPUTIME_ID`, read through `FlushGuard::flusher_cpu_ns`) may grow by at most
+//! 1.5x. No wall-clock asserts: CPU time per call does not depend on how busy the machine is
+//! the way elapsed time does. A quadratic stage makes the ratio ~10x.
+//!
+//! Sizes are chosen so the whole file runs in seconds in a debug build.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{dispatch, runtime};
+use scope_profiler::{Builder, ScopeLayer};
+use tracing::{info_span, Instrument};
+
+/// Most a per-call figure may grow from n to 10 n.
+const MAX_GROWTH: f64 = 1.5;
+
+struct Run {
+    calls: u64,
+    cpu_ns: i64,
+}
+
+impl Run {
+    fn per_call(&self) -> f64 {
+        self.cpu_ns as f64 / self.calls as f64
+    }
+}
+
+/// Runs `work(d, n)` under a fresh profiler writing a file; returns the calls reported and the
+/// flusher CPU it took (up to and including the finalize's drains).
+fn run(n: u64, track_async: bool, work: impl Fn(&tracing::Dispatch, u64)) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let builder: Builder = ScopeLayer::builder()
+        .output(dir.path().join("scaling.h5"))
+        .track_async(track_async);
+    let (d, guard) = dispatch(builder);
+    let t0 = std::time::Instant::now();
+    work(&d, n);
+    eprintln!("  n = {n}: work took {:?} (information only)", t0.elapsed());
+    let report = guard.finalize().expect("finalize");
+    assert_eq!(report.dropped(), 0);
+    let calls = report.regions().iter().map(|r| r.calls).sum();
+    let (cpu, drains) = (guard.flusher_cpu_ns(), guard.flusher_drains());
+    // The flusher drains every 2 ms with or without records; that polling costs per unit of
+    // time, not per call, and a slow producer (the registry's own span stack is O(depth) per
+    // enter) would make it look like per-call growth. Measure it idle, with the same lanes,
+    // and count only the rest.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let (idle_cpu, idle_drains) = (
+        guard.flusher_cpu_ns() - cpu,
+        guard.flusher_drains() - drains,
+    );
+    assert!(idle_drains > 0, "the flusher stopped draining");
+    let per_drain = idle_cpu as f64 / idle_drains as f64;
+    let cpu_ns = (cpu as f64 - per_drain * drains as f64).max(1.0) as i64;
+    eprintln!("  n = {n}: flusher {cpu} ns in {drains} drains, {per_drain:.0} ns per idle drain");
+    Run { calls, cpu_ns }
+}
+
+/// Compares n with 10 n; `expected(n)` is the number of calls a run of size n reports.
+fn check(
+    shape: &str,
+    n: u64,
+    track_async: bool,
+    expected: impl Fn(u64) -> u64,
+    work: impl Fn(&tracing::Dispatch, u64),
+) {
+    let small = run(n, track_async, &work);
+    let large = run(10 * n, track_async, &work);
+    assert_eq!(small.calls, expected(n), "{shape}: calls at n");
+    assert_eq!(large.calls, expected(10 * n), "{shape}: calls at 10 n");
+    assert!(
+        small.cpu_ns > 0 && large.cpu_ns > 0,
+        "{shape}: no CPU clock"
+    );
+    let growth = large.per_call() / small.per_call();
+    eprintln!(
+        "{shape}: flusher {:.0} ns/call at n = {n}, {:.0} ns/call at 10 n: {growth:.2}x",
+        small.per_call(),
+        large.per_call()
+    );
+    assert!(
+        growth <= MAX_GROWTH,
+        "{shape}: flusher CPU per call grew {growth:.2}x from n = {n} to 10 n \
+         ({:.0} -> {:.0} ns/call)",
+        small.per_call(),
+        large.per_call()
+    );
+}
+
+/// `n` calls of `cmd` (one yield each) inside one `conn` call that stays open, in one task.
+fn open_connection(d: &tracing::Dispatch, n: u64) {
+    let rt = runtime(d, 2);
+    tracing::dispatcher::with_default(d, || {
+        rt.block_on(async {
+            tokio::spawn(
+                async move {
+                    for _ in 0..n {
+                        async { tokio::task::yield_now().await }
+                            .instrument(info_span!("cmd"))
+                            .await;
+                    }
+                }
+                .instrument(info_span!("conn")),
+            )
+            .await
+            .unwrap();
+        })
+    });
+}
+
+#[test]
+fn one_task_with_an_outer_call_open_over_all_its_children() {
+    // The shape of a server connection: the task table must not keep the children.
+    check("open connection", 20_000, true, |n| n + 1, open_connection);
+}
+
+/// `n / 10` tasks alive at once (all wait on one barrier inside their outer call), then ten
+/// child calls each.
+fn live_tasks(d: &tracing::Dispatch, n: u64) {
+    let tasks = (n / 10) as usize;
+    let rt = runtime(d, 2);
+    tracing::dispatcher::with_default(d, || {
+        rt.block_on(async {
+            let barrier = Arc::new(tokio::sync::Barrier::new(tasks));
+            let handles: Vec<_> = (0..tasks)
+                .map(|_| {
+                    let b = barrier.clone();
+                    tokio::spawn(
+                        async move {
+                            b.wait().await;
+                            for _ in 0..10 {
+                                async { tokio::task::yield_now().await }
+                                    .instrument(info_span!("child"))
+                                    .await;
+                            }
+                        }
+                        .instrument(info_span!("task")),
+                    )
+                })
+                .collect();
+            for h in handles {
+                h.await.unwrap();
+            }
+        })
+    });
+}
+
+#[test]
+fn thousands_of_live_tasks() {
+    // 2 k live tasks against 20 k.
+    check("live tasks", 20_000, true, |n| n + n / 10, live_tasks);
+}
+
+fn recurse(depth: u64) {
+    if depth > 0 {
+        info_span!("rec").in_scope(|| recurse(depth - 1));
+    }
+}
+
+/// One recursion `n` deep, on a thread with a stack large enough for it.
+fn deep_recursion(d: &tracing::Dispatch, n: u64) {
+    let d = d.clone();
+    std::thread::Builder::new()
+        .stack_size(1 << 30)
+        .spawn(move || tracing::dispatcher::with_default(&d, || recurse(n)))
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+#[test]
+fn deep_recursion_of_one_region() {
+    // tracing-subscriber's registry checks its span stack for duplicates at every enter, so
+    // the *producer* is quadratic in the depth: 2 k against 20 k keeps this test short in
+    // debug builds (the service benchmark example runs 100 k deep in release).
+    check("deep recursion", 2_000, false, |n| n, deep_recursion);
+}
+
+/// One span entered `n` times (n polls of one call), inside a task.
+fn one_span_many_polls(d: &tracing::Dispatch, n: u64) {
+    let rt = runtime(d, 1);
+    tracing::dispatcher::with_default(d, || {
+        rt.block_on(async move {
+            tokio::spawn(async move {
+                let span = info_span!("hot");
+                for _ in 0..n {
+                    let _e = span.enter();
+                }
+            })
+            .await
+            .unwrap();
+        })
+    });
+}
+
+#[test]
+fn one_span_entered_many_times() {
+    // Counts polls, not calls: per poll is what grows if anything does.
+    let per_poll = |n| {
+        let r = run(n, true, one_span_many_polls);
+        assert_eq!(r.calls, 1, "one call");
+        r.cpu_ns as f64 / n as f64
+    };
+    let (small, large) = (per_poll(40_000), per_poll(400_000));
+    let growth = large / small;
+    eprintln!("one span: flusher {small:.0} -> {large:.0} ns/poll: {growth:.2}x");
+    assert!(
+        growth <= MAX_GROWTH,
+        "flusher CPU per poll grew {growth:.2}x"
+    );
+}
+
+/// `n` short tasks with one call each, at most 1000 alive at a time.
+fn short_tasks(d: &tracing::Dispatch, n: u64) {
+    let rt = runtime(d, 2);
+    tracing::dispatcher::with_default(d, || {
+        rt.block_on(async move {
+            let mut left = n;
+            while left > 0 {
+                let batch = left.min(1000);
+                left -= batch;
+                let handles: Vec<_> = (0..batch)
+                    .map(|_| {
+                        tokio::spawn(
+                            async { tokio::task::yield_now().await }
+                                .instrument(info_span!("request")),
+                        )
+                    })
+                    .collect();
+                for h in handles {
+                    h.await.unwrap();
+                }
+            }
+        })
+    });
+}
+
+#[test]
+fn many_short_tasks() {
+    check("short tasks", 20_000, true, |n| n, short_tasks);
+}
