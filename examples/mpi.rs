@@ -58,6 +58,12 @@ fn main() -> Result<(), scope_profiler::Error> {
     }
     drop(solve);
     let before = vm_hwm_kib();
+    // Start the clock when every rank is done recording, so that the figure is the finalize
+    // itself, not rank 0 waiting for slower ranks.
+    {
+        use mpi::traits::CommunicatorCollectives;
+        mpi::topology::SimpleCommunicator::world().barrier();
+    }
     let t = Instant::now();
     let report = guard.finalize()?; // collective: every rank calls it
     let took = t.elapsed();

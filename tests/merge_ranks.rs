@@ -68,4 +68,24 @@ fn launcher_ranks_write_their_own_files_and_merge_into_one() {
     assert_eq!(lines.next(), Some("3 [0, 1, 2]"), "{counts}");
     let inspect = common::py("scope-profiler", &["inspect", f]);
     assert!(inspect.contains("3 rank(s)"), "{inspect}");
+    // The same through the CLI.
+    let cli_out = dir.path().join("cli.h5");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_scopeprof"))
+        .arg("merge")
+        .arg(&cli_out)
+        .args(&files)
+        .output()
+        .expect("run scopeprof");
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        said.contains("merged 3 ranks [0, 1, 2] (36 calls)"),
+        "{said}"
+    );
+    let inspect = common::py("scope-profiler", &["inspect", cli_out.to_str().unwrap()]);
+    assert!(inspect.contains("3 rank(s)"), "{inspect}");
 }
