@@ -54,7 +54,12 @@ fn rank_main(role: &str) {
         // Before the profiler's clock exists (it reads this once).
         std::env::set_var("SCOPE_PROFILER_TEST_CLOCK_SKEW_NS", SKEW_NS.to_string());
     }
-    let (layer, guard) = ScopeLayer::builder()
+    let mut builder = ScopeLayer::builder();
+    if role == "flusher" && rank == 2 {
+        // This rank's flusher fails (a test hook): its finalize cannot produce a phase.
+        builder = builder.__fail_flusher_at(1);
+    }
+    let (layer, guard) = builder
         .output(&out)
         .mpi(true)
         .track_threads(true)
@@ -65,7 +70,7 @@ fn rank_main(role: &str) {
         .expect("build");
     let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
     tracing::dispatcher::with_default(&d, || match role {
-        "counts" | "die" => record_counts(&d, rank),
+        "counts" | "die" | "flusher" => record_counts(&d, rank),
         "clock" => {
             use mpi::traits::*;
             mpi::topology::SimpleCommunicator::world().barrier();
@@ -78,6 +83,24 @@ fn rank_main(role: &str) {
         std::process::abort();
     }
     let report = guard.finalize();
+    if role == "flusher" {
+        // Every rank gets an error, none waits forever, nothing is published.
+        match (&report, rank) {
+            (Err(e), r) if r != 2 => {
+                // Error::Unpublished (the spool keeps the phase) over Error::Mpi.
+                let text = e.to_string();
+                assert!(
+                    text.contains("MPI: publishing the multi-rank profile: rank 2"),
+                    "rank {rank}: {text}"
+                );
+            }
+            (Err(e), 2) => eprintln!("rank 2 failed as planned: {e}"),
+            (other, _) => panic!("rank {rank}: {other:?}"),
+        }
+        assert!(!out.exists(), "rank {rank}: a file was published");
+        drop(guard); // its finalize fails the same way, collectively
+        return;
+    }
     let report = match report {
         Ok(r) => r,
         Err(e) => {
@@ -211,13 +234,14 @@ fn launcher_main() {
         );
         return;
     }
-    let tests: [(&str, Scenario); 3] = [
+    let tests: [(&str, Scenario); 4] = [
         ("four_ranks_one_file_with_known_counts", four_ranks),
         ("clock_offsets_line_up_a_skewed_rank", skewed_clock),
         (
             "a_dying_rank_publishes_nothing_and_spools_recover",
             dying_rank,
         ),
+        ("a_failed_rank_gives_every_rank_an_error", failed_rank),
     ];
     let filter: Vec<String> = std::env::args()
         .skip(1)
@@ -400,4 +424,18 @@ fn dying_rank(dir: &Path) {
     );
     let want: Vec<String> = (0..3).map(|k| work_calls(k).to_string()).collect();
     assert_eq!(counts.trim(), want.join(" "));
+}
+
+fn failed_rank(dir: &Path) {
+    let out = dir.join("fail.h5");
+    let (ok, text) = launch("flusher", &out);
+    assert!(
+        ok,
+        "every rank returns (with an error) and exits normally:\n{text}"
+    );
+    assert!(text.contains("rank 2 failed as planned"), "{text}");
+    assert!(!out.exists());
+    // The healthy ranks' calls stay in their spools.
+    let r = scope_profiler::recover(dir.join("fail.rank1.h5")).expect("recover rank 1");
+    assert!(r.calls >= work_calls(1), "{} calls", r.calls);
 }

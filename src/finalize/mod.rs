@@ -92,7 +92,14 @@ pub(crate) fn run(
     to: Option<&Path>,
 ) -> Result<Option<Report>, Error> {
     let finalize_ns = shared.clock.now_ns();
-    let mut snap = snapshot(shared, flusher)?;
+    let mut snap = match snapshot(shared, flusher) {
+        Ok(s) => s,
+        // Multi-rank, the other ranks still wait for this one's part: it tells them it has none.
+        Err(e) => {
+            let publishes = to.is_some() || shared.config.output.is_some();
+            return Err(crate::mpi::abandon(shared, e, publishes));
+        }
+    };
     let phase_calls: u64 = snap.regions.iter().map(|r| r.row.stats.count).sum();
     // Multi-rank: every rank takes the same early return (the rest is collective).
     let any_calls = crate::mpi::sum_calls(shared, phase_calls);

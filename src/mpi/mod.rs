@@ -242,3 +242,24 @@ impl Drop for PhaseWriter<'_> {
         }
     }
 }
+
+/// A rank whose finalize failed before the collective steps: it takes part in them as a rank
+/// with no part (so the others get an error instead of waiting forever) and returns `e`.
+/// `publishes`: the phase has a target file (the others then run the relay).
+pub(crate) fn abandon(_shared: &Shared, e: crate::Error, _publishes: bool) -> crate::Error {
+    #[cfg(feature = "mpi")]
+    if let Some(m) = &_shared.mpi {
+        // At least one call, so that no rank takes the "nothing new" early return.
+        m.sum(1);
+        if _shared.config.mode != crate::Mode::Disabled && _publishes {
+            let clock = _shared.clock;
+            let offsets = m.clock_offsets(&|| clock.now_ns());
+            let why = Err(format!("its finalize failed: {e}"));
+            let opts = crate::output::hdf5::WriteOptions::default();
+            let target = _shared.config.output.clone().unwrap_or_default();
+            let _ = m.publish(&why, &target, &opts, &offsets);
+        }
+        let _ = m.gather_bytes(&[]);
+    }
+    e
+}
