@@ -2,8 +2,10 @@
 # Installs the system packages this crate needs to build and test, when they are missing:
 #   libhdf5-dev + pkg-config  (the HDF5 writer links the system libhdf5)
 #   python3 + python3-venv    (the compatibility tests run the real Python reader)
-#   libclang1-14 + libclang-common-14-dev  (the `nvtx` feature: nvtx-sys runs bindgen at build
-#                             time, which loads libclang and needs clang's builtin headers)
+#   libclang1-14 + libclang-common-14-dev  (the `nvtx` and `mpi` features: nvtx-sys and mpi-sys
+#                             run bindgen at build time, which loads libclang and needs clang's
+#                             builtin headers)
+#   libopenmpi-dev + openmpi-bin  (the `mpi` feature links OpenMPI; its tests run `mpirun`)
 # Debian/Ubuntu only (apt-get); runs apt-get through sudo when not root. Idempotent and quiet
 # when everything is present.
 set -euo pipefail
@@ -16,6 +18,8 @@ command -v cc >/dev/null 2>&1 || need+=(gcc)
 compgen -G '/usr/lib/*/liblikwid.so' >/dev/null || need+=(likwid) # likwid feature's tests
 compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null || need+=(libclang1-14)
 compgen -G '/usr/lib/llvm-*/lib/clang/*/include/stddef.h' >/dev/null || need+=(libclang-common-14-dev)
+pkg-config --exists ompi 2>/dev/null || need+=(libopenmpi-dev)
+command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
 
 if [ ${#need[@]} -eq 0 ]; then
     exit 0

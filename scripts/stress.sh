@@ -10,7 +10,7 @@ runs="${STRESS_RUNS:-20}"
 cargo build --release --quiet --example stress_threads
 exact=0
 for i in $(seq 1 "$runs"); do
-    line="$(target/release/examples/stress_threads 8 1000000 | head -1)"
+    line="$(target/release/examples/stress_threads 8 1000000 | sed -n 1p)"
     echo "$line"
     case "$line" in *"(exact)"*) exact=$((exact + 1)) ;; esac
 done

@@ -77,6 +77,7 @@ pub struct Builder {
     capture_source: bool,
     source_roots: Vec<PathBuf>,
     compensate_overhead: bool,
+    mpi: bool,
     buffering: Buffering,
 }
 
@@ -136,6 +137,7 @@ impl Default for Builder {
             capture_source: true,
             source_roots: Vec::new(),
             compensate_overhead: false,
+            mpi: false,
             buffering: Buffering::default(),
         }
     }
@@ -343,6 +345,32 @@ impl Builder {
 
     // --- Buffering -----------------------------------------------------------------------
 
+    /// Profiles an MPI job into one file per phase (feature `mpi`): every rank's regions,
+    /// threads and tasks, each row with its rank, as the Python package writes a multi-rank
+    /// run. `build()` uses the program's MPI if it is initialized (the program finalizes it),
+    /// else initializes it with the highest thread level available and finalizes it when the
+    /// guard drops. Each rank's times are shifted onto rank 0's clock (offsets measured by
+    /// ping-pong at each finalize, stored in `metadata`).
+    ///
+    /// **Every finalize becomes collective**: [`FlushGuard::finalize`](crate::FlushGuard::finalize),
+    /// `finalize_to` and the guard's drop must be reached by every rank, in the same order,
+    /// like an MPI collective; a rank that skips one blocks the others. Rotation
+    /// ([`rotate_every`](Self::rotate_every)) and [`Mode::Aggregate`] are not available with it.
+    /// Without it, ranks started by a launcher write `<stem>.rank<N>.h5` each (see
+    /// [`merge_ranks`](crate::merge_ranks)).
+    ///
+    /// ```no_run
+    /// # use scope_profiler::ScopeLayer;
+    /// let (layer, guard) = ScopeLayer::builder().output("run.h5").mpi(true).build()?;
+    /// // ... the MPI program, on every rank ...
+    /// let report = guard.finalize()?; // on every rank; rank 0 publishes run.h5
+    /// # Ok::<(), scope_profiler::Error>(())
+    /// ```
+    pub fn mpi(mut self, on: bool) -> Self {
+        self.mpi = on;
+        self
+    }
+
     /// Bounds the memory of all recording threads' buffers together (default
     /// [`DEFAULT_BUFFER_BUDGET`], 64 MiB; at least [`MIN_BUFFER_BUDGET`]). Buffers are taken
     /// from and returned to one pool, so the bound holds for any number of threads, and those
@@ -419,6 +447,7 @@ impl Builder {
             capture_source: self.capture_source,
             source_roots: self.source_roots,
             compensate_overhead: self.compensate_overhead,
+            mpi: self.mpi,
             buffering: self.buffering,
         }
     }
@@ -455,6 +484,8 @@ impl Builder {
             });
         }
         check_service_options(&config)?;
+        #[allow(clippy::let_unit_value)] // `()` without the `mpi` feature
+        let _mpi = crate::mpi::setup(&mut config)?;
         let mut sinks = None;
         if config.mode != crate::Mode::Disabled {
             if let Some(path) = &config.output {
@@ -469,6 +500,10 @@ impl Builder {
         };
         let mut shared = Shared::new(config, sinks);
         shared.overhead = overhead;
+        #[cfg(feature = "mpi")]
+        {
+            shared.mpi = _mpi;
+        }
         let shared = Arc::new(shared);
         let guard = FlushGuard::start(shared.clone())?;
         Ok((ScopeLayer::new(shared), guard))
@@ -538,6 +573,14 @@ pub(crate) fn check_writable(path: &Path) -> Result<(), Error> {
             "the path is a directory",
         )));
     }
+    // The profile is published by renaming a file over the target: a device or a pipe there
+    // (`/dev/null`, say) would be replaced by a regular file.
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        return Err(err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the path exists and is not a regular file (publishing would replace it)",
+        )));
+    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -599,6 +642,8 @@ mod tests {
             .build()
             .unwrap_err();
         assert!(e.to_string().contains("flush_interval"), "{e}");
+        let e = Builder::default().output("/dev/null").build().unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
         let e = Builder::default()
             .no_output()
             .buffer_budget(1000)

@@ -177,7 +177,25 @@ pub(crate) fn other_thread_cpu_ns(tid: i64) -> Option<i64> {
 
 /// `CLOCK_MONOTONIC` in nanoseconds.
 pub(crate) fn monotonic_ns() -> i64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
+    clock_ns(libc::CLOCK_MONOTONIC) + test_skew_ns()
+}
+
+/// For the multi-rank clock tests only: `SCOPE_PROFILER_TEST_CLOCK_SKEW_NS` shifts this
+/// process's profiler clock, as if it ran on a node whose clock differs.
+#[cfg(feature = "mpi")]
+fn test_skew_ns() -> i64 {
+    static SKEW: OnceLock<i64> = OnceLock::new();
+    *SKEW.get_or_init(|| {
+        std::env::var("SCOPE_PROFILER_TEST_CLOCK_SKEW_NS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    })
+}
+
+#[cfg(not(feature = "mpi"))]
+fn test_skew_ns() -> i64 {
+    0
 }
 
 /// CPU time of the calling thread (`CLOCK_THREAD_CPUTIME_ID`) in nanoseconds.

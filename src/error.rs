@@ -100,6 +100,13 @@ pub enum Error {
         /// The cargo feature to enable.
         feature: &'static str,
     },
+    /// A collective step of a multi-rank run failed (`Builder::mpi`), on this rank or another.
+    Mpi {
+        /// The step (`"publishing the multi-rank profile"`, ...).
+        context: String,
+        /// What went wrong, and on which rank.
+        message: String,
+    },
 }
 
 impl std::fmt::Display for Error {
@@ -168,6 +175,7 @@ impl std::fmt::Display for Error {
                 f,
                 "option `{option}` needs the `{feature}` cargo feature of scope-profiler"
             ),
+            Error::Mpi { context, message } => write!(f, "MPI: {context}: {message}"),
         }
     }
 }

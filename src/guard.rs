@@ -158,7 +158,10 @@ impl FlushGuard {
             let spool = match &config.output {
                 Some(output) => {
                     claim = Some(OutputClaim::new(output)?);
-                    Some(open_spool(&shared, output)?)
+                    Some(open_spool(
+                        &shared,
+                        &crate::mpi::spool_base(&shared, output),
+                    )?)
                 }
                 None => None,
             };
@@ -198,10 +201,17 @@ impl FlushGuard {
     /// `<stem>.late-2.h5`, ... beside it (with rotation, to the next numbered file).
     /// [`Report::file`] says where.
     ///
+    /// **With [`Builder::mpi`](crate::Builder::mpi) this is a collective operation**: every
+    /// rank must call it (and `finalize_to`, and drop the guard) the same number of times, in
+    /// the same order, or the ranks that did wait for the others. Rank 0 publishes the one file
+    /// and prints the summary; every rank's report holds its own regions, rank 0's also
+    /// [`Report::ranks`].
+    ///
     /// # Errors
     /// The output file cannot be written, or the spool could not be (its `io::Error` is the
     /// source); the report is still printed in that case, and the error says where the
-    /// unpublished calls are kept (see [`recover`](crate::recover())).
+    /// unpublished calls are kept (see [`recover`](crate::recover())). Multi-rank, also when
+    /// any rank's phase could not be written ([`Error::Mpi`](crate::Error::Mpi), on every rank).
     pub fn finalize(&self) -> Result<Report, Error> {
         self.inner
             .finalize(Trigger::Explicit, None)
@@ -324,6 +334,7 @@ impl Drop for FlushGuard {
                 );
             }
         }
+        crate::mpi::finish(&inner.shared);
     }
 }
 

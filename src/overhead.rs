@@ -50,6 +50,9 @@ pub(crate) fn measure(config: &Config) -> Option<SelfCost> {
     probe.cuda_sync_on_exit = false;
     probe.capture_source = false;
     probe.buffering.fail_flusher_at = None;
+    // The probe is private to this process: never collective, never rotating.
+    probe.mpi = false;
+    probe.rotate_every = None;
     std::thread::Builder::new()
         .name("scope-profiler-probe".into())
         .spawn(move || probe_here(probe))

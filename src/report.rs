@@ -114,6 +114,8 @@ pub struct Report {
     pub(crate) tree: Option<Vec<crate::nesting::TreeRow>>,
     pub(crate) file: Option<std::path::PathBuf>,
     pub(crate) overhead: Option<crate::overhead::SelfCost>,
+    /// Rank 0 of a multi-rank run: every region's spread over ranks.
+    pub(crate) ranks: Vec<crate::mpi::RankSpread>,
 }
 
 impl Report {
@@ -121,6 +123,13 @@ impl Report {
     /// time, longest first.
     pub fn regions(&self) -> &[RegionStats] {
         &self.regions
+    }
+
+    /// On rank 0 of a multi-rank run ([`Builder::mpi`](crate::Builder::mpi)): every region's
+    /// calls and total time on each rank, with min/mean/max and the imbalance; empty on other
+    /// ranks and in single-process runs.
+    pub fn ranks(&self) -> &[crate::mpi::RankSpread] {
+        &self.ranks
     }
 
     /// The region named `name`.

@@ -303,8 +303,11 @@ fn lanes_of_exited_threads_are_reclaimed() {
     // Every thread is still in the thread table (the 8 warm-up threads included).
     assert_eq!(value(&r, "threads"), 100_000 + 8);
     let growth = value(&r, "growth_kib");
+    // Before lanes were reclaimed this was ~18 KiB per thread (+1.8 GiB here). The release
+    // figure with default settings is ~26 MiB (README); this debug child on a loaded CI core
+    // measured 25-37 MiB, so the bound leaves room for the allocator's slack.
     assert!(
-        growth < 32 * 1024,
+        growth < 48 * 1024,
         "RSS grew {growth} KiB over 100 000 threads"
     );
     println!("100 000 short-lived threads: RSS growth {growth} KiB");

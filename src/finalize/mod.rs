@@ -92,11 +92,20 @@ pub(crate) fn run(
     to: Option<&Path>,
 ) -> Result<Option<Report>, Error> {
     let finalize_ns = shared.clock.now_ns();
-    let mut snap = snapshot(shared, flusher)?;
+    let mut snap = match snapshot(shared, flusher) {
+        Ok(s) => s,
+        // Multi-rank, the other ranks still wait for this one's part: it tells them it has none.
+        Err(e) => {
+            let publishes = to.is_some() || shared.config.output.is_some();
+            return Err(crate::mpi::abandon(shared, e, publishes));
+        }
+    };
     let phase_calls: u64 = snap.regions.iter().map(|r| r.row.stats.count).sum();
+    // Multi-rank: every rank takes the same early return (the rest is collective).
+    let any_calls = crate::mpi::sum_calls(shared, phase_calls);
     // At drop with nothing new since an explicit finalize, its file stays as it is; only sink
     // results that appear at shutdown (LIKWID's) are added to it.
-    if trigger == Trigger::Drop && state.finalized && phase_calls == 0 {
+    if trigger == Trigger::Drop && state.finalized && any_calls == 0 {
         return append_late_sink_data(shared, state, snap);
     }
     // A rotation with nothing completed in its period writes no file (the next phase, and
@@ -159,12 +168,16 @@ pub(crate) fn run(
         return Ok(Some(report));
     }
     let target = target(shared, state, to);
-    if let (Ok(()), Some((path, numbered))) = (&result, &target) {
-        match publish(shared, state, path, *numbered, &data, &scan) {
+    // Multi-rank, a rank whose phase failed still takes part in the (collective) publish.
+    let collective = crate::mpi::rank_of(shared).is_some();
+    if let (true, Some((path, numbered))) = (result.is_ok() || collective, &target) {
+        let ok = result.is_ok();
+        match publish(shared, state, path, *numbered, &data, &scan, ok) {
             Ok(written) => report.file = Some(written),
-            Err(e) => result = Err(e),
+            Err(e) => result = result.and(Err(e)),
         }
     }
+    crate::mpi::gather_spread(shared, &mut report);
     match (&result, &spool_phase) {
         (Ok(()), Some(p)) => {
             let _ = std::fs::remove_file(p);
@@ -177,7 +190,7 @@ pub(crate) fn run(
         }
         _ => {}
     }
-    print(shared, state, trigger, &report, &result, phase_calls);
+    print(shared, state, trigger, &report, &result, any_calls);
     result.map(|()| Some(report))
 }
 
@@ -394,6 +407,7 @@ fn report(
         tree,
         file: None,
         overhead: None,
+        ranks: Vec::new(),
     }
 }
 
@@ -419,8 +433,10 @@ fn publish(
     numbered: bool,
     data: &PhaseData,
     scan: &Scan,
+    ok: bool,
 ) -> Result<PathBuf, Error> {
     let config = &shared.config;
+    let mut write = crate::mpi::phase_writer(shared, path, data, scan, ok);
     let mut opts = WriteOptions {
         gzip: config.gzip,
         durable: config.durable,
@@ -433,12 +449,12 @@ fn publish(
         let mut last = None;
         let mut written = None;
         for candidate in names::candidates(path, "late", 1).take(1000) {
-            if std::fs::symlink_metadata(&candidate).is_ok() {
+            if std::fs::symlink_metadata(&candidate).is_ok() && !write.collective() {
                 continue;
             }
-            match crate::output::hdf5::write_scanned(&candidate, data, scan, &opts) {
-                Ok(id) => {
-                    written = Some((candidate, id));
+            match write.write(&candidate, &opts) {
+                Ok(w) => {
+                    written = Some(w);
                     break;
                 }
                 Err(e) if is_exists(&e) => last = Some(e),
@@ -459,9 +475,9 @@ fn publish(
             }
         }
     } else {
-        let id = crate::output::hdf5::write_scanned(path, data, scan, &opts)?;
-        (path.to_path_buf(), id)
+        write.write(path, &opts)?
     };
+    drop(write);
     let (written, id) = written;
     state.last_was_late = taken;
     // The inode HDF5 created (rename keeps it), for a later reopen.
@@ -497,7 +513,7 @@ fn print(
     phase_calls: u64,
 ) {
     let config = &shared.config;
-    if trigger == Trigger::Drop && state.last_was_late {
+    if trigger == Trigger::Drop && state.last_was_late && crate::mpi::prints_summary(shared) {
         if let Some(file) = &report.file {
             eprintln!(
                 "scope-profiler: {phase_calls} call(s) completed after the last finalize; written \
@@ -506,7 +522,7 @@ fn print(
             );
         }
     }
-    if !config.summary || trigger == Trigger::Rotation {
+    if !config.summary || trigger == Trigger::Rotation || !crate::mpi::prints_summary(shared) {
         return;
     }
     let target = report.file.as_deref();
@@ -517,6 +533,7 @@ fn print(
         (None, None) => "scope-profiler".to_owned(),
     };
     eprint!("{}", crate::output::summary::render(report, &title));
+    eprint!("{}", crate::mpi::render_spread(report));
     if let Err(e) = result {
         eprintln!("scope-profiler: {e}");
     }
@@ -532,7 +549,9 @@ fn append_late_sink_data(
     let sink_data = shared.sinks.as_ref().is_some_and(|s| s.has_final_data());
     let spool_phase = snap.spool_phase.clone();
     let mut result = Ok(());
-    if sink_data && shared.config.mode != Mode::Disabled {
+    // (Multi-rank files are written by rank 0 only: late sink data is not appended to them.)
+    let single = crate::mpi::rank_of(shared).is_none();
+    if sink_data && single && shared.config.mode != Mode::Disabled {
         let now = shared.clock.now_ns();
         let mut data = load(shared, snap, now, now);
         if let Some(sinks) = &shared.sinks {

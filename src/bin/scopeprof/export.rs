@@ -47,7 +47,9 @@ pub(crate) fn run(cmd: Cmd) -> Result<(), String> {
             };
             flamegraph(&file, &output, folded, group, rank, sort_run_items)
         }
-        Cmd::Recover { .. } => Err("recover does not read in a child process".into()),
+        Cmd::Recover { .. } | Cmd::Merge { .. } => {
+            Err("recover and merge do not read in a child process".into())
+        }
     }
 }
 

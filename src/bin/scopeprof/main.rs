@@ -5,6 +5,7 @@
 //! scopeprof export --format perfetto|chrome FILE -o OUT   a timeline for ui.perfetto.dev
 //! scopeprof flamegraph FILE -o OUT.svg [--folded]         exclusive-time flamegraph
 //! scopeprof recover OUTPUT.h5 [--spool SPOOL]             a profile from a crashed run's spool
+//! scopeprof merge OUTPUT.h5 RUN.rank0.h5 RUN.rank1.h5 ...  one multi-rank file from per-rank files
 //! ```
 //!
 //! Files are read in a child process (see `supervise`): a corrupt file gives exit status 2 and
@@ -94,6 +95,15 @@ enum Cmd {
         #[arg(long)]
         spool: Option<PathBuf>,
     },
+    /// Join single-rank profiles (`<stem>.rank<N>.h5`, written per rank under an MPI launcher
+    /// without the `mpi` feature, or recovered) into one multi-rank profile.
+    Merge {
+        /// The multi-rank profile to write.
+        output: PathBuf,
+        /// The single-rank profiles; each one's rank is the `N` of `.rank<N>` in its name.
+        #[arg(required = true)]
+        inputs: Vec<PathBuf>,
+    },
 }
 
 /// Timeline formats.
@@ -112,6 +122,7 @@ fn main() -> ExitCode {
             file.display().to_string()
         }
         Cmd::Recover { output, spool } => return recover(output, spool.as_ref()),
+        Cmd::Merge { output, inputs } => return merge(output, inputs),
     };
     if !supervise::is_child() {
         return supervise::run_child(&file, Duration::from_secs(cli.stall_secs.max(1)));
@@ -120,6 +131,26 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(msg) => {
             eprintln!("scopeprof: {msg}");
+            ExitCode::from(supervise::BAD_INPUT)
+        }
+    }
+}
+
+/// The `merge` subcommand (in-process, as `recover`).
+fn merge(output: &PathBuf, inputs: &[PathBuf]) -> ExitCode {
+    match scope_profiler::merge_ranks(inputs, output) {
+        Ok(m) => {
+            println!(
+                "merged {} ranks {:?} ({} calls) into {}",
+                m.ranks.len(),
+                m.ranks,
+                m.calls,
+                m.file.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("scopeprof: {}: {e}", output.display());
             ExitCode::from(supervise::BAD_INPUT)
         }
     }

@@ -1,0 +1,265 @@
+//! Multi-rank runs: every MPI rank's calls in one schema-3 file.
+//!
+//! - [`merge`]: one multi-rank file from single-rank files (the core of everything below, and
+//!   [`merge_ranks`](crate::merge_ranks) for files written separately).
+//! - `launcher` (always): under an MPI launcher without the `mpi` feature, each rank writes
+//!   `<stem>.rank<N>.h5`.
+//! - `relay` and `clocks` (feature `mpi`): with [`Builder::mpi`](crate::Builder::mpi), each
+//!   finalize is collective; every rank writes its phase to a private part file, rank 0 pulls
+//!   the parts one rank at a time in bounded messages (a token relay) and appends them to the
+//!   one output, shifting each rank's times onto rank 0's clock.
+
+pub(crate) mod launcher;
+pub(crate) mod merge;
+#[cfg(feature = "mpi")]
+pub(crate) mod relay;
+mod spread;
+
+use std::path::{Path, PathBuf};
+
+pub use spread::RankSpread;
+
+use crate::state::Shared;
+
+/// `<stem>.rank<N>.<ext>` beside `output`: a rank's own file (launcher mode) and the base
+/// name of its spool (both modes), so `recover` names the rank.
+pub(crate) fn rank_path(output: &Path, rank: u32) -> PathBuf {
+    let stem = output.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match output.extension() {
+        Some(ext) => format!("{stem}.rank{rank}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.rank{rank}"),
+    };
+    output.with_file_name(name)
+}
+
+/// A private file of `rank` beside `target`: `.<name>.rank<N>.<pid>.<kind>`.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) fn part_name(target: &Path, rank: u32, kind: &str) -> PathBuf {
+    let name = target.file_name().unwrap_or_default().to_string_lossy();
+    target.with_file_name(format!(".{name}.rank{rank}.{}.{kind}", std::process::id()))
+}
+
+/// Where this rank's spool lives: beside its own `<stem>.rank<N>.h5` in a multi-rank run
+/// (ranks share the output path), else beside the output.
+pub(crate) fn spool_base(shared: &Shared, output: &Path) -> PathBuf {
+    match rank_of(shared) {
+        Some((rank, _)) => rank_path(output, rank),
+        None => output.to_path_buf(),
+    }
+}
+
+/// `(rank, size)` when [`Builder::mpi`](crate::Builder::mpi) is on.
+pub(crate) fn rank_of(_shared: &Shared) -> Option<(u32, u32)> {
+    #[cfg(feature = "mpi")]
+    if let Some(m) = &_shared.mpi {
+        return Some((m.rank, m.size));
+    }
+    None
+}
+
+/// The sum of `calls` over ranks (collective with `mpi`; `calls` itself without), so that
+/// every rank takes the same early return in a finalize.
+pub(crate) fn sum_calls(_shared: &Shared, calls: u64) -> u64 {
+    #[cfg(feature = "mpi")]
+    if let Some(m) = &_shared.mpi {
+        return m.sum(calls);
+    }
+    calls
+}
+
+/// Whether this process prints the summary (rank 0 of a multi-rank run, or any other run).
+pub(crate) fn prints_summary(shared: &Shared) -> bool {
+    rank_of(shared).is_none_or(|(rank, _)| rank == 0)
+}
+
+/// Collective: rank 0's report gets every region's spread over ranks (nothing elsewhere).
+pub(crate) fn gather_spread(_shared: &Shared, _report: &mut crate::Report) {
+    #[cfg(feature = "mpi")]
+    if let Some(m) = &_shared.mpi {
+        let mine = spread::encode(_report.regions());
+        let all = m.gather_bytes(&mine);
+        if m.rank == 0 {
+            _report.ranks = spread::combine(&all);
+        }
+    }
+}
+
+/// Ends MPI at the guard's drop if `build()` started it.
+pub(crate) fn finish(_shared: &Shared) {
+    #[cfg(feature = "mpi")]
+    if let Some(m) = &_shared.mpi {
+        m.finish();
+    }
+}
+
+/// This rank's MPI after `build()` (nothing without the feature).
+#[cfg(feature = "mpi")]
+pub(crate) type Handle = Option<relay::Mpi>;
+/// This rank's MPI after `build()` (nothing without the feature).
+#[cfg(not(feature = "mpi"))]
+pub(crate) type Handle = ();
+
+/// At `build()`: starts or joins MPI for [`Builder::mpi`](crate::Builder::mpi); without it,
+/// gives a rank started by an MPI launcher its own output file.
+///
+/// # Errors
+/// `mpi(true)` without the feature, with rotation or the aggregate mode; MPI fails to start.
+pub(crate) fn setup(config: &mut crate::state::Config) -> Result<Handle, crate::Error> {
+    use crate::{Error, Mode};
+    if config.mpi {
+        #[cfg(not(feature = "mpi"))]
+        return Err(Error::FeatureDisabled {
+            option: "mpi",
+            feature: "mpi",
+        });
+        #[cfg(feature = "mpi")]
+        {
+            let conflict = if config.rotate_every.is_some() {
+                Some("rotate_every (ranks would rotate at different moments)")
+            } else if config.mode == Mode::Aggregate {
+                Some("Mode::Aggregate (its files hold no per-call rows to merge)")
+            } else {
+                None
+            };
+            if let Some(c) = conflict {
+                return Err(Error::InvalidOption {
+                    option: "mpi",
+                    reason: format!("cannot be combined with {c}"),
+                });
+            }
+            return relay::Mpi::init().map(Some);
+        }
+    }
+    if config.mode != Mode::Disabled {
+        if let Some(output) = &config.output {
+            if let Some((path, line)) = launcher::per_rank_output(output, |k| std::env::var(k).ok())
+            {
+                eprintln!("{line}");
+                config.output = Some(path);
+            }
+        }
+    }
+    #[cfg(feature = "mpi")]
+    return Ok(None);
+    #[cfg(not(feature = "mpi"))]
+    Ok(())
+}
+
+/// The "across ranks" table for rank 0's summary ("" elsewhere).
+pub(crate) fn render_spread(report: &crate::Report) -> String {
+    spread::render(report.ranks())
+}
+
+/// Writes one phase's file: directly, or (multi-rank) through this rank's part file and the
+/// collective relay. Removes the part file when dropped.
+pub(crate) struct PhaseWriter<'a> {
+    shared: &'a Shared,
+    target: &'a Path,
+    data: &'a crate::output::model::PhaseData,
+    scan: &'a crate::output::events::Scan,
+    ok: bool,
+    /// This rank's part file, once written (or why there is none).
+    part: Option<Result<PathBuf, String>>,
+    /// Rank 0: every rank's clock offset, once measured.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    offsets: Option<Vec<(i64, i64)>>,
+}
+
+/// The writer for one phase whose configured target is `target`; `ok`: this rank's phase
+/// is sound (else, multi-rank, it tells rank 0 it has no part).
+pub(crate) fn phase_writer<'a>(
+    shared: &'a Shared,
+    target: &'a Path,
+    data: &'a crate::output::model::PhaseData,
+    scan: &'a crate::output::events::Scan,
+    ok: bool,
+) -> PhaseWriter<'a> {
+    PhaseWriter {
+        shared,
+        target,
+        data,
+        scan,
+        ok,
+        part: None,
+        offsets: None,
+    }
+}
+
+impl PhaseWriter<'_> {
+    /// Whether writes are collective (every rank must make the same calls).
+    pub(crate) fn collective(&self) -> bool {
+        rank_of(self.shared).is_some()
+    }
+
+    /// Writes the phase at `candidate`; returns where it was published and its
+    /// `(device, inode)` (`(0, 0)` where this process did not publish it).
+    ///
+    /// # Errors
+    /// As `write_scanned`; multi-rank, any rank's failure (the same error on every rank).
+    pub(crate) fn write(
+        &mut self,
+        candidate: &Path,
+        opts: &crate::output::hdf5::WriteOptions,
+    ) -> Result<(PathBuf, (u64, u64)), crate::Error> {
+        #[cfg(feature = "mpi")]
+        if let Some(m) = &self.shared.mpi {
+            if self.part.is_none() {
+                self.part = Some(if self.ok {
+                    let p = part_name(self.target, m.rank, "part");
+                    let part_opts = crate::output::hdf5::WriteOptions {
+                        no_replace: false,
+                        ..*opts
+                    };
+                    crate::output::hdf5::write_scanned(&p, self.data, self.scan, &part_opts)
+                        .map(|_| p)
+                        .map_err(|e| e.to_string())
+                } else {
+                    Err("its phase failed (see that rank's own error)".into())
+                });
+            }
+            let clock = self.shared.clock;
+            let offsets = self
+                .offsets
+                .get_or_insert_with(|| m.clock_offsets(&|| clock.now_ns()));
+            let part = self.part.as_ref().map_or(Err(String::new()), Clone::clone);
+            let published = m.publish(&part, candidate, opts, offsets)?;
+            let id = match m.rank {
+                0 => crate::files::identity(&published).map_or((0, 0), |(d, i, _)| (d, i)),
+                _ => (0, 0),
+            };
+            return Ok((published, id));
+        }
+        let _ = (self.ok, self.target);
+        crate::output::hdf5::write_scanned(candidate, self.data, self.scan, opts)
+            .map(|id| (candidate.to_path_buf(), id))
+    }
+}
+
+impl Drop for PhaseWriter<'_> {
+    fn drop(&mut self) {
+        if let Some(Ok(p)) = &self.part {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// A rank whose finalize failed before the collective steps: it takes part in them as a rank
+/// with no part (so the others get an error instead of waiting forever) and returns `e`.
+/// `publishes`: the phase has a target file (the others then run the relay).
+pub(crate) fn abandon(_shared: &Shared, e: crate::Error, _publishes: bool) -> crate::Error {
+    #[cfg(feature = "mpi")]
+    if let Some(m) = &_shared.mpi {
+        // At least one call, so that no rank takes the "nothing new" early return.
+        m.sum(1);
+        if _shared.config.mode != crate::Mode::Disabled && _publishes {
+            let clock = _shared.clock;
+            let offsets = m.clock_offsets(&|| clock.now_ns());
+            let why = Err(format!("its finalize failed: {e}"));
+            let opts = crate::output::hdf5::WriteOptions::default();
+            let target = _shared.config.output.clone().unwrap_or_default();
+            let _ = m.publish(&why, &target, &opts, &offsets);
+        }
+        let _ = m.gather_bytes(&[]);
+    }
+    e
+}
