@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 
 use crate::output::events;
 use crate::output::hdf5::WriteOptions;
-use crate::output::model::{Layout, PhaseData, RegionRow, SpooledCalls};
+use crate::output::model::{Layout, PhaseData, RegionRow, SpooledCalls, ThreadRow};
 use crate::spool::{self, SpoolContents};
 use crate::stats::Stats;
 use crate::{Error, SESSION_REGION};
@@ -37,6 +37,8 @@ use crate::{Error, SESSION_REGION};
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Recovered {
+    /// The profile written.
+    pub output: PathBuf,
     /// The spool files that were read (and, for [`recover`], removed).
     pub spools: Vec<PathBuf>,
     /// Spool files of other (older) runs that were left alone.
@@ -47,6 +49,32 @@ pub struct Recovered {
     pub calls: u64,
     /// Bytes at the end of a spool that a crash cut off mid-frame (ignored).
     pub torn_bytes: u64,
+}
+
+/// What the `recover` commands print: the calls and regions written, the bytes a crash cut
+/// off, and the spools of older runs left alone, one line each.
+impl std::fmt::Display for Recovered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "recovered {} calls in {} regions from {} spool file(s) into {}",
+            self.calls,
+            self.regions,
+            self.spools.len(),
+            self.output.display()
+        )?;
+        if self.torn_bytes > 0 {
+            write!(
+                f,
+                "\nignored {} bytes of a frame cut short by the crash",
+                self.torn_bytes
+            )?;
+        }
+        for p in &self.other_runs {
+            write!(f, "\nleft alone (an older run): {}", p.display())?;
+        }
+        Ok(())
+    }
 }
 
 /// Recovers the unpublished calls of the most recent run that wrote `output` from the spool
@@ -292,117 +320,134 @@ fn pass0(path: &Path) -> std::io::Result<Pass0> {
     })
 }
 
+/// What the spools of one run hold together: the last header and thread table, every
+/// region, and per-region counts (columnar) or statistics (aggregate).
+#[derive(Default)]
+struct Combined {
+    header: spool::Header,
+    threads: Vec<ThreadRow>,
+    torn_bytes: u64,
+    names: Vec<(String, String, i64)>,
+    counts: Vec<u64>,
+    aggregate: Vec<Stats>,
+    /// Earliest start and latest end of the calls.
+    span: Option<(i64, i64)>,
+}
+
+impl Combined {
+    fn of(spools: &[Pass0]) -> Combined {
+        let mut all = Combined::default();
+        for p in spools {
+            let c = &p.contents;
+            all.header = c.header.clone();
+            all.torn_bytes += c.torn_bytes;
+            if !c.threads.is_empty() {
+                all.threads = c.threads.clone();
+            }
+            let n = c.regions.len().max(p.counts.len());
+            if all.names.len() < n {
+                all.names.resize(n, Default::default());
+                all.counts.resize(n, 0);
+                all.aggregate.resize(n, Stats::default());
+            }
+            for (id, r) in c.regions.iter().enumerate() {
+                all.names[id] = r.clone();
+            }
+            for (id, k) in p.counts.iter().enumerate() {
+                all.counts[id] += k;
+            }
+            for (id, s) in &c.aggregate {
+                if let Some(a) = all.aggregate.get_mut(*id as usize) {
+                    *a = a.merge(s);
+                }
+            }
+            if let Some((s, e)) = p.span {
+                all.span = Some(all.span.map_or((s, e), |(a, b)| (a.min(s), b.max(e))));
+            }
+        }
+        all
+    }
+
+    fn layout(&self) -> Layout {
+        if self.header.aggregate {
+            Layout::Aggregate
+        } else {
+            Layout::Columnar
+        }
+    }
+
+    /// The phase's first and last clock values: the calls' span, widened to `build()`.
+    fn bounds(&self) -> (i64, i64) {
+        let t0 = self.header.start_time_ns;
+        let (start, end) = self.span.unwrap_or((t0, t0));
+        (start.min(t0), end.max(t0))
+    }
+
+    /// The region rows (a synthetic session first when the spools have none), each spool
+    /// region's row (`u32::MAX`: no calls) and the calls they hold.
+    fn rows(&self) -> (Vec<RegionRow>, Vec<u32>, u64) {
+        let mut rows: Vec<RegionRow> = Vec::new();
+        let mut row_of = vec![u32::MAX; self.names.len()];
+        if !self.names.iter().any(|(n, _, _)| n == SESSION_REGION) {
+            let session_thread = self
+                .threads
+                .iter()
+                .find(|t| t.name == "main")
+                .map_or(0, |t| t.index);
+            let (start, end) = self.bounds();
+            rows.push(RegionRow::session(
+                start,
+                end - start,
+                session_thread,
+                self.layout(),
+            ));
+        }
+        let mut calls = 0;
+        for (id, (name, file, line)) in self.names.iter().enumerate() {
+            let stats = if self.header.aggregate {
+                self.aggregate[id]
+            } else {
+                Stats {
+                    count: self.counts[id],
+                    ..Stats::default()
+                }
+            };
+            if stats.count == 0 {
+                continue;
+            }
+            calls += stats.count;
+            row_of[id] = rows.len() as u32;
+            rows.push(RegionRow {
+                file: file.clone(),
+                line: *line,
+                stats,
+                ..RegionRow::new(name.clone())
+            });
+        }
+        (rows, row_of, calls)
+    }
+}
+
 /// Writes the spools of one run as one phase (streaming their calls).
 fn write(output: &Path, spools: &[Pass0], no_replace: bool) -> Result<Recovered, Error> {
-    let mut header = spool::Header::default();
-    let mut threads = Vec::new();
-    let mut torn = 0;
-    let mut names: Vec<(String, String, i64)> = Vec::new();
-    let mut counts: Vec<u64> = Vec::new();
-    let mut aggregate: Vec<Stats> = Vec::new();
-    let mut span: Option<(i64, i64)> = None;
-    for p in spools {
-        let c = &p.contents;
-        header = c.header.clone();
-        torn += c.torn_bytes;
-        if !c.threads.is_empty() {
-            threads = c.threads.clone();
-        }
-        let n = c.regions.len().max(p.counts.len());
-        if names.len() < n {
-            names.resize(n, Default::default());
-            counts.resize(n, 0);
-            aggregate.resize(n, Stats::default());
-        }
-        for (id, r) in c.regions.iter().enumerate() {
-            names[id] = r.clone();
-        }
-        for (id, k) in p.counts.iter().enumerate() {
-            counts[id] += k;
-        }
-        for (id, s) in &c.aggregate {
-            if let Some(a) = aggregate.get_mut(*id as usize) {
-                *a = merge(a, s);
-            }
-        }
-        if let Some((s, e)) = p.span {
-            span = Some(span.map_or((s, e), |(a, b)| (a.min(s), b.max(e))));
-        }
-    }
-    let layout = if header.aggregate {
-        Layout::Aggregate
-    } else {
-        Layout::Columnar
-    };
-    let mut rows: Vec<RegionRow> = Vec::new();
-    let mut row_of = vec![u32::MAX; names.len()];
-    let has_session = names.iter().any(|(n, _, _)| n == SESSION_REGION);
-    let (start, end) = span.unwrap_or((header.start_time_ns, header.start_time_ns));
-    let (start, end) = (
-        start.min(header.start_time_ns),
-        end.max(header.start_time_ns),
-    );
-    if !has_session {
-        let session_thread = threads
-            .iter()
-            .find(|t| t.name == "main")
-            .map_or(0, |t| t.index);
-        rows.push(RegionRow::session(
-            start,
-            end - start,
-            session_thread,
-            layout,
-        ));
-    }
-    let mut calls = 0;
-    for (id, (name, file, line)) in names.iter().enumerate() {
-        let stats = if header.aggregate {
-            aggregate[id]
-        } else {
-            Stats {
-                count: counts[id],
-                ..Stats::default()
-            }
-        };
-        if stats.count == 0 {
-            continue;
-        }
-        calls += stats.count;
-        row_of[id] = rows.len() as u32;
-        rows.push(RegionRow {
-            name: name.clone(),
-            file: file.clone(),
-            line: *line,
-            stats,
-            calls: Vec::new(),
-            gpu_count: 0,
-            gpu_total: 0,
-            exclusive_ns: -1,
-        });
-    }
-    let regions = rows.len() - usize::from(!has_session);
+    let all = Combined::of(spools);
+    let (rows, row_of, calls) = all.rows();
+    // The synthetic session row (added when the spools have none) is not a recovered region.
+    let synthetic = !all.names.iter().any(|(n, _, _)| n == SESSION_REGION);
+    let regions = rows.len() - usize::from(synthetic);
+    let layout = all.layout();
     let data = PhaseData {
-        layout,
-        regions: rows,
-        start_time_ns: header.start_time_ns,
-        finalize_time_ns: end,
-        timestamp: header.timestamp.clone(),
-        label: header.label.clone(),
-        dropped: 0,
-        losses: Default::default(),
-        perf: None,
-        likwid: None,
-        threads,
-        tasks: Vec::new(),
-        polls: Vec::new(),
-        region_names: Vec::new(),
-        track_threads: header.track_threads,
-        track_async: false,
+        start_time_ns: all.header.start_time_ns,
+        finalize_time_ns: all.bounds().1,
+        timestamp: all.header.timestamp.clone(),
+        label: all.header.label.clone(),
+        threads: all.threads,
+        track_threads: all.header.track_threads,
         spooled: Some(SpooledCalls {
             files: spools.iter().map(|p| p.path.clone()).collect(),
             row_of,
         }),
-        extra: Default::default(),
+        ..PhaseData::new(layout, rows)
     };
     let scan = match layout {
         Layout::Columnar => events::scan(&data, Some((0, false)))?,
@@ -414,30 +459,11 @@ fn write(output: &Path, spools: &[Pass0], no_replace: bool) -> Result<Recovered,
     };
     crate::output::hdf5::write_scanned(output, &data, &scan, &opts)?;
     Ok(Recovered {
+        output: output.to_path_buf(),
         spools: spools.iter().map(|p| p.path.clone()).collect(),
         other_runs: Vec::new(),
         regions,
         calls,
-        torn_bytes: torn,
+        torn_bytes: all.torn_bytes,
     })
-}
-
-/// Combines two sets of statistics (Chan et al.'s parallel update).
-fn merge(a: &Stats, b: &Stats) -> Stats {
-    if a.count == 0 {
-        return *b;
-    }
-    if b.count == 0 {
-        return *a;
-    }
-    let n = (a.count + b.count) as f64;
-    let delta = b.mean - a.mean;
-    Stats {
-        count: a.count + b.count,
-        total: a.total + b.total,
-        min: a.min.min(b.min),
-        max: a.max.max(b.max),
-        mean: a.mean + delta * b.count as f64 / n,
-        m2: a.m2 + b.m2 + delta * delta * a.count as f64 * b.count as f64 / n,
-    }
 }

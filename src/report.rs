@@ -97,6 +97,17 @@ pub(crate) struct Losses {
     pub corrupt: u64,
 }
 
+/// Why a phase's summary has no call tree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Flat {
+    /// The aggregate layout keeps no calls to nest.
+    Aggregate,
+    /// Two calls of one lane partly overlap.
+    Overlap,
+    /// Only part of the calls were kept (in memory, above the cap).
+    Truncated,
+}
+
 /// The result of one [`FlushGuard::finalize`](crate::FlushGuard::finalize).
 ///
 /// It covers the calls completed since the previous finalize (a "phase"); regions that
@@ -112,6 +123,9 @@ pub struct Report {
     pub(crate) wall_ns: u64,
     pub(crate) warnings: Vec<String>,
     pub(crate) tree: Option<Vec<crate::nesting::TreeRow>>,
+    /// Why the summary is a flat table rather than the call tree (`None`: a tree, or none was
+    /// asked for).
+    pub(crate) flat: Option<Flat>,
     pub(crate) file: Option<std::path::PathBuf>,
     pub(crate) overhead: Option<crate::overhead::SelfCost>,
     /// Rank 0 of a multi-rank run: every region's spread over ranks.

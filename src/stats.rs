@@ -37,6 +37,26 @@ impl Stats {
         self.m2 += delta * (x - self.mean);
     }
 
+    /// The statistics of both streams together (Chan et al.'s parallel update).
+    pub fn merge(&self, other: &Stats) -> Stats {
+        if self.count == 0 {
+            return *other;
+        }
+        if other.count == 0 {
+            return *self;
+        }
+        let n = (self.count + other.count) as f64;
+        let delta = other.mean - self.mean;
+        Stats {
+            count: self.count + other.count,
+            total: self.total + other.total,
+            min: self.min.min(other.min),
+            max: self.max.max(other.max),
+            mean: self.mean + delta * other.count as f64 / n,
+            m2: self.m2 + other.m2 + delta * delta * self.count as f64 * other.count as f64 / n,
+        }
+    }
+
     /// Population standard deviation (numpy's default), 0 when empty.
     pub fn std(&self) -> f64 {
         if self.count == 0 {
@@ -70,6 +90,29 @@ mod tests {
         assert_eq!((s.min, s.max), (1, 1000));
         assert!((s.mean - mean).abs() < 1e-9);
         assert!((s.std() - var.sqrt()).abs() < 1e-9);
+    }
+
+    #[test]
+    fn merged_halves_match_the_whole() {
+        let values = [5u64, 1, 9, 9, 2, 7, 1000, 3, 44];
+        let (mut whole, mut a, mut b) = (Stats::default(), Stats::default(), Stats::default());
+        for (k, &v) in values.iter().enumerate() {
+            whole.add(v);
+            if k < 4 {
+                a.add(v)
+            } else {
+                b.add(v)
+            }
+        }
+        let m = a.merge(&b);
+        assert_eq!(
+            (m.count, m.total, m.min, m.max),
+            (whole.count, whole.total, 1, 1000)
+        );
+        assert!((m.mean - whole.mean).abs() < 1e-9);
+        assert!((m.m2 - whole.m2).abs() < 1e-6 * whole.m2);
+        assert_eq!(Stats::default().merge(&a), a);
+        assert_eq!(a.merge(&Stats::default()), a);
     }
 
     #[test]

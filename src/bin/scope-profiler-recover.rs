@@ -26,22 +26,7 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(r) => {
-            println!(
-                "recovered {} calls in {} regions from {} spool file(s) into {}",
-                r.calls,
-                r.regions,
-                r.spools.len(),
-                args.last().map(String::as_str).unwrap_or("")
-            );
-            if r.torn_bytes > 0 {
-                println!(
-                    "ignored {} bytes of a frame cut short by the crash",
-                    r.torn_bytes
-                );
-            }
-            for p in &r.other_runs {
-                println!("left alone (an older run): {}", p.display());
-            }
+            println!("{r}");
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -25,7 +25,7 @@ use crate::flush::{Command, Snapshot};
 use crate::output::events::{self, Scan};
 use crate::output::hdf5::WriteOptions;
 use crate::output::model::{Layout, PhaseData, RegionRow, SpooledCalls};
-use crate::report::{RegionStats, Report};
+use crate::report::{Flat, RegionStats, Report};
 use crate::state::Shared;
 use crate::{Error, Mode, SESSION_REGION};
 
@@ -396,6 +396,13 @@ fn report(
     } else {
         scan.nested.as_ref().and_then(|n| n.tree.clone())
     };
+    let flat = if data.layout == Layout::Aggregate {
+        Some(Flat::Aggregate)
+    } else if facts.truncated {
+        Some(Flat::Truncated)
+    } else {
+        scan.not_nested.map(|_| Flat::Overlap)
+    };
     Report {
         regions,
         dropped: facts.dropped,
@@ -405,6 +412,7 @@ fn report(
         wall_ns: (finalize_ns - phase_start_ns).max(0) as u64,
         warnings,
         tree,
+        flat,
         file: None,
         overhead: None,
         ranks: Vec::new(),

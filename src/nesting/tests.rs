@@ -3,49 +3,21 @@ use crate::output::model::{CallRecord, Layout, PhaseData, RegionRow};
 
 fn row(name: &str, calls: &[(i64, i64, u32, i64)]) -> RegionRow {
     RegionRow {
-        name: name.into(),
-        file: String::new(),
-        line: -1,
-        stats: Stats::default(),
         calls: calls
             .iter()
             .map(|&(s, e, thread, task)| CallRecord {
-                start_ns: s,
-                dur_ns: e - s,
-                thread,
                 task,
-                await_ns: 0,
-                gpu_ns: -1,
-                call_id: -1,
-                parent_id: -1,
+                ..CallRecord::new(s, e - s, thread)
             })
             .collect(),
-        gpu_count: 0,
-        gpu_total: 0,
-        exclusive_ns: -1,
+        ..RegionRow::new(name)
     }
 }
 
 fn phase(regions: Vec<RegionRow>) -> PhaseData {
     PhaseData {
-        layout: Layout::Columnar,
-        regions,
-        start_time_ns: 0,
         finalize_time_ns: 100,
-        timestamp: String::new(),
-        label: None,
-        dropped: 0,
-        losses: Default::default(),
-        perf: None,
-        likwid: None,
-        threads: Vec::new(),
-        tasks: Vec::new(),
-        polls: Vec::new(),
-        region_names: Vec::new(),
-        track_threads: false,
-        track_async: false,
-        spooled: None,
-        extra: Default::default(),
+        ..PhaseData::new(Layout::Columnar, regions)
     }
 }
 

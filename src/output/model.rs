@@ -36,6 +36,23 @@ pub(crate) struct CallRecord {
     pub parent_id: i64,
 }
 
+impl CallRecord {
+    /// A call from `start_ns` lasting `dur_ns` on thread `thread`, outside any task, not yet
+    /// nested (no await time, no device time).
+    pub(crate) fn new(start_ns: i64, dur_ns: i64, thread: u32) -> CallRecord {
+        CallRecord {
+            start_ns,
+            dur_ns,
+            thread,
+            task: -1,
+            await_ns: 0,
+            gpu_ns: -1,
+            call_id: -1,
+            parent_id: -1,
+        }
+    }
+}
+
 /// One recording thread (`thread_table`), times absolute on the profiler clock.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct ThreadRow {
@@ -113,33 +130,33 @@ pub(crate) struct RegionRow {
 }
 
 impl RegionRow {
+    /// A region named `name` with no calls yet, no source location and nesting unknown.
+    pub(crate) fn new(name: impl Into<String>) -> RegionRow {
+        RegionRow {
+            name: name.into(),
+            file: String::new(),
+            line: -1,
+            stats: Stats::default(),
+            calls: Vec::new(),
+            gpu_count: 0,
+            gpu_total: 0,
+            exclusive_ns: -1,
+        }
+    }
+
     /// The synthetic `scope_profiler.session` region: one call from `start_ns` lasting
     /// `dur_ns` on thread `thread` (no call in the aggregate layout, only its statistics).
     pub(crate) fn session(start_ns: i64, dur_ns: i64, thread: u32, layout: Layout) -> RegionRow {
         let mut stats = Stats::default();
         stats.add(dur_ns.max(0) as u64);
         RegionRow {
-            name: crate::SESSION_REGION.to_owned(),
-            file: String::new(),
-            line: -1,
             stats,
             calls: if layout == Layout::Columnar {
-                vec![CallRecord {
-                    start_ns,
-                    dur_ns: dur_ns.max(0),
-                    thread,
-                    task: -1,
-                    await_ns: 0,
-                    gpu_ns: -1,
-                    call_id: -1,
-                    parent_id: -1,
-                }]
+                vec![CallRecord::new(start_ns, dur_ns.max(0), thread)]
             } else {
                 Vec::new()
             },
-            gpu_count: 0,
-            gpu_total: 0,
-            exclusive_ns: -1,
+            ..RegionRow::new(crate::SESSION_REGION)
         }
     }
 }
@@ -195,6 +212,31 @@ pub(crate) struct SpooledCalls {
 }
 
 impl PhaseData {
+    /// A phase of `regions` with everything else empty: no threads, tasks or polls, no
+    /// losses, times 0. Readers and tests fill in what they have with struct update syntax.
+    pub(crate) fn new(layout: Layout, regions: Vec<RegionRow>) -> PhaseData {
+        PhaseData {
+            layout,
+            regions,
+            start_time_ns: 0,
+            finalize_time_ns: 0,
+            timestamp: String::new(),
+            label: None,
+            dropped: 0,
+            losses: Default::default(),
+            perf: None,
+            likwid: None,
+            threads: Vec::new(),
+            tasks: Vec::new(),
+            polls: Vec::new(),
+            region_names: Vec::new(),
+            track_threads: false,
+            track_async: false,
+            spooled: None,
+            extra: Default::default(),
+        }
+    }
+
     /// Hands every call to `f` with its row: first the calls held in memory, row by row, then
     /// those in the spool files in spool order. Every pass over a phase sees the same order.
     /// With `keep_lanes`, returns the task rows and polls the spool files hold.

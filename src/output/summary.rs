@@ -4,10 +4,11 @@
 use std::collections::HashMap;
 
 use crate::guard::SESSION_REGION;
+use crate::nesting::TreeRow;
+use crate::report::{Flat, RegionStats, Report};
 
 /// What the summary says when no span ever reached the layer.
 pub(crate) const NO_SPANS: &str = "no spans reached the profiler; is a global filter hiding them?";
-use crate::report::{RegionStats, Report};
 
 /// Renders the report as the summary table (ends with a newline): the call tree with `(own)`
 /// rows when nesting is known, else one flat row per region; GPU and perf columns when any
@@ -17,21 +18,77 @@ pub(crate) fn render(report: &Report, title: &str) -> String {
         // Not one span since build(): an empty table would only look like a broken profiler.
         return format!("scope-profiler ({title}): {NO_SPANS}\n");
     }
-    let secs = |ns: f64| ns / 1e9;
-    let regions: Vec<&RegionStats> = report.regions().iter().filter(|r| r.calls > 0).collect();
-    let gpu = regions.iter().any(|r| r.gpu_calls > 0);
-    let perf_names: Vec<String> = regions
-        .iter()
-        .find(|r| !r.perf.is_empty())
-        .map(|r| r.perf.iter().map(|(n, _)| n.clone()).collect())
-        .unwrap_or_default();
-    let by_name: HashMap<&str, &RegionStats> =
-        regions.iter().map(|r| (r.name.as_str(), *r)).collect();
-    let by_name = |name: &str| by_name.get(name).copied();
-    // Extra columns of a region: GPU totals and perf counters.
-    let extras = |r: Option<&RegionStats>| {
-        let mut cells = Vec::new();
+    let columns = Columns::of(report);
+    let mut rows = match &report.tree {
+        Some(tree) => columns.tree_rows(tree),
+        None => columns.flat_rows(),
+    };
+    if rows.is_empty() {
+        let mut row = vec!["(no calls)".to_owned()];
+        row.extend(std::iter::repeat_n(
+            "-".to_owned(),
+            columns.headers.len() - 1,
+        ));
+        rows.push(row);
+    }
+    let mut out = boxed(&columns.headers, &rows);
+    out += &info_box(&info_lines(report, title, &columns));
+    out
+}
+
+fn secs(ns: f64) -> f64 {
+    ns / 1e9
+}
+
+/// The table's columns: which optional ones this phase has, and their headers.
+struct Columns<'a> {
+    /// Regions with calls this phase.
+    regions: Vec<&'a RegionStats>,
+    /// Whether any region has device times (two GPU columns).
+    gpu: bool,
+    /// perf counter names (one column each).
+    perf_names: Vec<String>,
+    /// The session's wall-clock coverage, when the tree has a session root (`% session`).
+    session_ns: Option<i64>,
+    headers: Vec<String>,
+}
+
+impl<'a> Columns<'a> {
+    fn of(report: &'a Report) -> Columns<'a> {
+        let regions: Vec<&RegionStats> = report.regions().iter().filter(|r| r.calls > 0).collect();
+        let gpu = regions.iter().any(|r| r.gpu_calls > 0);
+        let perf_names: Vec<String> = regions
+            .iter()
+            .find(|r| !r.perf.is_empty())
+            .map(|r| r.perf.iter().map(|(n, _)| n.clone()).collect())
+            .unwrap_or_default();
+        let session_ns = report.tree.as_ref().and_then(|t| {
+            t.iter()
+                .find(|r| r.depth == 0 && r.name == SESSION_REGION)
+                .map(|r| r.coverage_ns)
+        });
+        let mut headers: Vec<String> = vec!["region".into(), "calls".into()];
+        if session_ns.is_some() {
+            headers.push("% session".into());
+        }
+        headers.extend(["total [s]", "avg [s]", "min [s]", "max [s]", "std [s]"].map(String::from));
         if gpu {
+            headers.extend(["gpu total [s]".to_owned(), "gpu avg [s]".to_owned()]);
+        }
+        headers.extend(perf_names.iter().cloned());
+        Columns {
+            regions,
+            gpu,
+            perf_names,
+            session_ns,
+            headers,
+        }
+    }
+
+    /// A region's extra cells (GPU totals, perf counters); dashes for `None`.
+    fn extras(&self, r: Option<&RegionStats>) -> Vec<String> {
+        let mut cells = Vec::new();
+        if self.gpu {
             match r.filter(|r| r.gpu_calls > 0) {
                 Some(r) => {
                     cells.push(format!("{:.6}", secs(r.gpu_total_ns as f64)));
@@ -43,70 +100,62 @@ pub(crate) fn render(report: &Report, title: &str) -> String {
                 None => cells.extend(["-".to_owned(), "-".to_owned()]),
             }
         }
-        for name in &perf_names {
+        for name in &self.perf_names {
             let v = r.and_then(|r| r.perf.iter().find(|(n, _)| n == name));
             cells.push(v.map_or_else(|| "-".to_owned(), |(_, v)| v.to_string()));
         }
         cells
-    };
-
-    let mut headers: Vec<String> = vec!["region".into(), "calls".into()];
-    let session_ns = report.tree.as_ref().and_then(|t| {
-        t.iter()
-            .find(|r| r.depth == 0 && r.name == SESSION_REGION)
-            .map(|r| r.coverage_ns)
-    });
-    if session_ns.is_some() {
-        headers.push("% session".into());
     }
-    headers.extend(["total [s]", "avg [s]", "min [s]", "max [s]", "std [s]"].map(String::from));
-    if gpu {
-        headers.extend(["gpu total [s]".to_owned(), "gpu avg [s]".to_owned()]);
-    }
-    headers.extend(perf_names.iter().cloned());
 
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    match &report.tree {
-        Some(tree) => {
-            // A region's first (shallowest) row carries its region-wide extras.
-            let mut first_row: HashMap<&str, usize> = HashMap::new();
-            for (i, t) in tree.iter().enumerate().filter(|(_, t)| !t.own) {
-                first_row.entry(t.name.as_str()).or_insert(i);
-            }
-            for (i, t) in tree.iter().enumerate() {
-                let prefix = if t.depth == 0 {
-                    String::new()
-                } else {
-                    format!("{}└─ ", "│ ".repeat(t.depth - 1))
-                };
-                let mut row = vec![
-                    format!("{prefix}{}{}", t.name, if t.recursive { " ↻" } else { "" }),
-                    if t.own { "-".into() } else { compact(t.calls) },
-                ];
-                if let Some(session) = session_ns {
-                    let pct = 100.0 * t.coverage_ns as f64 / session.max(1) as f64;
-                    row.push(format!("{pct:.2}%"));
-                }
-                row.push(format!("{:.6}", secs(t.total_ns as f64)));
-                if t.own {
-                    row.extend(std::iter::repeat_n("-".to_owned(), 4));
-                    row.extend(std::iter::repeat_n("-".to_owned(), extras(None).len()));
-                } else {
-                    let st = &t.stats;
-                    row.push(format!("{:.3e}", secs(st.mean)));
-                    row.push(format!("{:.3e}", secs(st.min as f64)));
-                    row.push(format!("{:.3e}", secs(st.max as f64)));
-                    row.push(format!("{:.3e}", secs(st.std())));
-                    let r = (first_row.get(t.name.as_str()) == Some(&i))
-                        .then(|| by_name(&t.name))
-                        .flatten();
-                    row.extend(extras(r));
-                }
-                rows.push(row);
-            }
+    /// One row per tree node, indented by depth; a region's first (shallowest) row carries
+    /// its region-wide extras.
+    fn tree_rows(&self, tree: &[TreeRow]) -> Vec<Vec<String>> {
+        let by_name: HashMap<&str, &RegionStats> =
+            self.regions.iter().map(|r| (r.name.as_str(), *r)).collect();
+        let mut first_row: HashMap<&str, usize> = HashMap::new();
+        for (i, t) in tree.iter().enumerate().filter(|(_, t)| !t.own) {
+            first_row.entry(t.name.as_str()).or_insert(i);
         }
-        None => {
-            for r in &regions {
+        let mut rows = Vec::with_capacity(tree.len());
+        for (i, t) in tree.iter().enumerate() {
+            let prefix = if t.depth == 0 {
+                String::new()
+            } else {
+                format!("{}└─ ", "│ ".repeat(t.depth - 1))
+            };
+            let mut row = vec![
+                format!("{prefix}{}{}", t.name, if t.recursive { " ↻" } else { "" }),
+                if t.own { "-".into() } else { compact(t.calls) },
+            ];
+            if let Some(session) = self.session_ns {
+                let pct = 100.0 * t.coverage_ns as f64 / session.max(1) as f64;
+                row.push(format!("{pct:.2}%"));
+            }
+            row.push(format!("{:.6}", secs(t.total_ns as f64)));
+            if t.own {
+                row.extend(std::iter::repeat_n("-".to_owned(), 4));
+                row.extend(std::iter::repeat_n("-".to_owned(), self.extras(None).len()));
+            } else {
+                let st = &t.stats;
+                row.push(format!("{:.3e}", secs(st.mean)));
+                row.push(format!("{:.3e}", secs(st.min as f64)));
+                row.push(format!("{:.3e}", secs(st.max as f64)));
+                row.push(format!("{:.3e}", secs(st.std())));
+                let r = (first_row.get(t.name.as_str()) == Some(&i))
+                    .then(|| by_name.get(t.name.as_str()).copied())
+                    .flatten();
+                row.extend(self.extras(r));
+            }
+            rows.push(row);
+        }
+        rows
+    }
+
+    /// One row per region.
+    fn flat_rows(&self) -> Vec<Vec<String>> {
+        self.regions
+            .iter()
+            .map(|r| {
                 let mut row = vec![
                     r.name.clone(),
                     compact(r.calls),
@@ -116,19 +165,18 @@ pub(crate) fn render(report: &Report, title: &str) -> String {
                     format!("{:.3e}", secs(r.max_ns as f64)),
                     format!("{:.3e}", secs(r.std_ns)),
                 ];
-                row.extend(extras(Some(r)));
-                rows.push(row);
-            }
-        }
+                row.extend(self.extras(Some(r)));
+                row
+            })
+            .collect()
     }
-    let n_regions = regions.len();
-    if rows.is_empty() {
-        let mut row = vec!["(no calls)".to_owned()];
-        row.extend(std::iter::repeat_n("-".to_owned(), headers.len() - 1));
-        rows.push(row);
-    }
+}
+
+/// The rounded box: headers, a rule, then the rows; the first column left-aligned, the
+/// others right-aligned.
+fn boxed(headers: &[String], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = headers.iter().map(|h| width(h)).collect();
-    for row in &rows {
+    for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(width(cell));
         }
@@ -148,13 +196,19 @@ pub(crate) fn render(report: &Report, title: &str) -> String {
     let inner = widths.iter().sum::<usize>() + 3 * (widths.len() - 1) + 2;
     let bar = "─".repeat(inner);
     let mut out = format!("\n  ╭{bar}╮\n");
-    out += &line(&headers);
+    out += &line(headers);
     out += &format!("  ├{bar}┤\n");
-    for row in &rows {
+    for row in rows {
         out += &line(row);
     }
     out += &format!("  ╰{bar}╯\n");
+    out
+}
 
+/// The "Info" box's lines: wall clock, losses, waits, warnings, the profiler's own cost and
+/// how to read the table.
+fn info_lines(report: &Report, title: &str, columns: &Columns<'_>) -> Vec<String> {
+    let n_regions = columns.regions.len();
     let mut info = vec![format!("Summary: {title}"), String::new()];
     info.push(format!(
         "Wall clock {:.6} s; {} region(s).",
@@ -201,16 +255,30 @@ pub(crate) fn render(report: &Report, title: &str) -> String {
         info.push("Regions may nest, so the summed total can exceed the wall-clock time.".into());
     }
     if report.tree.is_none() && n_regions > 1 {
-        info.push(
-            "Flat table: calls overlap on a thread (track_async(true) gives tasks lanes).".into(),
-        );
+        match report.flat {
+            Some(Flat::Overlap) => info.push(
+                "Flat table: calls overlap on a thread (track_async(true) gives tasks lanes)."
+                    .into(),
+            ),
+            Some(Flat::Truncated) => info.push(
+                "Flat table: only part of this phase's calls were kept in memory (give an \
+                 output file to keep them all)."
+                    .into(),
+            ),
+            Some(Flat::Aggregate) | None => {}
+        }
     }
-    if session_ns.is_some() {
+    if columns.session_ns.is_some() {
         info.push("% session uses wall-clock coverage; overlapping calls count once.".into());
     }
+    info
+}
+
+/// The lines in a titled box as wide as the longest.
+fn info_box(info: &[String]) -> String {
     let w = info.iter().map(|l| width(l)).max().unwrap_or(0) + 2;
-    out += &format!("\n  ╭─ Info {}╮\n", "─".repeat(w.saturating_sub(7)));
-    for l in &info {
+    let mut out = format!("\n  ╭─ Info {}╮\n", "─".repeat(w.saturating_sub(7)));
+    for l in info {
         out += &format!("  │ {l}{} │\n", " ".repeat(w - 2 - width(l)));
     }
     out += &format!("  ╰{}╯\n", "─".repeat(w));
@@ -313,6 +381,30 @@ mod tests {
         let s = render(&report, "t");
         assert!(s.contains("(no calls)"));
         assert!(s.contains("0 region(s)"));
+    }
+
+    #[test]
+    fn the_overlap_note_is_only_printed_for_overlaps() {
+        let two = vec![region("a", 1, 10), region("b", 1, 10)];
+        let note = "Flat table: calls overlap";
+        for (flat, shown) in [
+            (None, false),
+            (Some(Flat::Aggregate), false),
+            (Some(Flat::Overlap), true),
+        ] {
+            let report = Report {
+                regions: two.clone(),
+                flat,
+                ..Report::default()
+            };
+            assert_eq!(render(&report, "t").contains(note), shown, "{flat:?}");
+        }
+        let report = Report {
+            regions: two,
+            flat: Some(Flat::Truncated),
+            ..Report::default()
+        };
+        assert!(render(&report, "t").contains("only part of this phase's calls"));
     }
 
     #[test]

@@ -154,6 +154,7 @@ impl Calls {
             };
         };
         let tree: Option<Vec<TreeRow>> = nest(&mut data, 0).ok().map(|_| call_tree(&data));
+        let flat = tree.is_none().then_some(crate::report::Flat::Overlap);
         let calls = || data.regions.iter().flat_map(|r| r.calls.iter());
         let first = calls().map(|c| c.start_ns).min().unwrap_or(0);
         let last = calls().map(|c| c.start_ns + c.dur_ns).max().unwrap_or(0);
@@ -167,6 +168,7 @@ impl Calls {
             regions,
             wall_ns: last.saturating_sub(first).max(0) as u64,
             tree,
+            flat,
             ..Report::default()
         };
         Summary {
@@ -222,16 +224,7 @@ impl Profile {
             let next = regions.len();
             let k = *by_name.entry(name).or_insert(next);
             if k == next {
-                regions.push(RegionRow {
-                    name: name.to_owned(),
-                    file: String::new(),
-                    line: -1,
-                    stats: Stats::default(),
-                    calls: Vec::new(),
-                    gpu_count: 0,
-                    gpu_total: 0,
-                    exclusive_ns: -1,
-                });
+                regions.push(RegionRow::new(name));
             }
             totals.resize(regions.len(), 0);
             let region = &mut regions[k];
@@ -270,24 +263,8 @@ impl Profile {
             Ok(())
         })?;
         Ok(PhaseData {
-            layout: Layout::Columnar,
-            regions,
             start_time_ns: self.start_time_ns().unwrap_or(0),
-            finalize_time_ns: 0,
-            timestamp: String::new(),
-            label: None,
-            dropped: 0,
-            losses: Default::default(),
-            perf: None,
-            likwid: None,
-            threads: Vec::new(),
-            tasks: Vec::new(),
-            polls: Vec::new(),
-            region_names: Vec::new(),
-            track_threads: false,
-            track_async: false,
-            spooled: None,
-            extra: Default::default(),
+            ..PhaseData::new(Layout::Columnar, regions)
         })
     }
 
@@ -316,6 +293,7 @@ impl Profile {
         Summary {
             report: Report {
                 regions,
+                flat: Some(crate::report::Flat::Aggregate),
                 ..Report::default()
             },
             title,

@@ -2,14 +2,9 @@ use super::*;
 
 fn call(start: i64, dur: i64) -> CallRecord {
     CallRecord {
-        start_ns: start,
-        dur_ns: dur,
-        thread: 1,
         task: 3,
         await_ns: 4,
-        gpu_ns: -1,
-        call_id: -1,
-        parent_id: -1,
+        ..CallRecord::new(start, dur, 1)
     }
 }
 

@@ -164,22 +164,7 @@ fn recover(output: &PathBuf, spool: Option<&PathBuf>) -> ExitCode {
     };
     match result {
         Ok(r) => {
-            println!(
-                "recovered {} calls in {} regions from {} spool file(s) into {}",
-                r.calls,
-                r.regions,
-                r.spools.len(),
-                output.display()
-            );
-            if r.torn_bytes > 0 {
-                println!(
-                    "ignored {} bytes of a frame cut short by the crash",
-                    r.torn_bytes
-                );
-            }
-            for p in &r.other_runs {
-                println!("left alone (an older run): {}", p.display());
-            }
+            println!("{r}");
             ExitCode::SUCCESS
         }
         Err(e) => {

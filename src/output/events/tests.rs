@@ -3,28 +3,10 @@ use crate::output::model::{Layout, RegionRow};
 
 /// A phase of nested calls on three threads, in completion order, held in memory.
 fn phase(roots: i64) -> PhaseData {
-    let call = |start: i64, end: i64, thread: u32| CallRecord {
-        start_ns: start,
-        dur_ns: end - start,
-        thread,
-        task: -1,
-        await_ns: 0,
-        gpu_ns: -1,
-        call_id: -1,
-        parent_id: -1,
-    };
+    let call = |start: i64, end: i64, thread: u32| CallRecord::new(start, end - start, thread);
     let mut rows: Vec<RegionRow> = ["outer", "inner", "leaf"]
-        .iter()
-        .map(|n| RegionRow {
-            name: (*n).into(),
-            file: String::new(),
-            line: -1,
-            stats: Stats::default(),
-            calls: Vec::new(),
-            gpu_count: 0,
-            gpu_total: 0,
-            exclusive_ns: -1,
-        })
+        .into_iter()
+        .map(RegionRow::new)
         .collect();
     for t in 0..3u32 {
         for k in 0..roots {
@@ -43,24 +25,8 @@ fn phase(roots: i64) -> PhaseData {
         }
     }
     PhaseData {
-        layout: Layout::Columnar,
-        regions: rows,
-        start_time_ns: 0,
-        finalize_time_ns: 0,
-        timestamp: String::new(),
-        label: None,
-        dropped: 0,
-        losses: Default::default(),
-        perf: None,
-        likwid: None,
-        threads: Vec::new(),
-        tasks: Vec::new(),
-        polls: Vec::new(),
-        region_names: Vec::new(),
         track_threads: true,
-        track_async: false,
-        spooled: None,
-        extra: Default::default(),
+        ..PhaseData::new(Layout::Columnar, rows)
     }
 }
 

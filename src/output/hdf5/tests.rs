@@ -17,49 +17,30 @@ fn row(name: &str, calls: &[(i64, i64, u32, i64)]) -> RegionRow {
         .map(|&(start, end, thread, task)| {
             stats.add((end - start) as u64);
             CallRecord {
-                start_ns: start,
-                dur_ns: end - start,
-                thread,
                 task,
                 await_ns: if task >= 0 { 7 } else { 0 },
-                gpu_ns: -1,
-                call_id: -1,
-                parent_id: -1,
+                ..CallRecord::new(start, end - start, thread)
             }
         })
         .collect();
     RegionRow {
-        name: name.to_string(),
         file: "src/main.rs".to_string(),
         line: 42,
         stats,
         calls,
-        gpu_count: 0,
-        gpu_total: 0,
-        exclusive_ns: -1,
+        ..RegionRow::new(name)
     }
 }
 
 fn phase(layout: Layout, regions: Vec<RegionRow>) -> PhaseData {
     PhaseData {
-        layout,
-        regions,
         start_time_ns: 500,
         finalize_time_ns: 10_000_000,
         timestamp: "2026-01-01T00:00:00+00:00".to_string(),
         label: Some("demo".to_string()),
         dropped: 3,
-        losses: Default::default(),
-        perf: None,
-        likwid: None,
-        threads: Vec::new(),
-        tasks: Vec::new(),
-        polls: Vec::new(),
-        region_names: Vec::new(),
         track_threads: true,
-        track_async: false,
-        spooled: None,
-        extra: Default::default(),
+        ..PhaseData::new(layout, regions)
     }
 }
 
