@@ -1,40 +1,19 @@
 //! `ScopeLayer::builder()`: options, their validation and the environment overrides.
 //!
 //! Everything is checked in [`Builder::build`], so a mistake (an unwritable output path, a
-//! zero flush interval) is an [`Error`] before the program starts, never a panic later.
-//!
-//! Environment overrides, read at `build()` so instrumentation can stay in production code:
-//!
-//! | variable | effect |
-//! |---|---|
-//! | `SCOPE_PROFILER=off` (also `0`, `false`, `disabled`) | forces [`Mode::Disabled`] |
-//! | `SCOPE_PROFILER_OUTPUT=path` | replaces the output path (unless `no_output()` was set) |
+//! zero flush interval) is an [`Error`] before the program starts, never a panic later. The
+//! options themselves, their checks and the environment overrides are in [`crate::config`].
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::guard::FlushGuard;
 use crate::layer::ScopeLayer;
 use crate::sink::Sinks;
-use crate::state::{Config, Shared};
+use crate::config::{Config, Mode};
+use crate::state::Shared;
 use crate::Error;
-
-/// What the profiler records.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Mode {
-    /// Records nothing, and changes nothing for the other layers of the subscriber (they see
-    /// every span and event as without this layer). Alone in a registry, its level hint `OFF`
-    /// lets `tracing` skip spans before calling the subscriber, so they cost what they cost
-    /// without a subscriber. For a switch at run time see [`FlushGuard::pause`].
-    Disabled,
-    /// Exact per-region statistics (count, total, min, max, mean, std) in O(regions) memory;
-    /// no per-call data. Files use the aggregate layout.
-    Aggregate,
-    /// Every call's start and end, per thread lane, plus the statistics (the default).
-    #[default]
-    TimeOnly,
-}
 
 /// Configures and builds a [`ScopeLayer`] and its [`FlushGuard`].
 ///
@@ -55,90 +34,13 @@ pub enum Mode {
 #[derive(Clone, Debug)]
 #[must_use = "call .build() to get the layer"]
 pub struct Builder {
-    mode: Mode,
-    output: Option<PathBuf>,
-    summary: bool,
-    label: Option<String>,
-    flush_interval: Duration,
-    track_threads: bool,
-    track_async: bool,
-    gzip: Option<u8>,
-    perf_events: Vec<String>,
-    perf_skip_unsupported: bool,
-    likwid: bool,
-    nvtx: bool,
-    cuda_timing: bool,
-    cuda_sync_on_exit: bool,
-    cuda_stream: usize,
-    rotate_every: Option<Duration>,
-    max_files: Option<usize>,
-    durable: bool,
-    line_timing: bool,
-    capture_source: bool,
-    source_roots: Vec<PathBuf>,
-    compensate_overhead: bool,
-    mpi: bool,
-    buffering: Buffering,
+    config: Config,
 }
-
-/// How the recording threads buffer records (see [`Builder::buffer_budget`],
-/// [`Builder::lossy`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Buffering {
-    /// Bytes of record buffers all threads together may hold.
-    pub budget: usize,
-    /// Drop instead of waiting for the flusher.
-    pub lossy: bool,
-    /// The longest a thread waits for the flusher before it drops.
-    pub max_wait: Duration,
-    /// Test-only fault injection: the flusher panics in this complete drain.
-    pub fail_flusher_at: Option<u64>,
-}
-
-impl Default for Buffering {
-    fn default() -> Self {
-        Buffering {
-            budget: DEFAULT_BUFFER_BUDGET,
-            lossy: false,
-            max_wait: Duration::from_millis(100),
-            fail_flusher_at: None,
-        }
-    }
-}
-
-/// The default [`Builder::buffer_budget`]: 64 MiB.
-pub const DEFAULT_BUFFER_BUDGET: usize = 64 << 20;
-
-/// The smallest [`Builder::buffer_budget`] accepted: 1 MiB.
-pub const MIN_BUFFER_BUDGET: usize = 1 << 20;
 
 impl Default for Builder {
     fn default() -> Self {
         Builder {
-            mode: Mode::TimeOnly,
-            output: Some(PathBuf::from("profiling_data.h5")),
-            summary: true,
-            label: None,
-            flush_interval: Duration::from_secs(1),
-            track_threads: false,
-            track_async: false,
-            gzip: None,
-            perf_events: Vec::new(),
-            perf_skip_unsupported: false,
-            likwid: false,
-            nvtx: false,
-            cuda_timing: false,
-            cuda_sync_on_exit: false,
-            cuda_stream: 0,
-            rotate_every: None,
-            max_files: None,
-            durable: false,
-            line_timing: false,
-            capture_source: true,
-            source_roots: Vec::new(),
-            compensate_overhead: false,
-            mpi: false,
-            buffering: Buffering::default(),
+            config: Config::default(),
         }
     }
 }
@@ -146,62 +48,64 @@ impl Default for Builder {
 impl Builder {
     /// What to record (default [`Mode::TimeOnly`]).
     pub fn mode(mut self, mode: Mode) -> Self {
-        self.mode = mode;
+        self.config.mode = mode;
         self
     }
 
     /// Where finalize writes the HDF5 profile (default `profiling_data.h5`, like the Python
     /// package). The location is checked at `build()`.
     pub fn output(mut self, path: impl Into<PathBuf>) -> Self {
-        self.output = Some(path.into());
+        self.config.output = Some(path.into());
         self
     }
 
     /// Keeps results in memory only: finalize returns the [`Report`](crate::Report) and
     /// writes no file.
     pub fn no_output(mut self) -> Self {
-        self.output = None;
+        self.config.output = None;
         self
     }
 
     /// Whether finalize prints the summary table to stderr (default `true`).
     pub fn summary(mut self, on: bool) -> Self {
-        self.summary = on;
+        self.config.summary = on;
         self
     }
 
     /// A label for the run, stored in the file and shown in summaries.
     pub fn label(mut self, label: impl Into<String>) -> Self {
-        self.label = Some(label.into());
+        self.config.label = Some(label.into());
         self
     }
 
-    /// How often the flusher drains the buffers being written (default 1 s). Full buffers
-    /// are collected every few milliseconds regardless.
+    /// How often the flusher writes the calls it has assembled to the spool file beside the
+    /// output (default 1 s): what a crash can lose at most, since a later `build()` recovers
+    /// the spool. Draining the recording threads' buffers does not depend on it: the flusher
+    /// drains every 2 ms, and at once when a thread waits for a buffer.
     pub fn flush_interval(mut self, interval: Duration) -> Self {
-        self.flush_interval = interval;
+        self.config.flush_interval = interval;
         self
     }
 
     /// Records the thread of every call (each OS thread is a lane).
     pub fn track_threads(mut self, on: bool) -> Self {
-        self.track_threads = on;
+        self.config.track_threads = on;
         self
     }
 
     /// Records the Tokio task of every call and its await-suspended time; implies
     /// [`track_threads`](Self::track_threads).
     pub fn track_async(mut self, on: bool) -> Self {
-        self.track_async = on;
+        self.config.track_async = on;
         if on {
-            self.track_threads = true;
+            self.config.track_threads = true;
         }
         self
     }
 
     /// Compresses the file's event columns with gzip (deflate + shuffle) at `level` 0-9.
     pub fn gzip(mut self, level: u8) -> Self {
-        self.gzip = Some(level);
+        self.config.gzip = Some(level);
         self
     }
 
@@ -218,48 +122,48 @@ impl Builder {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.perf_events = events.into_iter().map(Into::into).collect();
+        self.config.perf_events = events.into_iter().map(Into::into).collect();
         self
     }
 
     /// With `true`, perf events the machine cannot count are dropped at `build()` (and named in
     /// the summary) instead of failing the build.
     pub fn perf_skip_unsupported(mut self, on: bool) -> Self {
-        self.perf_skip_unsupported = on;
+        self.config.perf_skip_unsupported = on;
         self
     }
 
     /// LIKWID marker regions named after the regions (`liblikwid` is loaded at run time).
     /// Needs the `likwid` feature.
     pub fn likwid(mut self, on: bool) -> Self {
-        self.likwid = on;
+        self.config.likwid = on;
         self
     }
 
     /// NVTX ranges named after the regions, for Nsight Systems. Needs the `nvtx` feature.
     pub fn nvtx(mut self, on: bool) -> Self {
-        self.nvtx = on;
+        self.config.nvtx = on;
         self
     }
 
     /// CUDA-event device time per call (`libcuda` is loaded at run time; no GPU driver is an
     /// error at `build()`). Needs the `cuda` feature.
     pub fn cuda_timing(mut self, on: bool) -> Self {
-        self.cuda_timing = on;
+        self.config.cuda_timing = on;
         self
     }
 
     /// With CUDA timing, synchronize the stream at every exit so the CPU end time includes the
     /// device work.
     pub fn cuda_sync_on_exit(mut self, on: bool) -> Self {
-        self.cuda_sync_on_exit = on;
+        self.config.cuda_sync_on_exit = on;
         self
     }
 
     /// The CUDA stream to record events on, as its raw `CUstream` handle (default 0: the
     /// default stream).
     pub fn cuda_stream(mut self, raw_stream: usize) -> Self {
-        self.cuda_stream = raw_stream;
+        self.config.cuda_stream = raw_stream;
         self
     }
 
@@ -282,14 +186,14 @@ impl Builder {
     /// # Ok::<(), scope_profiler::Error>(())
     /// ```
     pub fn rotate_every(mut self, period: Duration) -> Self {
-        self.rotate_every = Some(period);
+        self.config.rotate_every = Some(period);
         self
     }
 
     /// With [`rotate_every`](Self::rotate_every): keeps only the newest `n` phase files this
     /// profiler wrote, deleting the oldest after each rotation.
     pub fn max_files(mut self, n: usize) -> Self {
-        self.max_files = Some(n);
+        self.config.max_files = Some(n);
         self
     }
 
@@ -297,7 +201,7 @@ impl Builder {
     /// are fsynced before and after the rename, so power loss keeps everything up to the last
     /// flush (default `false`: a killed process loses nothing flushed, power loss may).
     pub fn durable(mut self, on: bool) -> Self {
-        self.durable = on;
+        self.config.durable = on;
         self
     }
 
@@ -315,7 +219,7 @@ impl Builder {
     /// # Ok::<(), scope_profiler::Error>(())
     /// ```
     pub fn line_timing(mut self, on: bool) -> Self {
-        self.line_timing = on;
+        self.config.line_timing = on;
         self
     }
 
@@ -324,14 +228,14 @@ impl Builder {
     /// enclosing block of an `info_span!` (at most 200 lines / 16 KiB). Default `true`; a file
     /// that cannot be found gives an empty text, never an error.
     pub fn capture_source(mut self, on: bool) -> Self {
-        self.capture_source = on;
+        self.config.capture_source = on;
         self
     }
 
     /// Another directory to look for callsite source files in (after the working directory
     /// and `CARGO_MANIFEST_DIR`). May be given several times.
     pub fn source_root(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.source_roots.push(dir.into());
+        self.config.source_roots.push(dir.into());
         self
     }
 
@@ -339,7 +243,7 @@ impl Builder {
     /// metadata key) from its parent's exclusive time, in the summary and in
     /// `exclusive_totals`. Raw durations are never changed. Default `false`.
     pub fn compensate_overhead(mut self, on: bool) -> Self {
-        self.compensate_overhead = on;
+        self.config.compensate_overhead = on;
         self
     }
 
@@ -367,12 +271,12 @@ impl Builder {
     /// # Ok::<(), scope_profiler::Error>(())
     /// ```
     pub fn mpi(mut self, on: bool) -> Self {
-        self.mpi = on;
+        self.config.mpi = on;
         self
     }
 
     /// Bounds the memory of all recording threads' buffers together (default
-    /// [`DEFAULT_BUFFER_BUDGET`], 64 MiB; at least [`MIN_BUFFER_BUDGET`]). Buffers are taken
+    /// [`DEFAULT_BUFFER_BUDGET`](crate::DEFAULT_BUFFER_BUDGET), 64 MiB; at least [`MIN_BUFFER_BUDGET`](crate::MIN_BUFFER_BUDGET)). Buffers are taken
     /// from and returned to one pool, so the bound holds for any number of threads, and those
     /// of exited threads are reused. When the budget is used up because the flusher is behind,
     /// a recording thread waits for it (see [`lossy`](Self::lossy)).
@@ -385,7 +289,7 @@ impl Builder {
     /// # Ok::<(), scope_profiler::Error>(())
     /// ```
     pub fn buffer_budget(mut self, bytes: usize) -> Self {
-        self.buffering.budget = bytes;
+        self.config.buffering.budget = bytes;
         self
     }
 
@@ -400,7 +304,7 @@ impl Builder {
     /// whole call, which is counted ([`Report::dropped_calls`](crate::Report::dropped_calls));
     /// a profile never holds half a call.
     pub fn lossy(mut self, on: bool) -> Self {
-        self.buffering.lossy = on;
+        self.config.buffering.lossy = on;
         self
     }
 
@@ -410,7 +314,7 @@ impl Builder {
     /// counts exact on a machine too loaded to run the flusher often; a shorter one bounds the
     /// stall a service's threads can see.
     pub fn backpressure_timeout(mut self, timeout: Duration) -> Self {
-        self.buffering.max_wait = timeout;
+        self.config.buffering.max_wait = timeout;
         self
     }
 
@@ -418,78 +322,19 @@ impl Builder {
     /// never takes the program down. Not part of the stable API.
     #[doc(hidden)]
     pub fn __fail_flusher_at(mut self, n: u64) -> Self {
-        self.buffering.fail_flusher_at = Some(n);
+        self.config.buffering.fail_flusher_at = Some(n);
         self
-    }
-
-    /// The options as the immutable configuration (before environment overrides).
-    pub(crate) fn into_config(self) -> Config {
-        Config {
-            mode: self.mode,
-            output: self.output,
-            summary: self.summary,
-            label: self.label,
-            flush_interval: self.flush_interval,
-            track_threads: self.track_threads,
-            track_async: self.track_async,
-            gzip: self.gzip,
-            perf_events: self.perf_events,
-            perf_skip_unsupported: self.perf_skip_unsupported,
-            likwid: self.likwid,
-            nvtx: self.nvtx,
-            cuda_timing: self.cuda_timing,
-            cuda_sync_on_exit: self.cuda_sync_on_exit,
-            cuda_stream: self.cuda_stream,
-            rotate_every: self.rotate_every,
-            max_files: self.max_files,
-            durable: self.durable,
-            line_timing: self.line_timing,
-            capture_source: self.capture_source,
-            source_roots: self.source_roots,
-            compensate_overhead: self.compensate_overhead,
-            mpi: self.mpi,
-            buffering: self.buffering,
-        }
     }
 
     /// Validates the options, applies the environment overrides and starts the flusher.
     pub fn build(self) -> Result<(ScopeLayer, FlushGuard), Error> {
-        let mut config = self.into_config();
-        apply_env(&mut config, |k| std::env::var(k).ok());
-        if config.flush_interval.is_zero() {
-            return Err(Error::InvalidOption {
-                option: "flush_interval",
-                reason: "must be greater than zero".into(),
-            });
-        }
-        if let Some(level) = config.gzip.filter(|&l| l > 9) {
-            return Err(Error::InvalidOption {
-                option: "gzip",
-                reason: format!("level {level} is not in 0..=9"),
-            });
-        }
-        if config.buffering.budget < MIN_BUFFER_BUDGET {
-            return Err(Error::InvalidOption {
-                option: "buffer_budget",
-                reason: format!(
-                    "{} bytes is below the minimum of {MIN_BUFFER_BUDGET} (1 MiB)",
-                    config.buffering.budget
-                ),
-            });
-        }
-        if config.cuda_sync_on_exit && !config.cuda_timing {
-            return Err(Error::InvalidOption {
-                option: "cuda_sync_on_exit",
-                reason: "needs cuda_timing(true)".into(),
-            });
-        }
-        check_service_options(&config)?;
+        let mut config = self.config.finish()?;
         #[allow(clippy::let_unit_value)] // `()` without the `mpi` feature
         let _mpi = crate::mpi::setup(&mut config)?;
         let mut sinks = None;
         if config.mode != crate::Mode::Disabled {
             if let Some(path) = &config.output {
-                check_writable(path)?;
+                crate::files::check_writable(path)?;
             }
             sinks = Sinks::build(&config)?;
         }
@@ -510,129 +355,9 @@ impl Builder {
     }
 }
 
-/// Rotation and retention need each other and an output file.
-fn check_service_options(config: &Config) -> Result<(), Error> {
-    if let Some(p) = config.rotate_every {
-        if p.is_zero() {
-            return Err(Error::InvalidOption {
-                option: "rotate_every",
-                reason: "must be greater than zero".into(),
-            });
-        }
-        if config.output.is_none() && config.mode != crate::Mode::Disabled {
-            return Err(Error::InvalidOption {
-                option: "rotate_every",
-                reason: "needs an output file (it writes numbered files beside it)".into(),
-            });
-        }
-    }
-    match config.max_files {
-        Some(0) => Err(Error::InvalidOption {
-            option: "max_files",
-            reason: "must keep at least one file".into(),
-        }),
-        Some(_) if config.rotate_every.is_none() => Err(Error::InvalidOption {
-            option: "max_files",
-            reason: "needs rotate_every (it counts the numbered phase files)".into(),
-        }),
-        _ => Ok(()),
-    }
-}
-
-fn apply_env(config: &mut Config, var: impl Fn(&str) -> Option<String>) {
-    if let Some(v) = var("SCOPE_PROFILER") {
-        if matches!(
-            v.trim().to_ascii_lowercase().as_str(),
-            "off" | "0" | "false" | "disabled" | "no"
-        ) {
-            config.mode = crate::Mode::Disabled;
-        }
-    }
-    if let Some(p) = var("SCOPE_PROFILER_OUTPUT").filter(|p| !p.is_empty()) {
-        if config.output.is_some() {
-            config.output = Some(PathBuf::from(p));
-        }
-    }
-}
-
-/// Checks that a file can be created at `path` (by creating and removing a probe beside it).
-pub(crate) fn check_writable(path: &Path) -> Result<(), Error> {
-    let err = |source| Error::OutputPath {
-        path: path.to_path_buf(),
-        source,
-    };
-    if path.as_os_str().is_empty() {
-        return Err(err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "the path is empty",
-        )));
-    }
-    if path.is_dir() {
-        return Err(err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "the path is a directory",
-        )));
-    }
-    // The profile is published by renaming a file over the target: a device or a pipe there
-    // (`/dev/null`, say) would be replaced by a regular file.
-    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
-        return Err(err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "the path exists and is not a regular file (publishing would replace it)",
-        )));
-    }
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let probe = dir.join(format!(
-        ".scope-profiler-probe.{}.{:x}",
-        std::process::id(),
-        crate::clock::monotonic_ns()
-    ));
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&probe)
-        .map_err(err)?;
-    let _ = std::fs::remove_file(&probe);
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cfg() -> Config {
-        Builder::default().output("a.h5").into_config()
-    }
-
-    #[test]
-    fn env_off_disables() {
-        for v in ["off", "OFF", "0", "false", "disabled"] {
-            let mut c = cfg();
-            apply_env(&mut c, |k| (k == "SCOPE_PROFILER").then(|| v.to_owned()));
-            assert_eq!(c.mode, Mode::Disabled, "{v}");
-        }
-        let mut c = cfg();
-        apply_env(&mut c, |k| (k == "SCOPE_PROFILER").then(|| "on".to_owned()));
-        assert_eq!(c.mode, Mode::TimeOnly);
-    }
-
-    #[test]
-    fn env_output_overrides_path_but_not_no_output() {
-        let mut c = cfg();
-        apply_env(&mut c, |k| {
-            (k == "SCOPE_PROFILER_OUTPUT").then(|| "b.h5".into())
-        });
-        assert_eq!(c.output, Some(PathBuf::from("b.h5")));
-        let mut c = cfg();
-        c.output = None;
-        apply_env(&mut c, |k| {
-            (k == "SCOPE_PROFILER_OUTPUT").then(|| "b.h5".into())
-        });
-        assert_eq!(c.output, None);
-    }
 
     #[test]
     fn invalid_options_are_errors() {

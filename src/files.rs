@@ -14,6 +14,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use crate::Error;
+
 /// Creates `path` for writing; fails if anything (a file, a link) is already there.
 pub(crate) fn create_new(path: &Path, mode: u32) -> io::Result<File> {
     OpenOptions::new()
@@ -117,4 +119,48 @@ pub(crate) fn open_nofollow(path: &Path) -> io::Result<File> {
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
+}
+
+/// Checks that a file can be created at `path` (by creating and removing a probe beside it).
+pub(crate) fn check_writable(path: &Path) -> Result<(), Error> {
+    let err = |source| Error::OutputPath {
+        path: path.to_path_buf(),
+        source,
+    };
+    if path.as_os_str().is_empty() {
+        return Err(err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the path is empty",
+        )));
+    }
+    if path.is_dir() {
+        return Err(err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the path is a directory",
+        )));
+    }
+    // The profile is published by renaming a file over the target: a device or a pipe there
+    // (`/dev/null`, say) would be replaced by a regular file.
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        return Err(err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the path exists and is not a regular file (publishing would replace it)",
+        )));
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let probe = dir.join(format!(
+        ".scope-profiler-probe.{}.{:x}",
+        std::process::id(),
+        crate::clock::monotonic_ns()
+    ));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .map_err(err)?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
 }

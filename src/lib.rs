@@ -44,6 +44,7 @@
 mod assemble;
 mod builder;
 mod clock;
+mod config;
 mod error;
 mod fasthash;
 mod files;
@@ -69,7 +70,8 @@ mod stats;
 mod task;
 mod thread_rows;
 
-pub use builder::{Builder, Mode, DEFAULT_BUFFER_BUDGET, MIN_BUFFER_BUDGET};
+pub use builder::Builder;
+pub use config::{Mode, DEFAULT_BUFFER_BUDGET, MIN_BUFFER_BUDGET};
 pub use error::Error;
 pub use guard::{FlushGuard, SESSION_REGION};
 pub use layer::ScopeLayer;

@@ -2,10 +2,8 @@
 //! configuration (immutable after `build()`), the clock, new lanes, the buffer pool, the
 //! registered callsites.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use crate::clock::Clock;
 use crate::lane::chunk::CHUNK_BYTES;
@@ -13,48 +11,7 @@ use crate::lane::pool::{Policy, Pool};
 use crate::lane::Lane;
 use crate::region::Callsites;
 use crate::sink::Sinks;
-use crate::Mode;
-
-/// Options fixed at `build()`.
-#[derive(Clone, Debug)]
-pub(crate) struct Config {
-    pub mode: Mode,
-    pub output: Option<PathBuf>,
-    pub summary: bool,
-    pub label: Option<String>,
-    pub flush_interval: Duration,
-    pub track_threads: bool,
-    pub track_async: bool,
-    pub gzip: Option<u8>,
-    pub perf_events: Vec<String>,
-    #[cfg_attr(not(feature = "perf"), allow(dead_code))]
-    pub perf_skip_unsupported: bool,
-    pub likwid: bool,
-    pub nvtx: bool,
-    pub cuda_timing: bool,
-    pub cuda_sync_on_exit: bool,
-    /// Raw `CUstream` handle, 0 = the default stream.
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub cuda_stream: usize,
-    /// Automatic finalize period (numbered phase files).
-    pub rotate_every: Option<Duration>,
-    /// Numbered files kept (oldest deleted).
-    pub max_files: Option<usize>,
-    /// fsync the spool and published files.
-    pub durable: bool,
-    /// Events inside spans are line-timing checkpoints.
-    pub line_timing: bool,
-    /// Whether finalize reads each region's source text.
-    pub capture_source: bool,
-    /// Extra directories to resolve callsite paths against.
-    pub source_roots: Vec<PathBuf>,
-    /// Subtract the children's measured overhead from exclusive times.
-    pub compensate_overhead: bool,
-    /// `Builder::mpi`: one file for all ranks.
-    pub mpi: bool,
-    /// Buffer budget and drop policy.
-    pub buffering: crate::builder::Buffering,
-}
+pub(crate) use crate::config::Config;
 
 /// State shared by one layer, its lanes, its flusher and its guard.
 pub(crate) struct Shared {

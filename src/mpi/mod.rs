@@ -104,7 +104,7 @@ pub(crate) type Handle = ();
 ///
 /// # Errors
 /// `mpi(true)` without the feature, with rotation or the aggregate mode; MPI fails to start.
-pub(crate) fn setup(config: &mut crate::state::Config) -> Result<Handle, crate::Error> {
+pub(crate) fn setup(config: &mut crate::config::Config) -> Result<Handle, crate::Error> {
     use crate::{Error, Mode};
     if config.mpi {
         #[cfg(not(feature = "mpi"))]

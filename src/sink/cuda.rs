@@ -38,7 +38,7 @@ use dashmap::DashMap;
 use tracing_core::Metadata;
 
 use crate::fasthash::IdHasher;
-use crate::state::Config;
+use crate::config::Config;
 use crate::Error;
 
 type IdBuild = std::hash::BuildHasherDefault<IdHasher>;

@@ -19,7 +19,7 @@
 use tracing_core::Metadata;
 
 use crate::output::model::PhaseData;
-use crate::state::Config;
+use crate::config::Config;
 use crate::Error;
 
 #[cfg(feature = "cuda")]

@@ -29,7 +29,7 @@ use nvtx::{Domain, Str};
 use tracing_core::Metadata;
 
 use crate::fasthash::IdHasher;
-use crate::state::Config;
+use crate::config::Config;
 use crate::Error;
 
 type IdBuild = std::hash::BuildHasherDefault<IdHasher>;

@@ -44,7 +44,7 @@ use tracing_core::Metadata;
 
 use crate::fasthash::FastMap;
 use crate::output::model::{PerfRegion, PerfTotals, PhaseData};
-use crate::state::Config;
+use crate::config::Config;
 use crate::Error;
 
 /// Event names the sink understands (`perf stat -e` spelling), hardware first.

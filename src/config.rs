@@ -1,0 +1,256 @@
+//! The profiler's options: [`Mode`], the immutable [`Config`] a [`Builder`](crate::Builder)
+//! produces, its validation and the environment overrides.
+//!
+//! Environment overrides, read at `build()` so instrumentation can stay in production code:
+//!
+//! | variable | effect |
+//! |---|---|
+//! | `SCOPE_PROFILER=off` (also `0`, `false`, `no`, `disabled`) | forces [`Mode::Disabled`] |
+//! | `SCOPE_PROFILER_OUTPUT=path` | replaces the output path (unless `no_output()` was set) |
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::Error;
+
+/// What the profiler records.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Records nothing, and changes nothing for the other layers of the subscriber (they see
+    /// every span and event as without this layer). Alone in a registry, its level hint `OFF`
+    /// lets `tracing` skip spans before calling the subscriber, so they cost what they cost
+    /// without a subscriber. For a switch at run time see [`FlushGuard::pause`].
+    Disabled,
+    /// Exact per-region statistics (count, total, min, max, mean, std) in O(regions) memory;
+    /// no per-call data. Files use the aggregate layout.
+    Aggregate,
+    /// Every call's start and end, per thread lane, plus the statistics (the default).
+    #[default]
+    TimeOnly,
+}
+
+/// Options fixed at `build()`: what [`Builder`](crate::Builder) collects, then checked and
+/// overridden from the environment by [`Config::finish`].
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    pub mode: Mode,
+    pub output: Option<PathBuf>,
+    pub summary: bool,
+    pub label: Option<String>,
+    pub flush_interval: Duration,
+    pub track_threads: bool,
+    pub track_async: bool,
+    pub gzip: Option<u8>,
+    pub perf_events: Vec<String>,
+    #[cfg_attr(not(feature = "perf"), allow(dead_code))]
+    pub perf_skip_unsupported: bool,
+    pub likwid: bool,
+    pub nvtx: bool,
+    pub cuda_timing: bool,
+    pub cuda_sync_on_exit: bool,
+    /// Raw `CUstream` handle, 0 = the default stream.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub cuda_stream: usize,
+    /// Automatic finalize period (numbered phase files).
+    pub rotate_every: Option<Duration>,
+    /// Numbered files kept (oldest deleted).
+    pub max_files: Option<usize>,
+    /// fsync the spool and published files.
+    pub durable: bool,
+    /// Events inside spans are line-timing checkpoints.
+    pub line_timing: bool,
+    /// Whether finalize reads each region's source text.
+    pub capture_source: bool,
+    /// Extra directories to resolve callsite paths against.
+    pub source_roots: Vec<PathBuf>,
+    /// Subtract the children's measured overhead from exclusive times.
+    pub compensate_overhead: bool,
+    /// `Builder::mpi`: one file for all ranks.
+    pub mpi: bool,
+    /// Buffer budget and drop policy.
+    pub buffering: Buffering,
+}
+
+impl Config {
+    /// Applies the environment overrides, then checks every option: an invalid value is an
+    /// [`Error::InvalidOption`] naming it, before anything starts.
+    pub(crate) fn finish(mut self) -> Result<Config, Error> {
+        apply_env(&mut self, |k| std::env::var(k).ok());
+        let config = &self;
+        if config.flush_interval.is_zero() {
+            return Err(Error::InvalidOption {
+                option: "flush_interval",
+                reason: "must be greater than zero".into(),
+            });
+        }
+        if let Some(level) = config.gzip.filter(|&l| l > 9) {
+            return Err(Error::InvalidOption {
+                option: "gzip",
+                reason: format!("level {level} is not in 0..=9"),
+            });
+        }
+        if config.buffering.budget < MIN_BUFFER_BUDGET {
+            return Err(Error::InvalidOption {
+                option: "buffer_budget",
+                reason: format!(
+                    "{} bytes is below the minimum of {MIN_BUFFER_BUDGET} (1 MiB)",
+                    config.buffering.budget
+                ),
+            });
+        }
+        if config.cuda_sync_on_exit && !config.cuda_timing {
+            return Err(Error::InvalidOption {
+                option: "cuda_sync_on_exit",
+                reason: "needs cuda_timing(true)".into(),
+            });
+        }
+        check_service_options(config)?;
+        Ok(self)
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            mode: Mode::TimeOnly,
+            output: Some(PathBuf::from("profiling_data.h5")),
+            summary: true,
+            label: None,
+            flush_interval: Duration::from_secs(1),
+            track_threads: false,
+            track_async: false,
+            gzip: None,
+            perf_events: Vec::new(),
+            perf_skip_unsupported: false,
+            likwid: false,
+            nvtx: false,
+            cuda_timing: false,
+            cuda_sync_on_exit: false,
+            cuda_stream: 0,
+            rotate_every: None,
+            max_files: None,
+            durable: false,
+            line_timing: false,
+            capture_source: true,
+            source_roots: Vec::new(),
+            compensate_overhead: false,
+            mpi: false,
+            buffering: Buffering::default(),
+        }
+    }
+}
+
+/// How the recording threads buffer records (see [`Builder::buffer_budget`],
+/// [`Builder::lossy`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Buffering {
+    /// Bytes of record buffers all threads together may hold.
+    pub budget: usize,
+    /// Drop instead of waiting for the flusher.
+    pub lossy: bool,
+    /// The longest a thread waits for the flusher before it drops.
+    pub max_wait: Duration,
+    /// Test-only fault injection: the flusher panics in this complete drain.
+    pub fail_flusher_at: Option<u64>,
+}
+
+impl Default for Buffering {
+    fn default() -> Self {
+        Buffering {
+            budget: DEFAULT_BUFFER_BUDGET,
+            lossy: false,
+            max_wait: Duration::from_millis(100),
+            fail_flusher_at: None,
+        }
+    }
+}
+
+/// The default [`Builder::buffer_budget`]: 64 MiB.
+pub const DEFAULT_BUFFER_BUDGET: usize = 64 << 20;
+
+/// The smallest [`Builder::buffer_budget`] accepted: 1 MiB.
+pub const MIN_BUFFER_BUDGET: usize = 1 << 20;
+
+/// Rotation and retention need each other and an output file.
+fn check_service_options(config: &Config) -> Result<(), Error> {
+    if let Some(p) = config.rotate_every {
+        if p.is_zero() {
+            return Err(Error::InvalidOption {
+                option: "rotate_every",
+                reason: "must be greater than zero".into(),
+            });
+        }
+        if config.output.is_none() && config.mode != crate::Mode::Disabled {
+            return Err(Error::InvalidOption {
+                option: "rotate_every",
+                reason: "needs an output file (it writes numbered files beside it)".into(),
+            });
+        }
+    }
+    match config.max_files {
+        Some(0) => Err(Error::InvalidOption {
+            option: "max_files",
+            reason: "must keep at least one file".into(),
+        }),
+        Some(_) if config.rotate_every.is_none() => Err(Error::InvalidOption {
+            option: "max_files",
+            reason: "needs rotate_every (it counts the numbered phase files)".into(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+fn apply_env(config: &mut Config, var: impl Fn(&str) -> Option<String>) {
+    if let Some(v) = var("SCOPE_PROFILER") {
+        if matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "off" | "0" | "false" | "disabled" | "no"
+        ) {
+            config.mode = crate::Mode::Disabled;
+        }
+    }
+    if let Some(p) = var("SCOPE_PROFILER_OUTPUT").filter(|p| !p.is_empty()) {
+        if config.output.is_some() {
+            config.output = Some(PathBuf::from(p));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> Config {
+        Config {
+            output: Some(PathBuf::from("a.h5")),
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn env_off_disables() {
+        for v in ["off", "OFF", "0", "false", "disabled"] {
+            let mut c = cfg();
+            apply_env(&mut c, |k| (k == "SCOPE_PROFILER").then(|| v.to_owned()));
+            assert_eq!(c.mode, Mode::Disabled, "{v}");
+        }
+        let mut c = cfg();
+        apply_env(&mut c, |k| (k == "SCOPE_PROFILER").then(|| "on".to_owned()));
+        assert_eq!(c.mode, Mode::TimeOnly);
+    }
+
+    #[test]
+    fn env_output_overrides_path_but_not_no_output() {
+        let mut c = cfg();
+        apply_env(&mut c, |k| {
+            (k == "SCOPE_PROFILER_OUTPUT").then(|| "b.h5".into())
+        });
+        assert_eq!(c.output, Some(PathBuf::from("b.h5")));
+        let mut c = cfg();
+        c.output = None;
+        apply_env(&mut c, |k| {
+            (k == "SCOPE_PROFILER_OUTPUT").then(|| "b.h5".into())
+        });
+        assert_eq!(c.output, None);
+    }
+}
