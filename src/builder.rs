@@ -8,10 +8,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::config::{Config, Mode};
 use crate::guard::FlushGuard;
 use crate::layer::ScopeLayer;
 use crate::sink::Sinks;
-use crate::config::{Config, Mode};
 use crate::state::Shared;
 use crate::Error;
 

@@ -26,11 +26,6 @@ use crate::spool::{self, SpoolWriter};
 use crate::state::Shared;
 use crate::{Error, Mode};
 
-/// Name of the synthetic region spanning each phase, which the Python reader's `% session`
-/// column is computed against. (If the program has a span of that name, its calls are written
-/// instead of the synthetic one.)
-pub const SESSION_REGION: &str = "scope_profiler.session";
-
 /// How long finalize (and the guard's drop) wait for the flusher before giving up with an
 /// error instead of hanging the program.
 const FLUSHER_REPLY_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);

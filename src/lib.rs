@@ -68,14 +68,17 @@ mod spool;
 mod state;
 mod stats;
 mod task;
+#[cfg(test)]
+mod testing;
 mod thread_rows;
 
 pub use builder::Builder;
 pub use config::{Mode, DEFAULT_BUFFER_BUDGET, MIN_BUFFER_BUDGET};
 pub use error::Error;
-pub use guard::{FlushGuard, SESSION_REGION};
+pub use guard::FlushGuard;
 pub use layer::ScopeLayer;
 pub use mpi::merge::{merge_ranks, Merged};
+pub use output::model::SESSION_REGION;
 pub use pause::Switch;
 pub use recover::{recover, recover_spool, Recovered};
 pub use report::{RegionStats, Report};

@@ -6,12 +6,12 @@ use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::clock::Clock;
+pub(crate) use crate::config::Config;
 use crate::lane::chunk::CHUNK_BYTES;
 use crate::lane::pool::{Policy, Pool};
 use crate::lane::Lane;
 use crate::region::Callsites;
 use crate::sink::Sinks;
-pub(crate) use crate::config::Config;
 
 /// State shared by one layer, its lanes, its flusher and its guard.
 pub(crate) struct Shared {

@@ -21,13 +21,15 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use ::hdf5::types::VarLenUnicode;
-use ::hdf5::{File, Group, H5Type, Location};
+use ::hdf5::{File, Group};
 
 #[cfg(test)]
 use super::events::summarize;
 use super::events::{self, Scan, SummaryRow};
 use crate::error::Error;
+pub(crate) use crate::output::hdf5_ctx::Ctx;
+#[cfg(test)]
+use crate::output::hdf5_ctx::{truncate, MAX_ATTR_CHARS, TRUNCATION_MARKER};
 use crate::output::model::{Layout, PhaseData, RegionRow};
 
 /// Options for writing one profile file.
@@ -44,12 +46,6 @@ pub(crate) struct WriteOptions {
 
 /// Value of the root attribute `scope_profiler_schema`.
 const SCHEMA_VERSION: i64 = 3;
-/// Longest string attribute, in characters, before it is truncated (as the Python package does).
-const MAX_ATTR_CHARS: usize = 60_000;
-/// Suffix of a truncated string attribute.
-const TRUNCATION_MARKER: &str = "...[truncated]";
-/// Largest chunk, in elements, of a compressed dataset.
-const MAX_CHUNK: usize = 65_536;
 
 /// Distinguishes the temporary files of concurrent writes within one process.
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -194,110 +190,6 @@ fn publish(
         crate::files::sync_dir(path).map_err(io_err("syncing the profile's directory"))?;
     }
     Ok(())
-}
-
-/// Maps HDF5 errors to [`Error::Hdf5`] for one target file.
-pub(crate) struct Ctx<'a> {
-    /// The published path (what the user asked for), named in every error.
-    pub(crate) path: &'a Path,
-}
-
-impl Ctx<'_> {
-    /// Converts an HDF5 result, naming `context` (the object being written) on failure.
-    pub(super) fn h5<T>(&self, context: &str, result: ::hdf5::Result<T>) -> Result<T, Error> {
-        result.map_err(|e| Error::Hdf5 {
-            path: self.path.to_path_buf(),
-            context: context.to_string(),
-            message: e.to_string(),
-        })
-    }
-
-    /// Creates the group `name` under the root.
-    pub(super) fn group(&self, file: &File, name: &str) -> Result<Group, Error> {
-        self.h5(name, file.create_group(name))
-    }
-
-    /// Writes a 1-D dataset `group/name` holding `values`; compressed (shuffle + deflate) when
-    /// `gzip` is set and there is at least one element.
-    pub(super) fn dataset<T: H5Type>(
-        &self,
-        group: &Group,
-        name: &str,
-        values: &[T],
-        gzip: Option<u8>,
-    ) -> Result<(), Error> {
-        let context = format!("{}/{name}", group.name().trim_start_matches('/'));
-        let created = if values.is_empty() {
-            group.new_dataset::<T>().shape(0).create(name)
-        } else {
-            let mut builder = group.new_dataset_builder();
-            if let Some(level) = gzip {
-                builder = builder
-                    .chunk(values.len().min(MAX_CHUNK))
-                    .shuffle()
-                    .deflate(level.min(9));
-            }
-            builder.with_data(values).create(name)
-        };
-        self.h5(&context, created).map(drop)
-    }
-
-    /// Writes a 1-D variable-length UTF-8 string dataset.
-    pub(super) fn strings<'s>(
-        &self,
-        group: &Group,
-        name: &str,
-        values: impl IntoIterator<Item = &'s str>,
-    ) -> Result<(), Error> {
-        let values: Vec<VarLenUnicode> = values.into_iter().map(vlen).collect();
-        self.dataset(group, name, &values, None)
-    }
-
-    /// Writes a scalar attribute of any fixed type.
-    pub(super) fn attr<T: H5Type>(
-        &self,
-        loc: &Location,
-        name: &str,
-        value: &T,
-    ) -> Result<(), Error> {
-        let context = format!("{}@{name}", loc.name().trim_start_matches('/'));
-        let written = loc
-            .new_attr::<T>()
-            .shape(())
-            .create(name)
-            .and_then(|attr| attr.write_scalar(value));
-        self.h5(&context, written)
-    }
-
-    /// Writes a scalar variable-length UTF-8 string attribute, truncated to 60,000 characters.
-    pub(super) fn attr_str(&self, loc: &Location, name: &str, value: &str) -> Result<(), Error> {
-        self.attr(loc, name, &vlen(&truncate(value)))
-    }
-}
-
-/// Converts to `VarLenUnicode`, which cannot hold NUL: those become U+FFFD.
-fn vlen(s: &str) -> VarLenUnicode {
-    let cleaned;
-    let s = if s.contains('\0') {
-        cleaned = s.replace('\0', "\u{FFFD}");
-        &cleaned
-    } else {
-        s
-    };
-    // Cannot fail: NULs were replaced above. Fall back to an empty string rather than panic.
-    s.parse().unwrap_or_default()
-}
-
-/// Clips a string longer than [`MAX_ATTR_CHARS`] characters, ending it with the marker.
-fn truncate(s: &str) -> std::borrow::Cow<'_, str> {
-    match s.char_indices().nth(MAX_ATTR_CHARS) {
-        None => s.into(),
-        Some(_) => {
-            let keep = MAX_ATTR_CHARS - TRUNCATION_MARKER.chars().count();
-            let end = s.char_indices().nth(keep).map_or(s.len(), |(i, _)| i);
-            format!("{}{TRUNCATION_MARKER}", &s[..end]).into()
-        }
-    }
 }
 
 /// Root attributes, `metadata`, `region_table`, `rank_region_index` and `events`.

@@ -21,9 +21,9 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use ::hdf5::types::VarLenUnicode;
-use ::hdf5::{File, Group, H5Type, Location};
+use ::hdf5::{File, Group};
 
+use crate::output::hdf5_ctx::Ctx;
 use crate::output::model::{LikwidResults, PerfTotals, PhaseData};
 use crate::Error;
 
@@ -104,7 +104,7 @@ fn write_perf(ctx: &Ctx<'_>, rank: &Group, perf: &PerfTotals) -> Result<(), Erro
         ctx.attr(&g, "calls", &(region.calls as i64))?;
         ctx.attr_strs(&g, "event_names", &perf.event_names)?;
         ctx.attr_str(&g, "region", &region.name)?;
-        ctx.dataset_1d(&g, "values", &region.values)?;
+        ctx.dataset(&g, "values", &region.values, None)?;
     }
     Ok(())
 }
@@ -132,9 +132,9 @@ fn write_likwid(ctx: &Ctx<'_>, rank: &Group, likwid: &LikwidResults) -> Result<(
         ctx.attr_strs(&g, "counter_names", &r.counter_names)?;
         ctx.attr_strs(&g, "metric_names", &r.metric_names)?;
         let threads = r.times.len();
-        ctx.dataset_1d(&g, "cpus", &r.cpus)?;
-        ctx.dataset_1d(&g, "times", &r.times)?;
-        ctx.dataset_1d(&g, "call_counts", &r.call_counts)?;
+        ctx.dataset(&g, "cpus", &r.cpus, None)?;
+        ctx.dataset(&g, "times", &r.times, None)?;
+        ctx.dataset(&g, "call_counts", &r.call_counts, None)?;
         ctx.matrix(&g, "events", &r.events, threads)?;
         ctx.matrix(&g, "metrics", &r.metrics, threads)?;
     }
@@ -157,105 +157,11 @@ fn escape(name: &str, used: &mut HashSet<String>) -> String {
     candidate
 }
 
-/// Converts to `VarLenUnicode`, which cannot hold NUL: those become U+FFFD.
-fn vlen(s: &str) -> VarLenUnicode {
-    s.replace('\0', "\u{FFFD}").parse().unwrap_or_default()
-}
-
-/// Maps HDF5 errors to [`Error::Hdf5`] naming the target file (a small copy of the helper in
-/// `hdf5.rs`).
-struct Ctx<'a> {
-    /// The published path, named in every error.
-    path: &'a Path,
-}
-
-impl Ctx<'_> {
-    /// Converts an HDF5 result, naming `context` on failure.
-    fn h5<T>(&self, context: &str, result: ::hdf5::Result<T>) -> Result<T, Error> {
-        result.map_err(|e| Error::Hdf5 {
-            path: self.path.to_path_buf(),
-            context: context.to_string(),
-            message: e.to_string(),
-        })
-    }
-
-    /// Context string `group@name` for attribute errors.
-    fn at(loc: &Location, name: &str) -> String {
-        format!("{}@{name}", loc.name().trim_start_matches('/'))
-    }
-
-    /// A scalar attribute of a fixed type.
-    fn attr<T: H5Type>(&self, loc: &Location, name: &str, value: &T) -> Result<(), Error> {
-        let written = loc
-            .new_attr::<T>()
-            .shape(())
-            .create(name)
-            .and_then(|a| a.write_scalar(value));
-        self.h5(&Self::at(loc, name), written)
-    }
-
-    /// A scalar vlen UTF-8 string attribute.
-    fn attr_str(&self, loc: &Location, name: &str, value: &str) -> Result<(), Error> {
-        self.attr(loc, name, &vlen(value))
-    }
-
-    /// A 1-D vlen UTF-8 string array attribute (shape `(0,)` when empty, like h5py).
-    fn attr_strs(&self, loc: &Location, name: &str, values: &[String]) -> Result<(), Error> {
-        let values: Vec<VarLenUnicode> = values.iter().map(|s| vlen(s)).collect();
-        let written = loc
-            .new_attr::<VarLenUnicode>()
-            .shape(values.len())
-            .create(name)
-            .and_then(|a| {
-                if values.is_empty() {
-                    Ok(())
-                } else {
-                    a.write_raw(&values)
-                }
-            });
-        self.h5(&Self::at(loc, name), written)
-    }
-
-    /// A 1-D dataset holding `values`.
-    fn dataset_1d<T: H5Type>(&self, g: &Group, name: &str, values: &[T]) -> Result<(), Error> {
-        let context = format!("{}/{name}", g.name().trim_start_matches('/'));
-        let created = if values.is_empty() {
-            g.new_dataset::<T>().shape(0).create(name).map(drop)
-        } else {
-            g.new_dataset_builder()
-                .with_data(values)
-                .create(name)
-                .map(drop)
-        };
-        self.h5(&context, created)
-    }
-
-    /// A 2-D f64 dataset of shape `(rows.len(), cols)`; short rows are padded with 0.
-    fn matrix(&self, g: &Group, name: &str, rows: &[Vec<f64>], cols: usize) -> Result<(), Error> {
-        let context = format!("{}/{name}", g.name().trim_start_matches('/'));
-        let mut flat = Vec::with_capacity(rows.len() * cols);
-        for row in rows {
-            flat.extend((0..cols).map(|t| row.get(t).copied().unwrap_or(0.0)));
-        }
-        let written = g
-            .new_dataset::<f64>()
-            .shape((rows.len(), cols))
-            .create(name)
-            .and_then(|ds| {
-                if flat.is_empty() {
-                    Ok(())
-                } else {
-                    ds.write_raw(&flat)
-                }
-            });
-        self.h5(&context, written)
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
-    use std::path::PathBuf;
-    use std::process::{Command, Output};
+    use std::process::Command;
+
+    use ::hdf5::types::VarLenUnicode;
 
     use tracing_subscriber::prelude::*;
 
@@ -273,50 +179,7 @@ pub(crate) mod tests {
         assert_eq!(escape("plain", &mut used), "plain");
     }
 
-    /// Runs `cmd` to completion with none of this process's inheritable descriptors.
-    ///
-    /// HDF5 opens files without `O_CLOEXEC` and locks them (`flock`): a child started while
-    /// another test writes a profile would otherwise hold that file's lock for its whole life,
-    /// and the other test's next open of the file would fail ("unable to lock file").
-    pub(crate) fn output_isolated(cmd: &mut Command) -> Output {
-        use std::os::unix::process::CommandExt;
-        // SAFETY: the hook runs in the child between fork and exec and only makes
-        // async-signal-safe calls (fcntl, close) on descriptor numbers; descriptors marked
-        // close-on-exec (std's own error pipe among them) are left alone.
-        unsafe {
-            cmd.pre_exec(|| {
-                for fd in 3..4096 {
-                    let flags = libc::fcntl(fd, libc::F_GETFD);
-                    if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
-                        libc::close(fd);
-                    }
-                }
-                Ok(())
-            });
-        }
-        cmd.output()
-            .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
-    }
-
-    /// The Python reader's venv (`$SCOPE_PY_VENV`, else made by `scripts/py-reader-env.sh`).
-    fn venv() -> PathBuf {
-        if let Some(v) = std::env::var_os("SCOPE_PY_VENV") {
-            return PathBuf::from(v);
-        }
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/py-reader-env.sh");
-        let out = output_isolated(
-            Command::new("bash")
-                .arg(script)
-                .current_dir(env!("CARGO_MANIFEST_DIR")),
-        );
-        assert!(
-            out.status.success(),
-            "cannot create the Python reader venv: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let stdout = String::from_utf8(out.stdout).unwrap();
-        PathBuf::from(stdout.lines().last().expect("venv path").trim())
-    }
+    use crate::testing::{output_isolated, venv};
 
     fn likwid_region(tag: &str, threads: usize, metrics: usize) -> LikwidRegion {
         let per_thread = |base: f64| (0..threads).map(|t| base + t as f64).collect::<Vec<_>>();

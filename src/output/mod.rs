@@ -4,6 +4,7 @@
 pub(crate) mod events;
 pub(crate) mod hdf5;
 pub(crate) mod hdf5_aux;
+pub(crate) mod hdf5_ctx;
 pub(crate) mod hdf5_lanes;
 pub(crate) mod hdf5_lines;
 pub(crate) mod model;

@@ -6,6 +6,11 @@
 
 use crate::stats::Stats;
 
+/// Name of the synthetic region spanning each phase, which the Python reader's `% session`
+/// column is computed against. (If the program has a span of that name, its calls are written
+/// instead of the synthetic one.)
+pub const SESSION_REGION: &str = "scope_profiler.session";
+
 /// How the profile stores its calls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Layout {
@@ -156,7 +161,7 @@ impl RegionRow {
             } else {
                 Vec::new()
             },
-            ..RegionRow::new(crate::SESSION_REGION)
+            ..RegionRow::new(SESSION_REGION)
         }
     }
 }

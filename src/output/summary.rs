@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 
-use crate::guard::SESSION_REGION;
 use crate::nesting::TreeRow;
+use crate::output::model::SESSION_REGION;
 use crate::report::{Flat, RegionStats, Report};
 
 /// What the summary says when no span ever reached the layer.

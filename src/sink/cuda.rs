@@ -37,8 +37,8 @@ use cudarc::driver::sys;
 use dashmap::DashMap;
 use tracing_core::Metadata;
 
-use crate::fasthash::IdHasher;
 use crate::config::Config;
+use crate::fasthash::IdHasher;
 use crate::Error;
 
 type IdBuild = std::hash::BuildHasherDefault<IdHasher>;

@@ -44,9 +44,9 @@ use std::sync::{Arc, Mutex, Weak};
 
 use tracing_core::Metadata;
 
+use crate::config::Config;
 use crate::fasthash::FastMap;
 use crate::output::model::{LikwidRegion, LikwidResults, PhaseData};
-use crate::config::Config;
 use crate::Error;
 
 /// Environment variable naming the LIKWID library to load.

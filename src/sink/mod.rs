@@ -18,8 +18,8 @@
 
 use tracing_core::Metadata;
 
-use crate::output::model::PhaseData;
 use crate::config::Config;
+use crate::output::model::PhaseData;
 use crate::Error;
 
 #[cfg(feature = "cuda")]

@@ -28,8 +28,8 @@ use nvtx::domain::{Range, RegisteredString};
 use nvtx::{Domain, Str};
 use tracing_core::Metadata;
 
-use crate::fasthash::IdHasher;
 use crate::config::Config;
+use crate::fasthash::IdHasher;
 use crate::Error;
 
 type IdBuild = std::hash::BuildHasherDefault<IdHasher>;

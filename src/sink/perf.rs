@@ -42,9 +42,9 @@ use perf_event::events::{Hardware, Software};
 use perf_event::{Builder, Counter, ReadFormat};
 use tracing_core::Metadata;
 
+use crate::config::Config;
 use crate::fasthash::FastMap;
 use crate::output::model::{PerfRegion, PerfTotals, PhaseData};
-use crate::config::Config;
 use crate::Error;
 
 /// Event names the sink understands (`perf stat -e` spelling), hardware first.

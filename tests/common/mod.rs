@@ -3,9 +3,7 @@
 
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
 use scope_profiler::{Builder, FlushGuard};
 use tracing_subscriber::prelude::*;
@@ -57,30 +55,11 @@ pub fn region_rows(file: &hdf5::File, name: &str) -> std::ops::Range<usize> {
     off[row] as usize..(off[row] + cnt[row]) as usize
 }
 
-/// The venv holding the Python reader (made by scripts/py-reader-env.sh when not given).
-pub fn venv() -> &'static Path {
-    static VENV: OnceLock<PathBuf> = OnceLock::new();
-    VENV.get_or_init(|| {
-        if let Some(v) = std::env::var_os("SCOPE_PY_VENV") {
-            return PathBuf::from(v);
-        }
-        let out = Command::new("bash")
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/scripts/py-reader-env.sh"
-            ))
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .expect("run scripts/py-reader-env.sh");
-        assert!(
-            out.status.success(),
-            "cannot create the Python reader venv (needs python3-venv and PyPI): {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let stdout = String::from_utf8(out.stdout).unwrap();
-        PathBuf::from(stdout.lines().last().expect("venv path").trim())
-    })
-}
+/// `venv()` (the Python reader) and `output_isolated` (a child without our descriptors),
+/// shared with the unit tests.
+#[path = "../../src/testing.rs"]
+mod testing;
+pub(crate) use testing::venv;
 
 /// Runs a program of the venv; panics with its output unless it succeeds.
 pub fn py(program: &str, args: &[&str]) -> String {

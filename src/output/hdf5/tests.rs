@@ -7,7 +7,8 @@ use crate::output::model::CallRecord;
 use crate::stats::Stats;
 use ::hdf5::filters::Filter;
 use ::hdf5::types::TypeDescriptor;
-use ::hdf5::Dataset;
+use ::hdf5::types::VarLenUnicode;
+use ::hdf5::{Dataset, H5Type, Location};
 
 /// A region whose calls are `(start, end, thread, task)`.
 fn row(name: &str, calls: &[(i64, i64, u32, i64)]) -> RegionRow {

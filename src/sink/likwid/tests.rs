@@ -11,7 +11,7 @@ fn build_standin(dir: &Path) -> PathBuf {
         "/tests/support/likwid_standin.c"
     );
     let out = dir.join("liblikwid_standin.so");
-    let built = crate::output::hdf5_aux::tests::output_isolated(
+    let built = crate::testing::output_isolated(
         std::process::Command::new("cc")
             .args(["-shared", "-fPIC", "-o"])
             .arg(&out)
