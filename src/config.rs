@@ -19,7 +19,7 @@ pub enum Mode {
     /// Records nothing, and changes nothing for the other layers of the subscriber (they see
     /// every span and event as without this layer). Alone in a registry, its level hint `OFF`
     /// lets `tracing` skip spans before calling the subscriber, so they cost what they cost
-    /// without a subscriber. For a switch at run time see [`FlushGuard::pause`].
+    /// without a subscriber. For a switch at run time see [`FlushGuard::pause`](crate::FlushGuard::pause).
     Disabled,
     /// Exact per-region statistics (count, total, min, max, mean, std) in O(regions) memory;
     /// no per-call data. Files use the aggregate layout.
@@ -140,8 +140,8 @@ impl Default for Config {
     }
 }
 
-/// How the recording threads buffer records (see [`Builder::buffer_budget`],
-/// [`Builder::lossy`]).
+/// How the recording threads buffer records (see [`Builder::buffer_budget`](crate::Builder::buffer_budget),
+/// [`Builder::lossy`](crate::Builder::lossy)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Buffering {
     /// Bytes of record buffers all threads together may hold.
@@ -165,10 +165,10 @@ impl Default for Buffering {
     }
 }
 
-/// The default [`Builder::buffer_budget`]: 64 MiB.
+/// The default [`Builder::buffer_budget`](crate::Builder::buffer_budget): 64 MiB.
 pub const DEFAULT_BUFFER_BUDGET: usize = 64 << 20;
 
-/// The smallest [`Builder::buffer_budget`] accepted: 1 MiB.
+/// The smallest [`Builder::buffer_budget`](crate::Builder::buffer_budget) accepted: 1 MiB.
 pub const MIN_BUFFER_BUDGET: usize = 1 << 20;
 
 /// Rotation and retention need each other and an output file.

@@ -41,6 +41,11 @@
 
 #![deny(missing_docs)]
 
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "scope-profiler supports Linux only: it uses gettid, perf_event_open and unix file APIs"
+);
+
 mod assemble;
 mod builder;
 mod clock;
