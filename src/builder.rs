@@ -31,18 +31,10 @@ use crate::Error;
 /// let report = guard.finalize()?;
 /// # Ok::<(), scope_profiler::Error>(())
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 #[must_use = "call .build() to get the layer"]
 pub struct Builder {
     config: Config,
-}
-
-impl Default for Builder {
-    fn default() -> Self {
-        Builder {
-            config: Config::default(),
-        }
-    }
 }
 
 impl Builder {
