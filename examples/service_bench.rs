@@ -344,7 +344,7 @@ fn short_tasks(n: u64, dir: &std::path::Path, on: bool) {
             for h in hs {
                 h.await.expect("task");
             }
-            if left % 50_000 == 0 {
+            if left.is_multiple_of(50_000) {
                 peak = peak.max(rss_mib());
             }
         }

@@ -314,7 +314,7 @@ fn child_full() {
     // synchronization per exit.
     let created = phase1["create"];
     assert!(
-        created % 2 == 0 && (2..=2 * 12).contains(&created),
+        created.is_multiple_of(2) && (2..=2 * 12).contains(&created),
         "{phase1:?}"
     );
     assert_eq!(phase1.get("record"), Some(&(2 + 12 + 20)), "{phase1:?}");

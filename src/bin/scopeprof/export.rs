@@ -115,7 +115,7 @@ fn walk<S: Sink<Error = std::io::Error>>(sorter: Sorter, sink: &mut S) -> std::i
     let mut n = 0u64;
     sorter.finish(|it| {
         n += 1;
-        if n % 65_536 == 0 {
+        if n.is_multiple_of(65_536) {
             hb.tick();
         }
         walker.push(it, sink)
