@@ -319,6 +319,17 @@ impl Builder {
     }
 
     /// Validates the options, applies the environment overrides and starts the flusher.
+    ///
+    /// # Errors
+    /// - [`Error::InvalidOption`] for an option the profiler cannot use (a zero
+    ///   `flush_interval`, a gzip level above 9, a budget below [`MIN_BUFFER_BUDGET`](crate::MIN_BUFFER_BUDGET),
+    ///   `max_files` without `rotate_every`, ...), naming it;
+    /// - [`Error::OutputPath`] when the output cannot be written (missing directory, no
+    ///   permission, a directory or device at the path, another profiler of this process
+    ///   writing it);
+    /// - errors of the sinks asked for (unknown perf events, a missing LIKWID or CUDA library)
+    ///   and of MPI setup;
+    /// - [`Error::ThreadSpawn`] when the flusher thread cannot be started.
     pub fn build(self) -> Result<(ScopeLayer, FlushGuard), Error> {
         let mut config = self.config.finish()?;
         #[allow(clippy::let_unit_value)] // `()` without the `mpi` feature

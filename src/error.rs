@@ -84,8 +84,15 @@ pub enum Error {
     /// stopped at that point; the program kept running. Calls flushed before the failure are
     /// in the spool beside the output ([`crate::recover()`]).
     FlusherFailed {
-        /// What failed (the panic message, or the thread spawn error).
+        /// What failed (the panic message).
         cause: String,
+    },
+    /// A thread of the profiler (the flusher, the rotation timer) could not be started.
+    ThreadSpawn {
+        /// The thread's name (`scope-profiler-flush`, `scope-profiler-rotate`).
+        thread: &'static str,
+        /// The operating system's error.
+        source: std::io::Error,
     },
     /// The flusher did not answer a finalize within the time limit (it is stalled, e.g. by a
     /// sink blocked in a library call).
@@ -167,6 +174,9 @@ impl std::fmt::Display for Error {
                 f,
                 "the profiler's background flusher failed ({cause}); recording stopped there"
             ),
+            Error::ThreadSpawn { thread, source } => {
+                write!(f, "cannot start the profiler's thread `{thread}`: {source}")
+            }
             Error::FlusherStalled { waited } => write!(
                 f,
                 "the profiler's background flusher did not answer within {waited:?}"
@@ -183,7 +193,9 @@ impl std::fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::OutputPath { source, .. } | Error::Io { source, .. } => Some(source),
+            Error::OutputPath { source, .. }
+            | Error::Io { source, .. }
+            | Error::ThreadSpawn { source, .. } => Some(source),
             Error::Unpublished { source, .. } => Some(source.as_ref()),
             _ => None,
         }

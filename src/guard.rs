@@ -165,8 +165,9 @@ impl FlushGuard {
             let handle = std::thread::Builder::new()
                 .name("scope-profiler-flush".into())
                 .spawn(move || f.run(rx))
-                .map_err(|e| Error::FlusherFailed {
-                    cause: format!("cannot start the flusher thread: {e}"),
+                .map_err(|source| Error::ThreadSpawn {
+                    thread: "scope-profiler-flush",
+                    source,
                 })?;
             (Some(tx), Some(handle))
         };
@@ -282,9 +283,9 @@ fn start_rotator(
                 }
             }
         })
-        .map_err(|e| Error::InvalidOption {
-            option: "rotate_every",
-            reason: format!("cannot start the rotation thread: {e}"),
+        .map_err(|source| Error::ThreadSpawn {
+            thread: "scope-profiler-rotate",
+            source,
         })?;
     Ok((stop, handle))
 }

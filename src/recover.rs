@@ -85,8 +85,12 @@ impl std::fmt::Display for Recovered {
 /// No spool is found, one cannot be read, or the file cannot be written.
 pub fn recover(output: impl AsRef<Path>) -> Result<Recovered, Error> {
     let output = output.as_ref();
-    let found = spool_files(output)?;
-    if found.is_empty() {
+    let mut runs: Vec<Pass0> = Vec::new();
+    for p in spool_files(output)? {
+        runs.push(pass0(&p).map_err(|source| read_error(&p, source))?);
+    }
+    // The newest run is the one with the latest start.
+    let Some(newest) = runs.iter().map(|r| r.run()).max() else {
         return Err(Error::Io {
             context: "looking for spool files to recover".into(),
             path: spool::spool_path(output),
@@ -95,13 +99,7 @@ pub fn recover(output: impl AsRef<Path>) -> Result<Recovered, Error> {
                 "no spool beside this output: nothing to recover",
             ),
         });
-    }
-    let mut runs: Vec<Pass0> = Vec::new();
-    for p in found {
-        runs.push(pass0(&p).map_err(|source| read_error(&p, source))?);
-    }
-    // The newest run is the one with the latest start.
-    let newest = runs.iter().map(|r| r.run()).max().expect("non-empty");
+    };
     let (mine, others): (Vec<_>, Vec<_>) = runs.into_iter().partition(|r| r.run() == newest);
     let mut r = write(output, &mine, false)?;
     r.other_runs = others.into_iter().map(|p| p.path).collect();
