@@ -65,24 +65,36 @@ impl RegionStats {
         }
     }
 
-    /// The statistics of a region as the flusher reported it (perf totals come later, from
-    /// [`Self::set_perf`], once the sinks have finalized).
-    pub(crate) fn from_snapshot(s: &RegionSnapshot) -> RegionStats {
-        let st = &s.row.stats;
+    /// A region named `name` with the statistics `st` (lifetime calls = this phase's), no
+    /// source location, no device time and no perf totals.
+    pub(crate) fn new(name: &str, st: &crate::stats::Stats) -> RegionStats {
         RegionStats {
-            name: s.row.name.clone(),
+            name: name.to_owned(),
             calls: st.count,
             total_ns: st.total,
             min_ns: st.min,
             max_ns: st.max,
             mean_ns: st.mean,
             std_ns: st.std(),
+            file: None,
+            line: None,
+            lifetime_calls: st.count,
+            gpu_calls: 0,
+            gpu_total_ns: 0,
+            perf: Vec::new(),
+        }
+    }
+
+    /// The statistics of a region as the flusher reported it (perf totals come later, from
+    /// [`Self::set_perf`], once the sinks have finalized).
+    pub(crate) fn from_snapshot(s: &RegionSnapshot) -> RegionStats {
+        RegionStats {
             file: (!s.row.file.is_empty()).then(|| s.row.file.clone()),
             line: u32::try_from(s.row.line).ok(),
             lifetime_calls: s.lifetime_calls,
             gpu_calls: s.row.gpu_count,
             gpu_total_ns: s.row.gpu_total.max(0) as u64,
-            perf: Vec::new(),
+            ..RegionStats::new(&s.row.name, &s.row.stats)
         }
     }
 }

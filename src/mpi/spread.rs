@@ -141,21 +141,12 @@ mod tests {
     use super::*;
 
     fn stats(name: &str, calls: u64, total_ns: u64) -> RegionStats {
-        RegionStats {
-            name: name.into(),
-            calls,
-            total_ns,
-            min_ns: 0,
-            max_ns: 0,
-            mean_ns: 0.0,
-            std_ns: 0.0,
-            file: None,
-            line: None,
-            lifetime_calls: calls,
-            gpu_calls: 0,
-            gpu_total_ns: 0,
-            perf: Vec::new(),
-        }
+        let st = crate::stats::Stats {
+            count: calls,
+            total: total_ns,
+            ..Default::default()
+        };
+        RegionStats::new(name, &st)
     }
 
     #[test]

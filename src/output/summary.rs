@@ -306,21 +306,12 @@ mod tests {
     use crate::report::RegionStats;
 
     fn region(name: &str, calls: u64, total_ns: u64) -> RegionStats {
-        RegionStats {
-            name: name.into(),
-            calls,
-            total_ns,
-            min_ns: 1,
-            max_ns: total_ns,
-            mean_ns: total_ns as f64 / calls.max(1) as f64,
-            std_ns: 0.0,
-            file: None,
-            line: None,
-            lifetime_calls: calls,
-            gpu_calls: 0,
-            gpu_total_ns: 0,
-            perf: Vec::new(),
-        }
+        let st = crate::stats::Stats {
+            count: calls,
+            total: total_ns,
+            ..Default::default()
+        };
+        RegionStats::new(name, &st)
     }
 
     #[test]

@@ -51,7 +51,7 @@ use std::path::{Path, PathBuf};
 use ::hdf5::{Dataset, File};
 
 use columns::{short, H5};
-pub use summary::{Calls, Summary};
+pub use summary::{json_str, Calls, Summary};
 
 /// A file that cannot be read as a profile, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -116,8 +116,13 @@ fn json_f64(x: f64) -> String {
     }
 }
 
-/// A JSON string literal.
-pub(crate) fn json_str(s: &str) -> String {
+/// `s` as a JSON string literal (quoted, with `"`, `\\`, newlines and control characters
+/// escaped), as [`Summary::to_json`] writes names; for tools that write JSON beside it.
+///
+/// ```
+/// assert_eq!(scope_profiler::read::json_str("a\"b"), r#""a\"b""#);
+/// ```
+pub fn json_str(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {
@@ -303,18 +308,8 @@ impl Profile {
 
 fn region_stats(name: &str, st: &Stats, gpu_calls: u64, gpu_total: i64) -> RegionStats {
     RegionStats {
-        name: name.to_owned(),
-        calls: st.count,
-        total_ns: st.total,
-        min_ns: st.min,
-        max_ns: st.max,
-        mean_ns: st.mean,
-        std_ns: st.std(),
-        file: None,
-        line: None,
-        lifetime_calls: st.count,
         gpu_calls,
         gpu_total_ns: gpu_total.max(0) as u64,
-        perf: Vec::new(),
+        ..RegionStats::new(name, st)
     }
 }

@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 use std::io::Write;
 
-use scope_profiler::read::Profile;
+use scope_profiler::read::{json_str, Profile};
 
 use crate::items::{Item, TrackKind, Tracks};
 use crate::perfetto::flow_id;
@@ -163,22 +163,6 @@ fn micros(ns: i64) -> String {
     format!("{sign}{}.{:03}", a / 1000, a % 1000)
 }
 
-/// A JSON string literal.
-pub(crate) fn json_str(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,6 +176,6 @@ mod tests {
 
     #[test]
     fn strings_are_escaped() {
-        assert_eq!(json_str("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000a\"");
+        assert_eq!(json_str("a\"b\\c\n"), "\"a\\\"b\\\\c\\n\"");
     }
 }
