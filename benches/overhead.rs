@@ -136,12 +136,12 @@ mod cpu_time {
     }
 
     #[cfg(target_os = "linux")]
-    pub fn thread_ns() -> Option<u64> {
+    pub(crate) fn thread_ns() -> Option<u64> {
         read(libc::CLOCK_THREAD_CPUTIME_ID)
     }
 
     #[cfg(target_os = "linux")]
-    pub fn process_ns() -> Option<u64> {
+    pub(crate) fn process_ns() -> Option<u64> {
         read(libc::CLOCK_PROCESS_CPUTIME_ID)
     }
 

@@ -21,7 +21,7 @@ pub(crate) struct Stats {
 impl Stats {
     /// Adds one value (Welford's update).
     #[inline]
-    pub fn add(&mut self, v: u64) {
+    pub(crate) fn add(&mut self, v: u64) {
         if self.count == 0 {
             self.min = v;
             self.max = v;
@@ -38,7 +38,7 @@ impl Stats {
     }
 
     /// The statistics of both streams together (Chan et al.'s parallel update).
-    pub fn merge(&self, other: &Stats) -> Stats {
+    pub(crate) fn merge(&self, other: &Stats) -> Stats {
         if self.count == 0 {
             return *other;
         }
@@ -58,7 +58,7 @@ impl Stats {
     }
 
     /// Population standard deviation (numpy's default), 0 when empty.
-    pub fn std(&self) -> f64 {
+    pub(crate) fn std(&self) -> f64 {
         if self.count == 0 {
             0.0
         } else {

@@ -17,7 +17,7 @@ mod spread;
 
 use std::path::{Path, PathBuf};
 
-pub use spread::RankSpread;
+pub(crate) use spread::RankSpread;
 
 use crate::state::Shared;
 

@@ -241,11 +241,15 @@ impl CudaSink {
     fn call<T>(&self, op: impl Fn() -> Result<T, DriverError>) -> Result<T, DriverError> {
         match op() {
             Err(e) => match result::ctx::get_current() {
-                // SAFETY: `ctx` is a live context: retained by us, or current at build().
-                Ok(None)
-                    if unsafe { result::ctx::set_current(self.ctx as sys::CUcontext) }.is_ok() =>
-                {
-                    op()
+                Ok(None) => {
+                    // SAFETY: `ctx` is a live context: retained by us, or current at build().
+                    let made_current =
+                        unsafe { result::ctx::set_current(self.ctx as sys::CUcontext) };
+                    if made_current.is_ok() {
+                        op()
+                    } else {
+                        Err(e)
+                    }
                 }
                 _ => Err(e),
             },

@@ -12,12 +12,12 @@ use scope_profiler::ScopeLayer;
 use tracing::Instrument;
 
 /// Tasks the Tokio program spawns.
-pub const TASKS: u64 = 12;
+pub(crate) const TASKS: u64 = 12;
 /// `step` calls per task.
-pub const STEPS: u64 = 3;
+pub(crate) const STEPS: u64 = 3;
 
 /// Runs the CLI with `args`.
-pub fn scopeprof(args: &[&str]) -> Output {
+pub(crate) fn scopeprof(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_scopeprof"))
         .args(args)
         .output()
@@ -25,7 +25,7 @@ pub fn scopeprof(args: &[&str]) -> Output {
 }
 
 /// Runs the CLI and returns stdout, panicking with stderr unless it succeeds.
-pub fn scopeprof_ok(args: &[&str]) -> String {
+pub(crate) fn scopeprof_ok(args: &[&str]) -> String {
     let out = scopeprof(args);
     assert!(
         out.status.success(),
@@ -60,7 +60,7 @@ async fn query(i: u64) -> u64 {
 
 /// Profiles the Tokio program (2 workers, `TASKS` tasks, inside a sync `main_work` span on
 /// the main thread) into `dir/tokio.h5` with `track_async(true)`.
-pub fn tokio_profile(dir: &Path) -> PathBuf {
+pub(crate) fn tokio_profile(dir: &Path) -> PathBuf {
     let path = dir.join("tokio.h5");
     let (layer, guard) = ScopeLayer::builder()
         .output(&path)
@@ -92,7 +92,7 @@ pub fn tokio_profile(dir: &Path) -> PathBuf {
 }
 
 /// A 1-D integer column of a file, as i64.
-pub fn column(path: &Path, name: &str) -> Vec<i64> {
+pub(crate) fn column(path: &Path, name: &str) -> Vec<i64> {
     let f = hdf5::File::open(path).expect("open");
     f.dataset(name)
         .unwrap_or_else(|e| panic!("{name}: {e}"))
@@ -101,7 +101,7 @@ pub fn column(path: &Path, name: &str) -> Vec<i64> {
 }
 
 /// A 1-D string column of a file.
-pub fn strings(path: &Path, name: &str) -> Vec<String> {
+pub(crate) fn strings(path: &Path, name: &str) -> Vec<String> {
     let f = hdf5::File::open(path).expect("open");
     f.dataset(name)
         .unwrap_or_else(|e| panic!("{name}: {e}"))
@@ -113,7 +113,7 @@ pub fn strings(path: &Path, name: &str) -> Vec<String> {
 }
 
 /// The venv with Perfetto's protos (made by scripts/perfetto-env.sh).
-pub fn perfetto_python() -> &'static Path {
+pub(crate) fn perfetto_python() -> &'static Path {
     static VENV: OnceLock<PathBuf> = OnceLock::new();
     VENV.get_or_init(|| {
         let out = Command::new("bash")
@@ -137,7 +137,7 @@ pub fn perfetto_python() -> &'static Path {
 }
 
 /// Runs `python -c script args...` with `python`, returning stdout (panics on failure).
-pub fn python(python: &Path, script: &str, args: &[&str]) -> String {
+pub(crate) fn python(python: &Path, script: &str, args: &[&str]) -> String {
     let out = Command::new(python)
         .arg("-c")
         .arg(script)
@@ -154,7 +154,7 @@ pub fn python(python: &Path, script: &str, args: &[&str]) -> String {
 }
 
 /// Writes a reference-style file with the reference's `make_minimal_h5.py` (h5py only).
-pub fn reference_file(ref_python: &Path, dir: &Path, recommended: bool) -> PathBuf {
+pub(crate) fn reference_file(ref_python: &Path, dir: &Path, recommended: bool) -> PathBuf {
     // A verbatim copy of the reference's script (it writes a conforming file with plain h5py).
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -180,7 +180,7 @@ pub fn reference_file(ref_python: &Path, dir: &Path, recommended: bool) -> PathB
 }
 
 /// The Python reference venv's interpreter (it has h5py).
-pub fn ref_python() -> PathBuf {
+pub(crate) fn ref_python() -> PathBuf {
     if let Some(v) = std::env::var_os("SCOPE_PY_VENV") {
         return PathBuf::from(v).join("bin/python");
     }

@@ -9,7 +9,7 @@ use scope_profiler::{Builder, FlushGuard};
 use tracing_subscriber::prelude::*;
 
 /// Builds the profiler and a dispatcher with it.
-pub fn dispatch(builder: Builder) -> (tracing::Dispatch, FlushGuard) {
+pub(crate) fn dispatch(builder: Builder) -> (tracing::Dispatch, FlushGuard) {
     let (layer, guard) = builder.summary(false).build().expect("build");
     (
         tracing::Dispatch::new(tracing_subscriber::registry().with(layer)),
@@ -18,7 +18,7 @@ pub fn dispatch(builder: Builder) -> (tracing::Dispatch, FlushGuard) {
 }
 
 /// A multi-thread runtime whose worker (and blocking) threads all record into `d`.
-pub fn runtime(d: &tracing::Dispatch, workers: usize) -> tokio::runtime::Runtime {
+pub(crate) fn runtime(d: &tracing::Dispatch, workers: usize) -> tokio::runtime::Runtime {
     let d = d.clone();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
@@ -29,7 +29,7 @@ pub fn runtime(d: &tracing::Dispatch, workers: usize) -> tokio::runtime::Runtime
 }
 
 /// A 1-D dataset of a profile file.
-pub fn read<T: hdf5::H5Type>(file: &hdf5::File, name: &str) -> Vec<T> {
+pub(crate) fn read<T: hdf5::H5Type>(file: &hdf5::File, name: &str) -> Vec<T> {
     file.dataset(name)
         .unwrap_or_else(|e| panic!("{name}: {e}"))
         .read_raw()
@@ -37,7 +37,7 @@ pub fn read<T: hdf5::H5Type>(file: &hdf5::File, name: &str) -> Vec<T> {
 }
 
 /// A 1-D string dataset.
-pub fn read_strings(file: &hdf5::File, name: &str) -> Vec<String> {
+pub(crate) fn read_strings(file: &hdf5::File, name: &str) -> Vec<String> {
     read::<hdf5::types::VarLenUnicode>(file, name)
         .into_iter()
         .map(|s| s.to_string())
@@ -45,7 +45,7 @@ pub fn read_strings(file: &hdf5::File, name: &str) -> Vec<String> {
 }
 
 /// The row range of region `name` in the events columns.
-pub fn region_rows(file: &hdf5::File, name: &str) -> std::ops::Range<usize> {
+pub(crate) fn region_rows(file: &hdf5::File, name: &str) -> std::ops::Range<usize> {
     let names = read_strings(file, "region_table/names");
     let id = names.iter().position(|n| n == name).expect("region") as u32;
     let ids: Vec<u32> = read(file, "rank_region_index/region_ids");
@@ -62,7 +62,7 @@ mod testing;
 pub(crate) use testing::venv;
 
 /// Runs a program of the venv; panics with its output unless it succeeds.
-pub fn py(program: &str, args: &[&str]) -> String {
+pub(crate) fn py(program: &str, args: &[&str]) -> String {
     let exe = venv().join("bin").join(program);
     let out = Command::new(&exe)
         .args(args)
