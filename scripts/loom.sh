@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Model-checks the lane handoff (src/lane/loom_tests.rs) with loom. Builds the library with
+# Model-checks the lane handoff (src/recording/lane/loom_tests.rs) with loom. Builds the library with
 # `--cfg scope_loom` in its own target directory, so the normal build cache stays valid.
 set -euo pipefail
 cd "$(dirname "$0")/.."

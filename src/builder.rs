@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{Config, Mode};
-use crate::guard::FlushGuard;
-use crate::layer::ScopeLayer;
+use crate::finalize::guard::FlushGuard;
+use crate::recording::layer::ScopeLayer;
+use crate::shared::Shared;
 use crate::sink::Sinks;
-use crate::state::Shared;
 use crate::Error;
 
 /// Configures and builds a [`ScopeLayer`] and its [`FlushGuard`].
@@ -337,14 +337,14 @@ impl Builder {
         let mut sinks = None;
         if config.mode != crate::Mode::Disabled {
             if let Some(path) = &config.output {
-                crate::files::check_writable(path)?;
+                crate::output::files::check_writable(path)?;
             }
             sinks = Sinks::build(&config)?;
         }
         let overhead = if config.mode == crate::Mode::Disabled {
             None
         } else {
-            crate::overhead::measure(&config)
+            crate::recording::overhead::measure(&config)
         };
         let mut shared = Shared::new(config, sinks);
         shared.overhead = overhead;

@@ -34,6 +34,45 @@
 //!   async fn is one call per invocation, however many polls it takes.
 //! - **poll**: one enter -> exit interval.
 //!
+//! ## Architecture
+//!
+//! Data flows one way through four stages, each a folder of `src/`; the modules at the top
+//! (`builder`, `config`, `shared`, `error`) are what all stages share.
+//!
+//! **Recording** (`recording/`: `layer`, `lane`, `clock`, `pause`, `events`, `overhead`). The
+//! only code on the program's threads. Each callback of [`ScopeLayer`] reads the TSC and
+//! appends one 24-byte record to its thread's *lane*: chunks of records taken from one pool
+//! (the [buffer budget](Builder::buffer_budget)), handed to the flusher when full, with no
+//! lock and no allocation in steady state. When the pool is empty the thread waits for the
+//! flusher (bounded) or drops whole calls ([`Builder::lossy`]); a lost record leaves a marker
+//! in the stream, so no call is ever written in part.
+//!
+//! **Flusher** (`flusher/`: `flush`, `assemble`, `region`, `task`, `lines`, `stats`, `spool`,
+//! `thread_rows`). One background thread drains every lane every 2 ms, gives the chunks back
+//! to the pool, and *assembles* records into calls (first enter to last exit, across
+//! threads), polls and task rows. It folds each call into its region's exact statistics and
+//! appends it to a varint *spool* file beside the output (or keeps it in memory without a
+//! file). Its work is amortized O(1) per record, and its memory is bounded by what is open,
+//! not by what finished.
+//!
+//! **Finalize** (`finalize/`: `guard`, `pipeline`, `nesting`, `report`, `recover`).
+//! [`FlushGuard::finalize`] asks the flusher for a snapshot of the phase, then streams the
+//! spool twice: first to count, summarize and nest the calls (call ids, exclusive times, the
+//! call tree; on disk above 1.5 M calls), then to write them. It builds the [`Report`] and
+//! publishes the file atomically. `recover` turns a spool left by a crash into a profile.
+//!
+//! **Output** (`output/`: `model`, `events`, `hdf5/`, `summary`, `source`, `files`). The
+//! phase as `PhaseData` rows, written as the scope-profiler 0.7.5 schema-3
+//! HDF5 file and as the printed summary. Optional **sinks** (`sink/`: perf, LIKWID, NVTX,
+//! CUDA) hook into recording (per enter/exit) and add their results at finalize; `mpi/`
+//! gathers the ranks of a job and `read` reads any schema-3 file back.
+//!
+//! Span ids: the profiler relies on the subscriber never reusing a span id while that span
+//! is open, which `tracing_subscriber::Registry` guarantees (a slot is freed only after the
+//! span closes; its generation counter then gives the next span a new id, and the id comes
+//! back after 8 191 reuses of the slot). The assembler tells instances of a reused id apart
+//! by stream order (a record belongs to the newest instance of its id).
+//!
 //! ## How it stays cheap
 //! The layer's callbacks only read the TSC and append a 24-byte record to a thread-local
 //! buffer; a background flusher reassembles calls, folds statistics and writes files. See
@@ -46,44 +85,28 @@ compile_error!(
     "scope-profiler supports Linux only: it uses gettid, perf_event_open and unix file APIs"
 );
 
-mod assemble;
 mod builder;
-mod clock;
 mod config;
 mod error;
 mod fasthash;
-mod files;
 mod finalize;
-mod flush;
-mod guard;
-mod lane;
-mod layer;
-mod lines;
+mod flusher;
 mod mpi;
-mod nesting;
 mod output;
-mod overhead;
-mod pause;
 pub mod read;
-mod recover;
-mod region;
-mod report;
+mod recording;
+mod shared;
 mod sink;
-mod spool;
-mod state;
-mod stats;
-mod task;
 #[cfg(test)]
 mod testing;
-mod thread_rows;
 
 pub use builder::Builder;
 pub use config::{Mode, DEFAULT_BUFFER_BUDGET, MIN_BUFFER_BUDGET};
 pub use error::Error;
-pub use guard::FlushGuard;
-pub use layer::ScopeLayer;
+pub use finalize::guard::FlushGuard;
+pub use finalize::recover::{recover, recover_spool, Recovered};
+pub use finalize::report::{RegionStats, Report};
 pub use mpi::merge::{merge_ranks, Merged};
 pub use output::model::SESSION_REGION;
-pub use pause::Switch;
-pub use recover::{recover, recover_spool, Recovered};
-pub use report::{RegionStats, Report};
+pub use recording::layer::ScopeLayer;
+pub use recording::pause::Switch;

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 pub(crate) use spread::RankSpread;
 
-use crate::state::Shared;
+use crate::shared::Shared;
 
 /// `<stem>.rank<N>.<ext>` beside `output`: a rank's own file (launcher mode) and the base
 /// name of its spool (both modes), so `recover` names the rank.
@@ -224,7 +224,7 @@ impl PhaseWriter<'_> {
             let part = self.part.as_ref().map_or(Err(String::new()), Clone::clone);
             let published = m.publish(&part, candidate, opts, offsets)?;
             let id = match m.rank {
-                0 => crate::files::identity(&published).map_or((0, 0), |(d, i, _)| (d, i)),
+                0 => crate::output::files::identity(&published).map_or((0, 0), |(d, i, _)| (d, i)),
                 _ => (0, 0),
             };
             return Ok((published, id));

@@ -2,7 +2,7 @@
 //! multi-rank run, with the imbalance the Python reference reports
 //! (`(max per-rank total / mean per-rank total - 1) x 100`).
 
-use crate::report::RegionStats;
+use crate::finalize::report::RegionStats;
 
 /// One region's calls and total time on every rank of a multi-rank run
 /// ([`Report::ranks`](crate::Report::ranks), on rank 0).
@@ -141,7 +141,7 @@ mod tests {
     use super::*;
 
     fn stats(name: &str, calls: u64, total_ns: u64) -> RegionStats {
-        let st = crate::stats::Stats {
+        let st = crate::flusher::stats::Stats {
             count: calls,
             total: total_ns,
             ..Default::default()

@@ -5,21 +5,21 @@
 //! spool on disk, or memory without an output file), never all held at once:
 //! 1. [`scan`] counts each row's calls (which fixes every row's offset in `events/*`), folds the
 //!    summary compound and decides the optional columns; it also collects the compact copy
-//!    nesting needs ([`crate::nesting`]), when nesting is wanted and the phase fits its budget;
+//!    nesting needs ([`crate::finalize::nesting`]), when nesting is wanted and the phase fits its budget;
 //! 2. [`write_events`] creates each column at its final length and writes the calls through
 //!    bounded per-row buffers, as hyperslabs at each row's running position.
 //!
 //! Memory: one spool frame, the row buffers (at most [`BUFFERED_CALLS`] calls in all) and, for
-//! nesting, ~44 bytes per call up to [`crate::nesting::NEST_BUDGET`] calls.
+//! nesting, ~44 bytes per call up to [`crate::finalize::nesting::NEST_BUDGET`] calls.
 
 use ::hdf5::{Dataset, Group, H5Type};
 
 use super::hdf5::Ctx;
 use crate::error::Error;
-use crate::nesting::external::Runs;
-use crate::nesting::{Nested, Nester, Overlap, Span};
+use crate::finalize::nesting::external::Runs;
+use crate::finalize::nesting::{Nested, Nester, Overlap, Span};
+use crate::flusher::stats::Stats;
 use crate::output::model::{CallRecord, PhaseData, PollRecord, TaskRow};
-use crate::stats::Stats;
 
 /// Calls buffered over all rows before every row's buffer is written out.
 pub(crate) const BUFFERED_CALLS: usize = 1 << 19;
@@ -97,7 +97,7 @@ pub(crate) enum NotNested {
 enum Collect {
     /// Nesting not wanted.
     Off,
-    /// Up to [`crate::nesting::NEST_BUDGET`] calls: sorted in memory, with call ids.
+    /// Up to [`crate::finalize::nesting::NEST_BUDGET`] calls: sorted in memory, with call ids.
     Memory(Vec<Span>),
     /// More: sorted runs on disk, merged (exclusive totals and the tree, no per-call ids).
     External(std::io::Result<Runs>),
@@ -107,7 +107,7 @@ impl Collect {
     fn push(&mut self, s: Span, data: &PhaseData) {
         match self {
             Collect::Off | Collect::External(Err(_)) => {}
-            Collect::Memory(v) if v.len() < crate::nesting::nest_budget() => v.push(s),
+            Collect::Memory(v) if v.len() < crate::finalize::nesting::nest_budget() => v.push(s),
             Collect::Memory(v) => {
                 let first = std::mem::take(v);
                 let mut runs = Runs::new(&scratch_dir(data), first);
@@ -132,7 +132,7 @@ fn scratch_dir(data: &PhaseData) -> std::path::PathBuf {
     data.spooled
         .as_ref()
         .and_then(|s| s.files.first())
-        .map(|f| crate::files::dir_of(f))
+        .map(|f| crate::output::files::dir_of(f))
         .unwrap_or_else(std::env::temp_dir)
 }
 
@@ -239,7 +239,7 @@ pub(crate) fn scan(data: &PhaseData, nest: Option<(i64, bool)>) -> Result<Scan, 
     let expected: u64 = data.regions.iter().map(|r| r.stats.count).sum();
     let mut collect = match nest {
         None => Collect::Off,
-        Some(_) if expected as usize <= crate::nesting::nest_budget() => {
+        Some(_) if expected as usize <= crate::finalize::nesting::nest_budget() => {
             Collect::Memory(Vec::with_capacity(expected as usize))
         }
         Some(_) => Collect::External(Runs::new(&scratch_dir(data), Vec::new())),
@@ -279,7 +279,7 @@ pub(crate) fn scan(data: &PhaseData, nest: Option<(i64, bool)>) -> Result<Scan, 
     if let Some((first_id, want_tree)) = nest {
         let names: Vec<&str> = data.regions.iter().map(|r| r.name.as_str()).collect();
         let nested = match collect {
-            Collect::Memory(spans) => crate::nesting::nest_spans(
+            Collect::Memory(spans) => crate::finalize::nesting::nest_spans(
                 spans,
                 &names,
                 first_id,

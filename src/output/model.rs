@@ -4,7 +4,7 @@
 //! This is the boundary between the flusher (which builds it) and the output formats (HDF5 file,
 //! text summary), so both sides can change independently.
 
-use crate::stats::Stats;
+use crate::flusher::stats::Stats;
 
 /// Name of the synthetic region spanning each phase, which the Python reader's `% session`
 /// column is computed against. (If the program has a span of that name, its calls are written
@@ -184,7 +184,7 @@ pub(crate) struct PhaseData {
     /// Records lost so far (0 in a healthy run).
     pub dropped: u64,
     /// Calls dropped whole, backpressure waits and corrupt records so far.
-    pub losses: crate::report::Losses,
+    pub losses: crate::finalize::report::Losses,
     /// perf_event totals, when counters were configured.
     pub perf: Option<PerfTotals>,
     /// LIKWID results, when LIKWID markers were configured and results were found.
@@ -261,7 +261,7 @@ impl PhaseData {
         }
         if let Some(sp) = &self.spooled {
             for file in &sp.files {
-                let c = crate::spool::scan(file, keep_lanes, &mut |region, calls| {
+                let c = crate::flusher::spool::scan(file, keep_lanes, &mut |region, calls| {
                     if let Some(&row) = sp.row_of.get(region as usize) {
                         if row != u32::MAX {
                             for c in calls {
@@ -284,15 +284,15 @@ impl PhaseData {
 }
 
 /// What a phase carries besides the calls: captured sources, line profiles, self-measured
-/// overhead (see [`crate::output::source`], [`crate::lines`], [`crate::overhead`]).
+/// overhead (see [`crate::output::source`], [`crate::flusher::lines`], [`crate::recording::overhead`]).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PhaseExtra {
     /// Source text per region row (same order as `PhaseData::regions`); empty = none captured.
     pub source_texts: Vec<String>,
     /// Line profiles (`rank0/line_profile/<i>`).
-    pub line_profiles: Vec<crate::lines::LineProfile>,
+    pub line_profiles: Vec<crate::flusher::lines::LineProfile>,
     /// The profiler's cost measured at `build()`.
-    pub overhead: Option<crate::overhead::SelfCost>,
+    pub overhead: Option<crate::recording::overhead::SelfCost>,
     /// Subtracted from a parent's exclusive time per child call (0 = no compensation).
     pub child_overhead_ns: i64,
 }

@@ -14,9 +14,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::lines::{LineProfile, RegionLines};
+use crate::flusher::lines::{LineProfile, RegionLines};
 use crate::output::model::{PhaseData, PhaseExtra};
-use crate::state::Shared;
+use crate::shared::Shared;
 
 /// Most lines captured for one region.
 const MAX_LINES: usize = 200;

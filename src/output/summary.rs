@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 
-use crate::nesting::TreeRow;
+use crate::finalize::nesting::TreeRow;
+use crate::finalize::report::{Flat, RegionStats, Report};
 use crate::output::model::SESSION_REGION;
-use crate::report::{Flat, RegionStats, Report};
 
 /// What the summary says when no span ever reached the layer.
 pub(crate) const NO_SPANS: &str = "no spans reached the profiler; is a global filter hiding them?";
@@ -303,10 +303,10 @@ fn compact(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::RegionStats;
+    use crate::finalize::report::RegionStats;
 
     fn region(name: &str, calls: u64, total_ns: u64) -> RegionStats {
-        let st = crate::stats::Stats {
+        let st = crate::flusher::stats::Stats {
             count: calls,
             total: total_ns,
             ..Default::default()
@@ -328,7 +328,7 @@ mod tests {
             wall_ns: 5_000_000_000,
             warnings: vec!["perf: `cycles` dropped".into()],
             tree: None,
-            overhead: Some(crate::overhead::SelfCost {
+            overhead: Some(crate::recording::overhead::SelfCost {
                 ns_per_call: 95.5,
                 ns_per_poll: 30.0,
                 clock_resolution_ns: 0.4,

@@ -136,7 +136,7 @@ impl Merger {
         if let Ok(g) = src.group("rank0") {
             icx.h5("rank0", g.copy_to(&self.file, &format!("rank{rank}")))?;
         }
-        let own = crate::output::hdf5_lanes::OWN_GROUP;
+        let own = crate::output::hdf5::lanes::OWN_GROUP;
         if let Ok(g) = src.group(own) {
             let out = match self.file.group(own) {
                 Ok(o) => o,

@@ -38,9 +38,9 @@ fn spilling_past_the_budget_nests_the_same() {
     let memory = scan(&data, Some((5, true))).unwrap();
     let m = memory.nested.as_ref().unwrap();
     assert!(m.has_ids() && memory.want.ids);
-    crate::nesting::TEST_BUDGET.with(|b| b.set(Some(10_000)));
+    crate::finalize::nesting::TEST_BUDGET.with(|b| b.set(Some(10_000)));
     let spilled = scan(&data, Some((5, true))).unwrap();
-    crate::nesting::TEST_BUDGET.with(|b| b.set(None));
+    crate::finalize::nesting::TEST_BUDGET.with(|b| b.set(None));
     let s = spilled.nested.as_ref().unwrap();
     assert!(
         !s.has_ids() && !spilled.want.ids,

@@ -3,8 +3,8 @@
 //! reader (`scripts/check_h5.py`, `scope-profiler inspect`).
 
 use super::*;
+use crate::flusher::stats::Stats;
 use crate::output::model::CallRecord;
-use crate::stats::Stats;
 use ::hdf5::filters::Filter;
 use ::hdf5::types::TypeDescriptor;
 use ::hdf5::types::VarLenUnicode;

@@ -94,7 +94,7 @@ fn polls_and_retired_task_rows_round_trip() {
     for p in &polls {
         w.poll(*p);
     }
-    let task = crate::task::TaskTotals {
+    let task = crate::flusher::task::TaskTotals {
         index: 4,
         tokio_id: 1 << 40,
         thread_index: 1,

@@ -19,8 +19,8 @@ use std::sync::Arc;
 
 use tracing_subscriber::prelude::*;
 
-use crate::clock::Clock;
-use crate::state::{Config, Shared};
+use crate::recording::clock::Clock;
+use crate::shared::{Config, Shared};
 
 /// The measured cost of the profiler on this machine.
 #[derive(Clone, Debug, PartialEq)]
@@ -99,8 +99,8 @@ fn probe_here(config: Config) -> Option<SelfCost> {
         }
     });
     let shared = Arc::new(Shared::new(config, None));
-    let guard = crate::guard::FlushGuard::start(shared.clone()).ok()?;
-    let layer = crate::layer::ScopeLayer::new(shared);
+    let guard = crate::finalize::guard::FlushGuard::start(shared.clone()).ok()?;
+    let layer = crate::recording::layer::ScopeLayer::new(shared);
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
     let (span, poll) = tracing::dispatcher::with_default(&dispatch, || {
         // Inside a parent, as children are (the registry links a child to its parent).

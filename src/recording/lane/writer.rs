@@ -149,7 +149,7 @@ impl Writer {
             self.lane.hand_off(full);
             #[cfg(not(scope_loom))]
             self.lane.cpu_ns.store(
-                crate::clock::thread_cpu_ns(),
+                crate::recording::clock::thread_cpu_ns(),
                 std::sync::atomic::Ordering::Relaxed,
             );
         }

@@ -1,7 +1,7 @@
 //! Tokio task identity and per-task accounting, on the flusher.
 //!
 //! Task ids come from the stable `tokio::task::try_id()` read at every enter (see
-//! [`crate::lane::record::current_task_id`]); here each id seen in a phase gets a dense index
+//! [`crate::recording::lane::record::current_task_id`]); here each id seen in a phase gets a dense index
 //! (a *lane index*: what `events/task_ids` holds) and a `task_table` row. We only see a task
 //! through its spans, so a task's row describes its *outermost* calls (those no other call of
 //! the same task contains): their polls are the task's steps, their busy time its running
@@ -10,7 +10,7 @@
 //! Everything here is amortized O(1) per call, whatever the shape, and memory is bounded by
 //! what is open, not by what finished:
 //! - A completed call is a *pending root* of its task for one complete drain (a call that
-//!   contains it may be assembled in the same or the next drain, see [`crate::assemble`]).
+//!   contains it may be assembled in the same or the next drain, see [`crate::flusher::assemble`]).
 //!   Then it is settled: if a call of the same task that started no later is still open (the
 //!   assembler's [`OpenStarts`]), that call contains it and will be the root; otherwise it is
 //!   a root and folds into the task's running totals. A server connection whose outer call

@@ -1,6 +1,6 @@
 //! What a finalize returns: per-region statistics of the calls completed in this phase.
 
-use crate::flush::RegionSnapshot;
+use crate::flusher::flush::RegionSnapshot;
 use crate::output::model::PerfTotals;
 
 /// Exact statistics of one region's calls completed since the previous finalize.
@@ -67,7 +67,7 @@ impl RegionStats {
 
     /// A region named `name` with the statistics `st` (lifetime calls = this phase's), no
     /// source location, no device time and no perf totals.
-    pub(crate) fn new(name: &str, st: &crate::stats::Stats) -> RegionStats {
+    pub(crate) fn new(name: &str, st: &crate::flusher::stats::Stats) -> RegionStats {
         RegionStats {
             name: name.to_owned(),
             calls: st.count,
@@ -134,12 +134,12 @@ pub struct Report {
     pub(crate) in_flight: u64,
     pub(crate) wall_ns: u64,
     pub(crate) warnings: Vec<String>,
-    pub(crate) tree: Option<Vec<crate::nesting::TreeRow>>,
+    pub(crate) tree: Option<Vec<crate::finalize::nesting::TreeRow>>,
     /// Why the summary is a flat table rather than the call tree (`None`: a tree, or none was
     /// asked for).
     pub(crate) flat: Option<Flat>,
     pub(crate) file: Option<std::path::PathBuf>,
-    pub(crate) overhead: Option<crate::overhead::SelfCost>,
+    pub(crate) overhead: Option<crate::recording::overhead::SelfCost>,
     /// Rank 0 of a multi-rank run: every region's spread over ranks.
     pub(crate) ranks: Vec<crate::mpi::RankSpread>,
 }

@@ -60,9 +60,9 @@ impl Runs {
             let path = dir.join(format!(
                 ".scope-profiler-nest.{}.{:x}.{attempt}.tmp",
                 std::process::id(),
-                crate::clock::monotonic_ns()
+                crate::recording::clock::monotonic_ns()
             ));
-            match crate::files::create_new(&path, 0o600) {
+            match crate::output::files::create_new(&path, 0o600) {
                 Ok(f) => {
                     let _ = std::fs::remove_file(&path);
                     break f;

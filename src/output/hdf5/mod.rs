@@ -16,6 +16,11 @@
 //! once closed and checked to still be the file HDF5 created, it is renamed over the target, so
 //! a reader never sees a half-written profile.
 
+pub(crate) mod aux;
+pub(crate) mod ctx;
+pub(crate) mod lanes;
+pub(crate) mod lines;
+
 use std::ffi::{CStr, OsStr};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -27,9 +32,9 @@ use ::hdf5::{File, Group};
 use super::events::summarize;
 use super::events::{self, Scan, SummaryRow};
 use crate::error::Error;
-pub(crate) use crate::output::hdf5_ctx::Ctx;
+pub(crate) use crate::output::hdf5::ctx::Ctx;
 #[cfg(test)]
-use crate::output::hdf5_ctx::{truncate, MAX_ATTR_CHARS, TRUNCATION_MARKER};
+use crate::output::hdf5::ctx::{truncate, MAX_ATTR_CHARS, TRUNCATION_MARKER};
 use crate::output::model::{Layout, PhaseData, RegionRow};
 
 /// Options for writing one profile file.
@@ -83,13 +88,13 @@ pub(crate) fn write_scanned(
 ) -> Result<(u64, u64), Error> {
     let ctx = Ctx { path };
     let (tmp, file) = create_temp(path)?;
-    let created = crate::files::identity(&tmp).ok();
+    let created = crate::output::files::identity(&tmp).ok();
     let result = write_contents(&ctx, &file, data, scan, opts)
         .and_then(|()| ctx.h5("the file (closing)", file.close()))
         .and_then(|()| publish(&tmp, created, path, opts));
     if result.is_err() {
         // Only ever our own file: `publish` checked, or the write never got that far.
-        if crate::files::identity(&tmp).ok() == created {
+        if crate::output::files::identity(&tmp).ok() == created {
             let _ = std::fs::remove_file(&tmp);
         }
     }
@@ -125,7 +130,7 @@ fn create_temp(path: &Path) -> Result<(PathBuf, File), Error> {
             Ok(f) => return Ok((tmp, f)),
             Err(e) => {
                 // HDF5's message is opaque: find the real cause with a plain exclusive create.
-                match crate::files::create_new(&tmp, 0o600) {
+                match crate::output::files::create_new(&tmp, 0o600) {
                     Ok(_) => {
                         let _ = std::fs::remove_file(&tmp);
                         return Err(Error::Hdf5 {
@@ -166,7 +171,8 @@ fn publish(
             source,
         }
     };
-    let now = crate::files::identity(tmp).map_err(io_err("checking the temporary profile"))?;
+    let now =
+        crate::output::files::identity(tmp).map_err(io_err("checking the temporary profile"))?;
     if created != Some(now) || !now.2 {
         return Err(io_err("checking the temporary profile")(io::Error::other(
             format!(
@@ -176,18 +182,18 @@ fn publish(
         )));
     }
     if opts.durable {
-        let f = crate::files::open_nofollow(tmp).map_err(io_err("syncing the profile"))?;
+        let f = crate::output::files::open_nofollow(tmp).map_err(io_err("syncing the profile"))?;
         f.sync_all().map_err(io_err("syncing the profile"))?;
-        crate::files::sync_dir(path).map_err(io_err("syncing the profile's directory"))?;
+        crate::output::files::sync_dir(path).map_err(io_err("syncing the profile's directory"))?;
     }
     let renamed = if opts.no_replace {
-        crate::files::rename_noreplace(tmp, path)
+        crate::output::files::rename_noreplace(tmp, path)
     } else {
         std::fs::rename(tmp, path)
     };
     renamed.map_err(io_err("publishing the profile (rename)"))?;
     if opts.durable {
-        crate::files::sync_dir(path).map_err(io_err("syncing the profile's directory"))?;
+        crate::output::files::sync_dir(path).map_err(io_err("syncing the profile's directory"))?;
     }
     Ok(())
 }
@@ -221,12 +227,12 @@ fn write_contents(
     match data.layout {
         Layout::Columnar => {
             write_columnar(ctx, &index, &events, data, scan, opts)?;
-            crate::output::hdf5_lanes::write_lanes(ctx, file, data)?;
+            crate::output::hdf5::lanes::write_lanes(ctx, file, data)?;
         }
         Layout::Aggregate => write_aggregate(ctx, &index, &events, &data.regions)?,
     }
-    crate::output::hdf5_aux::write_aux(file, ctx.path, data)?;
-    crate::output::hdf5_lines::write_lines(ctx, file, &data.extra)
+    crate::output::hdf5::aux::write_aux(file, ctx.path, data)?;
+    crate::output::hdf5::lines::write_lines(ctx, file, &data.extra)
 }
 
 /// The `metadata` group's attributes: the Python package's keys plus this crate's own.
@@ -258,7 +264,7 @@ fn write_metadata(ctx: &Ctx<'_>, meta: &Group, data: &PhaseData) -> Result<(), E
     ctx.attr(meta, "dropped_calls", &count(data.losses.dropped_calls))?;
     ctx.attr(meta, "backpressure_waits", &count(data.losses.waits))?;
     ctx.attr(meta, "backpressure_wait_ns", &count(data.losses.wait_ns))?;
-    crate::output::hdf5_lines::write_overhead(ctx, meta, &data.extra)
+    crate::output::hdf5::lines::write_overhead(ctx, meta, &data.extra)
 }
 
 /// Host facts for `metadata`.

@@ -25,10 +25,10 @@ use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 use crate::fasthash::FastMap;
-use crate::lane::record::{Record, AUX, CLOSE, ENTER, EVENT, EXIT, LOST, NEW};
-use crate::lines::LineAcc;
-use crate::region::{Callsites, RegionTable};
-use crate::task::OpenStarts;
+use crate::flusher::lines::LineAcc;
+use crate::flusher::region::{Callsites, RegionTable};
+use crate::flusher::task::OpenStarts;
+use crate::recording::lane::record::{Record, AUX, CLOSE, ENTER, EVENT, EXIT, LOST, NEW};
 
 /// A completed call, in raw clock ticks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -429,7 +429,7 @@ impl Assembler {
     }
 
     /// Marks every open instance as never to be reported (the profiler paused while they were
-    /// open, so some of their records may be missing; see [`crate::pause`]).
+    /// open, so some of their records may be missing; see [`crate::recording::pause`]).
     pub(crate) fn taint_open(&mut self) {
         for inst in self.open.values_mut().flatten() {
             inst.tainted = true;

@@ -8,7 +8,7 @@
 
 use ::hdf5::{File, Group};
 
-use super::hdf5::Ctx;
+use super::ctx::Ctx;
 use crate::output::model::PhaseExtra;
 use crate::Error;
 

@@ -23,7 +23,7 @@ pub(crate) const CLOSE: u64 = 3;
 pub(crate) const AUX: u64 = 4;
 /// Kind tag of a line-timing checkpoint: a `tracing` event inside the span (`Builder::line_timing`).
 /// The word holds the event callsite's address, which the flusher only looks up among the
-/// callsites the layer registered (see [`crate::lines`]), never dereferences.
+/// callsites the layer registered (see [`crate::flusher::lines`]), never dereferences.
 pub(crate) const EVENT: u64 = 5;
 /// Kind tag of a lost-record marker: a record of this span could not be buffered here (payload
 /// 1: the lost record was its close). Written by the owner, in stream order, as soon as it has
@@ -38,7 +38,7 @@ const KIND_BITS: u32 = 3;
 pub(crate) struct Record {
     /// `tracing` span id (`Id::into_u64`).
     pub id: u64,
-    /// Raw clock ticks ([`crate::clock::Clock::raw`]).
+    /// Raw clock ticks ([`crate::recording::clock::Clock::raw`]).
     pub tsc: u64,
     /// Kind tag in the low three bits, payload above.
     pub aux: u64,

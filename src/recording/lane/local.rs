@@ -9,7 +9,7 @@ use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering;
 
 use super::writer::Writer;
-use crate::state::Shared;
+use crate::shared::Shared;
 
 thread_local! {
     /// (layer uid, writer) of the layer this thread wrote to last.
@@ -24,8 +24,8 @@ impl Drop for Owned {
     fn drop(&mut self) {
         // The fast pointer must not outlive the writers it points to.
         let _ = FAST.try_with(|f| f.set((0, std::ptr::null_mut())));
-        let now = crate::clock::Clock::global().now_ns();
-        let cpu = crate::clock::thread_cpu_ns();
+        let now = crate::recording::clock::Clock::global().now_ns();
+        let cpu = crate::recording::clock::thread_cpu_ns();
         for (_, w) in &mut self.0 {
             let lane = w.lane_ref();
             lane.cpu_ns.store(cpu, Ordering::Relaxed);

@@ -13,7 +13,7 @@
 //! | 3 | threads | `n` u32, then n x (`index` u32, `native_id` i64, `start` i64, `end` i64, `cpu` i64, `name` str) |
 //! | 4 | aggregate | `n` u32, then n x (`region` u32, `count` u64, `total` u64, `min` u64, `max` u64, `mean` f64, `m2` f64) |
 //! | 6 | polls | `n` u32, then n x (`region`, `start - previous start`, `dur`, `thread`, `task`), each a zigzag LEB128 varint |
-//! | 5 | tasks | `n` u32, then n x (`index`, `tokio_id`, `thread_index`, `created`, `done`, `steps`, `running`, `suspended`, `root_region` (-1 = none)), each a zigzag LEB128 varint: rows of tasks retired during the phase (see [`crate::task`]) |
+//! | 5 | tasks | `n` u32, then n x (`index`, `tokio_id`, `thread_index`, `created`, `done`, `steps`, `running`, `suspended`, `root_region` (-1 = none)), each a zigzag LEB128 varint: rows of tasks retired during the phase (see [`crate::flusher::task`]) |
 //!
 //! A frame cut short by a crash is ignored on reading. The flusher writes frames at every
 //! flush interval (and whenever 1 MiB is buffered; fsynced with `durable`); each finalize moves
@@ -27,8 +27,8 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use crate::flusher::stats::Stats;
 use crate::output::model::{CallRecord, PollRecord, ThreadRow};
-use crate::stats::Stats;
 
 const MAGIC: &[u8; 8] = b"SPRSPOL1";
 pub(crate) const TAG_HEADER: u8 = 0;
@@ -85,10 +85,10 @@ pub(crate) struct SpoolWriter {
 
 /// Creates a spool file: never through a link, mode 0600, locked against a second process.
 fn create_file(path: &Path) -> io::Result<File> {
-    let file = crate::files::create_new(path, 0o600)?;
+    let file = crate::output::files::create_new(path, 0o600)?;
     // The lock tells a later run that this spool belongs to a live process (see
-    // `crate::recover`); a file system without locks is no reason to stop.
-    let _ = crate::files::try_lock(&file);
+    // `crate::finalize::recover`); a file system without locks is no reason to stop.
+    let _ = crate::output::files::try_lock(&file);
     Ok(file)
 }
 
@@ -112,7 +112,7 @@ impl SpoolWriter {
             durable,
         };
         if durable {
-            if let Err(e) = crate::files::sync_dir(&w.path) {
+            if let Err(e) = crate::output::files::sync_dir(&w.path) {
                 w.error = Some(e);
             }
         }
@@ -205,7 +205,7 @@ impl SpoolWriter {
     }
 
     /// Buffers the rows of retired tasks (one frame).
-    pub(crate) fn tasks(&mut self, rows: &[crate::task::TaskTotals]) {
+    pub(crate) fn tasks(&mut self, rows: &[crate::flusher::task::TaskTotals]) {
         if self.error.is_some() || rows.is_empty() {
             return;
         }

@@ -1,4 +1,4 @@
-//! The runtime switch: [`FlushGuard::pause`] / [`resume`](FlushGuard::resume), or a cloneable
+//! The runtime switch: [`FlushGuard::pause`](crate::FlushGuard::pause) / [`resume`](crate::FlushGuard::resume), or a cloneable
 //! [`Switch`] for services that toggle profiling from elsewhere.
 //!
 //! While paused every callback of the layer returns after one relaxed atomic load, so the layer
@@ -14,8 +14,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::guard::FlushGuard;
-use crate::state::Shared;
+use crate::shared::Shared;
 
 /// The shared pause flag and the pause windows (raw clock ticks; end `u64::MAX` while paused).
 #[derive(Debug, Default)]
@@ -43,7 +42,7 @@ impl PauseState {
         }
     }
 
-    fn resume(&self, clock: &crate::clock::Clock) {
+    fn resume(&self, clock: &crate::recording::clock::Clock) {
         let mut w = self.windows.lock().unwrap_or_else(|e| e.into_inner());
         if self.paused.load(Ordering::Relaxed) && !self.disabled.load(Ordering::Relaxed) {
             self.paused.store(false, Ordering::SeqCst);
@@ -74,7 +73,7 @@ pub(crate) fn overlaps(windows: &[(u64, u64)], start: u64, end: u64) -> bool {
     windows.iter().any(|&(a, b)| start <= b && end >= a)
 }
 
-/// A cloneable handle that pauses and resumes one profiler (see [`FlushGuard::switch`]).
+/// A cloneable handle that pauses and resumes one profiler (see [`FlushGuard::switch`](crate::FlushGuard::switch)).
 ///
 /// ```
 /// # use scope_profiler::ScopeLayer;
@@ -91,6 +90,10 @@ pub struct Switch {
 }
 
 impl Switch {
+    pub(crate) fn new(shared: Arc<Shared>) -> Switch {
+        Switch { shared }
+    }
+
     /// Stops recording until [`resume`](Self::resume). Idempotent.
     pub fn pause(&self) {
         self.shared.pause.pause(self.shared.clock.raw());
@@ -112,45 +115,5 @@ impl std::fmt::Debug for Switch {
         f.debug_struct("Switch")
             .field("paused", &self.is_paused())
             .finish()
-    }
-}
-
-impl FlushGuard {
-    /// Pauses recording: the layer's callbacks return at once (other layers are unaffected)
-    /// until [`resume`](Self::resume). Calls overlapping the pause are not reported.
-    ///
-    /// ```
-    /// # use scope_profiler::ScopeLayer;
-    /// # use tracing_subscriber::prelude::*;
-    /// let (layer, guard) = ScopeLayer::builder().no_output().summary(false).build()?;
-    /// let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
-    /// tracing::dispatcher::with_default(&dispatch, || {
-    ///     tracing::info_span!("work").in_scope(|| ());
-    ///     guard.pause();
-    ///     tracing::info_span!("work").in_scope(|| ()); // not recorded
-    ///     guard.resume();
-    /// });
-    /// assert_eq!(guard.finalize()?.region("work").unwrap().calls, 1);
-    /// # Ok::<(), scope_profiler::Error>(())
-    /// ```
-    pub fn pause(&self) {
-        self.switch().pause()
-    }
-
-    /// Resumes recording after [`pause`](Self::pause).
-    pub fn resume(&self) {
-        self.switch().resume()
-    }
-
-    /// Whether recording is paused (always `true` in `Mode::Disabled`).
-    pub fn is_paused(&self) -> bool {
-        self.shared().pause.paused.load(Ordering::Relaxed)
-    }
-
-    /// A cloneable handle to pause and resume this profiler from anywhere.
-    pub fn switch(&self) -> Switch {
-        Switch {
-            shared: self.shared().clone(),
-        }
     }
 }

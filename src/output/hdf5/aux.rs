@@ -23,7 +23,7 @@ use std::path::Path;
 
 use ::hdf5::{File, Group};
 
-use crate::output::hdf5_ctx::Ctx;
+use crate::output::hdf5::ctx::Ctx;
 use crate::output::model::{LikwidResults, PerfTotals, PhaseData};
 use crate::Error;
 
@@ -58,7 +58,7 @@ pub(crate) fn append_aux(
 ) -> Result<(), Error> {
     let ctx = Ctx { path };
     let same = || {
-        crate::files::identity(path)
+        crate::output::files::identity(path)
             .map(|(dev, ino, file)| file && (dev, ino) == published)
             .unwrap_or(false)
     };

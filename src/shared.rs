@@ -5,12 +5,12 @@
 use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::clock::Clock;
 pub(crate) use crate::config::Config;
-use crate::lane::chunk::CHUNK_BYTES;
-use crate::lane::pool::{Policy, Pool};
-use crate::lane::Lane;
-use crate::region::Callsites;
+use crate::flusher::region::Callsites;
+use crate::recording::clock::Clock;
+use crate::recording::lane::chunk::CHUNK_BYTES;
+use crate::recording::lane::pool::{Policy, Pool};
+use crate::recording::lane::Lane;
 use crate::sink::Sinks;
 
 /// State shared by one layer, its lanes, its flusher and its guard.
@@ -46,11 +46,11 @@ pub(crate) struct Shared {
     /// Complete drains the flusher has done.
     pub flusher_drains: AtomicU64,
     /// The runtime pause switch.
-    pub pause: crate::pause::PauseState,
+    pub pause: crate::recording::pause::PauseState,
     /// Event callsites seen by the layer (line timing).
-    pub lines: crate::lines::EventSites,
+    pub lines: crate::recording::events::EventSites,
     /// The profiler's own cost, measured at `build()` (None when disabled).
-    pub overhead: Option<crate::overhead::SelfCost>,
+    pub overhead: Option<crate::recording::overhead::SelfCost>,
 }
 
 impl Shared {
@@ -70,7 +70,7 @@ impl Shared {
             config,
             clock,
             start_ns: clock.now_ns(),
-            timestamp: crate::clock::iso8601_now(),
+            timestamp: crate::recording::clock::iso8601_now(),
             new_lanes: Mutex::new(Vec::new()),
             next_lane: AtomicU32::new(0),
             pool: Arc::new(pool),

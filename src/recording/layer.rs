@@ -1,7 +1,7 @@
 //! `impl Layer for ScopeLayer`: the thin routing from `tracing` callbacks to the lanes.
 //!
 //! This is the hot path. Each callback reads the TSC once and appends one 24-byte record to
-//! the calling thread's lane ([`crate::lane::local`]); nothing is looked up, allocated, locked
+//! the calling thread's lane ([`crate::recording::lane::local`]); nothing is looked up, allocated, locked
 //! or formatted here. Region names, statistics, nesting and files are all the flusher's work.
 
 use std::any::TypeId;
@@ -14,9 +14,9 @@ use tracing_core::{Event, LevelFilter, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Identity, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::lane::local::with_local;
-use crate::lane::record::{self, Record};
-use crate::state::Shared;
+use crate::recording::lane::local::with_local;
+use crate::recording::lane::record::{self, Record};
+use crate::shared::Shared;
 use crate::{Builder, Mode};
 
 /// The profiler, as a `tracing_subscriber` [`Layer`].
@@ -86,7 +86,7 @@ where
                 // The flusher accepts creation records only for callsites registered here.
                 self.shared.callsites.register(meta);
             } else if self.line_timing && meta.is_event() {
-                crate::lines::register_event_site(&self.shared.lines, meta);
+                crate::recording::events::register_event_site(&self.shared.lines, meta);
             }
         }
         Interest::always()
@@ -125,7 +125,7 @@ where
         if !self.line_timing || self.skip() {
             return;
         }
-        crate::lines::record_event(&self.shared, event, &ctx);
+        crate::recording::events::record_event(&self.shared, event, &ctx);
     }
 
     #[inline(always)]

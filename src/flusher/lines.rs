@@ -11,70 +11,15 @@
 //! - Hits count events. Events in another file than the region's source file are not
 //!   checkpoints (the reference's line-profile layout has one file per function).
 //!
-//! The hot path appends one `EVENT` record (span id, TSC, event callsite address) to the lane.
-//! The flusher never dereferences that address: the layer collects every event callsite in
-//! [`EventSites`] when `tracing` registers it (cold, once per callsite), and the flusher looks
-//! the address up there; an unknown address is ignored.
+//! The hot path (`crate::recording::events`) appends one `EVENT` record (span id, TSC, event
+//! callsite address) to the lane. The flusher never dereferences that address: the layer
+//! collects every event callsite in [`EventSites`] when `tracing` registers it (cold, once per
+//! callsite), and the flusher looks the address up there; an unknown address is ignored.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
-
-use tracing_core::{Event, Metadata, Subscriber};
-use tracing_subscriber::layer::Context;
-use tracing_subscriber::registry::LookupSpan;
+use std::collections::BTreeMap;
 
 use crate::fasthash::FastMap;
-use crate::lane::local::with_local;
-use crate::lane::record::Record;
-use crate::state::Shared;
-
-/// Where an event callsite is: its source file and line.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct EventSite {
-    pub file: Option<&'static str>,
-    pub line: Option<u32>,
-}
-
-/// Every event callsite the layer has seen registered, by address (shared, cold path only).
-#[derive(Debug, Default)]
-pub(crate) struct EventSites(Mutex<HashMap<usize, EventSite>>);
-
-/// Remembers an event callsite (from `Layer::register_callsite`).
-pub(crate) fn register_event_site(sites: &EventSites, meta: &'static Metadata<'static>) {
-    let key = meta as *const Metadata<'static> as usize;
-    let site = EventSite {
-        file: meta.file(),
-        line: meta.line(),
-    };
-    sites
-        .0
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(key, site);
-}
-
-/// The hot path of an event: one `EVENT` record for the span the event belongs to.
-#[inline]
-pub(crate) fn record_event<S>(shared: &Shared, event: &Event<'_>, ctx: &Context<'_, S>)
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-{
-    let id = if let Some(parent) = event.parent() {
-        parent.into_u64()
-    } else if event.is_contextual() {
-        match ctx.current_span().id() {
-            Some(id) => id.into_u64(),
-            None => return,
-        }
-    } else {
-        return; // an explicit root event belongs to no call
-    };
-    let site = event.metadata();
-    with_local(shared, |l| {
-        let tsc = shared.clock.raw();
-        l.push(Record::event(id, tsc, site))
-    });
-}
+use crate::recording::events::{EventSite, EventSites};
 
 /// One call's checkpoints so far (assembler side, per span instance).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -133,10 +78,7 @@ impl LineTables {
         let table = self.regions.entry(region).or_default();
         let mut attributed = 0.0;
         for &(site, ticks, hits) in acc.map_or(&[][..], |a| &a.sites[..]) {
-            let known = *self.cache.entry(site).or_insert_with(|| {
-                let map = sites.0.lock().unwrap_or_else(|e| e.into_inner());
-                map.get(&site).copied()
-            });
+            let known = *self.cache.entry(site).or_insert_with(|| sites.get(site));
             let Some(EventSite {
                 file: Some(ef),
                 line: Some(el),
@@ -209,7 +151,7 @@ mod tests {
     fn checkpoints_split_busy_time_and_skip_awaits() {
         let sites = EventSites::default();
         let key = 0x1000usize;
-        sites.0.lock().unwrap().insert(
+        sites.insert(
             key,
             EventSite {
                 file: Some("a.rs"),

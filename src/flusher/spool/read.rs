@@ -10,8 +10,8 @@ use super::{
     Header, MAGIC, TAG_AGGREGATE, TAG_CALLS, TAG_HEADER, TAG_POLLS, TAG_REGION, TAG_TASKS,
     TAG_THREADS,
 };
+use crate::flusher::stats::Stats;
 use crate::output::model::{CallRecord, PollRecord, TaskRow, ThreadRow};
-use crate::stats::Stats;
 
 /// Reads a zigzag LEB128 varint.
 #[inline]
@@ -240,7 +240,7 @@ pub(crate) fn scan(
                     for x in &mut v {
                         *x = get_varint(d, &mut at).ok_or_else(|| bad("tasks"))?;
                     }
-                    let totals = crate::task::TaskTotals {
+                    let totals = crate::flusher::task::TaskTotals {
                         index: v[0],
                         tokio_id: v[1] as u64,
                         thread_index: u32::try_from(v[2]).map_err(|_| bad("tasks"))?,

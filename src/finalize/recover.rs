@@ -26,11 +26,11 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::flusher::spool::{self, SpoolContents};
+use crate::flusher::stats::Stats;
 use crate::output::events;
 use crate::output::hdf5::WriteOptions;
 use crate::output::model::{Layout, PhaseData, RegionRow, SpooledCalls, ThreadRow};
-use crate::spool::{self, SpoolContents};
-use crate::stats::Stats;
 use crate::{Error, SESSION_REGION};
 
 /// What a recovery read and wrote.
@@ -140,8 +140,8 @@ pub(crate) fn recover_stale(output: &Path) -> Result<(), Error> {
     let main = spool::spool_path(output);
     if let Ok(m) = std::fs::symlink_metadata(&main) {
         if m.file_type().is_file() {
-            let f = crate::files::open_nofollow(&main).map_err(|e| read_error(&main, e))?;
-            if !crate::files::try_lock(&f).unwrap_or(true) {
+            let f = crate::output::files::open_nofollow(&main).map_err(|e| read_error(&main, e))?;
+            if !crate::output::files::try_lock(&f).unwrap_or(true) {
                 return Err(Error::OutputPath {
                     path: output.to_path_buf(),
                     source: std::io::Error::new(
@@ -228,7 +228,7 @@ fn recovered_name(
 fn keep_corrupt(path: &Path, why: &str) -> Result<(), Error> {
     for n in 1..10_000 {
         let aside = PathBuf::from(format!("{}.corrupt-{n}", path.display()));
-        match crate::files::rename_noreplace(path, &aside) {
+        match crate::output::files::rename_noreplace(path, &aside) {
             Ok(()) => {
                 eprintln!(
                     "scope-profiler: an earlier run left {} and it cannot be recovered ({why}); \
@@ -259,7 +259,7 @@ fn spool_files(output: &Path) -> Result<Vec<PathBuf>, Error> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let dir = crate::files::dir_of(&main);
+    let dir = crate::output::files::dir_of(&main);
     let entries = std::fs::read_dir(&dir).map_err(|source| Error::Io {
         context: "listing the output's directory".into(),
         path: dir.clone(),

@@ -13,7 +13,7 @@
 
 use ::hdf5::File;
 
-use super::hdf5::Ctx;
+use super::ctx::Ctx;
 use crate::output::model::PhaseData;
 use crate::Error;
 

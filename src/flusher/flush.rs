@@ -4,7 +4,7 @@
 //! Every [`POLL`] (at once while a recording thread waits for a buffer) it drains every lane:
 //! the full chunks they handed over and the published part of the chunks being written, and
 //! gives the chunks back to the pool. A finalize is two such drains, so a call that closed
-//! before `finalize()` was called is always in its report (see [`crate::assemble`] for why one
+//! before `finalize()` was called is always in its report (see [`crate::flusher::assemble`] for why one
 //! is not enough). Lanes of exited threads are dropped once drained; their thread rows stay.
 //!
 //! A panic in the flusher (a sink bug, an I/O library fault) is caught: the failure is kept
@@ -17,14 +17,14 @@ use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::assemble::{Assembler, RawCall};
-use crate::lane::{Cursor, Lane};
+use crate::flusher::assemble::{Assembler, RawCall};
+use crate::flusher::region::RegionInfo;
+use crate::flusher::spool::SpoolWriter;
+use crate::flusher::stats::Stats;
+use crate::flusher::task::{TaskCall, TaskTotals, Tasks};
 use crate::output::model::{CallRecord, PollRecord, RegionRow, TaskRow, ThreadRow};
-use crate::region::RegionInfo;
-use crate::spool::SpoolWriter;
-use crate::state::Shared;
-use crate::stats::Stats;
-use crate::task::{TaskCall, TaskTotals, Tasks};
+use crate::recording::lane::{Cursor, Lane};
+use crate::shared::Shared;
 use crate::Mode;
 
 /// How often the flusher collects full chunks.
@@ -78,7 +78,7 @@ pub(crate) struct Snapshot {
     /// corrupt records); the spool's losses are `spool_lost`.
     pub dropped: u64,
     /// Line tables of this phase (line timing), by region id.
-    pub lines: Vec<(u32, crate::lines::RegionLines)>,
+    pub lines: Vec<(u32, crate::flusher::lines::RegionLines)>,
     /// Calls left out this phase because they overlapped a pause.
     pub paused_calls: u64,
     /// Calls dropped whole so far because a record of theirs could not be buffered.
@@ -109,7 +109,7 @@ pub(crate) struct Flusher {
     shared: Arc<Shared>,
     lanes: Vec<(Arc<Lane>, Cursor)>,
     /// Rows of threads whose lanes were drained and dropped.
-    exited: crate::thread_rows::ExitedThreads,
+    exited: crate::flusher::thread_rows::ExitedThreads,
     /// Records lost from dropped lanes (their counters are gone with them).
     exited_dropped: u64,
     /// Calls dropped whole by dropped lanes.
@@ -129,7 +129,7 @@ pub(crate) struct Flusher {
     kept_calls: usize,
     calls_truncated: bool,
     span_ns: Option<(i64, i64)>,
-    lines: crate::lines::LineTables,
+    lines: crate::flusher::lines::LineTables,
     paused_calls: u64,
     pauses_seen: usize,
 }
@@ -262,7 +262,7 @@ impl Flusher {
     fn note_cpu(&self) {
         self.shared
             .flusher_cpu_ns
-            .store(crate::clock::thread_cpu_ns(), Ordering::Relaxed);
+            .store(crate::recording::clock::thread_cpu_ns(), Ordering::Relaxed);
     }
 
     fn refresh_lanes(&mut self) {
@@ -371,7 +371,7 @@ impl Flusher {
         let track_tasks = self.shared.config.track_async;
         let pauses = self.shared.pause.windows();
         for c in self.scratch.drain(..) {
-            if crate::pause::overlaps(&pauses, c.start, c.end) {
+            if crate::recording::pause::overlaps(&pauses, c.start, c.end) {
                 self.paused_calls += 1;
                 continue;
             }
@@ -469,13 +469,13 @@ impl Flusher {
         }
     }
 
-    /// Folds the drained polls, then settles the task table (see [`crate::task`]): rows of
+    /// Folds the drained polls, then settles the task table (see [`crate::flusher::task`]): rows of
     /// retired tasks go to the spool (or stay in memory without an output file).
     fn polls_and_tasks(&mut self) {
         let clock = self.shared.clock;
         let pauses = self.shared.pause.windows();
         for p in self.asm.polls.drain(..) {
-            if crate::pause::overlaps(&pauses, p.start, p.end) {
+            if crate::recording::pause::overlaps(&pauses, p.start, p.end) {
                 continue;
             }
             let start_ns = clock.to_ns(p.start);
@@ -661,7 +661,7 @@ impl Flusher {
 fn thread_row(l: &Lane) -> ThreadRow {
     let end_ns = l.end_ns.load(Ordering::Acquire);
     let cpu_ns = if end_ns < 0 {
-        crate::clock::other_thread_cpu_ns(l.native_id)
+        crate::recording::clock::other_thread_cpu_ns(l.native_id)
             .unwrap_or_else(|| l.cpu_ns.load(Ordering::Relaxed))
     } else {
         l.cpu_ns.load(Ordering::Relaxed)

@@ -3,7 +3,7 @@
 //! Shaped like tracing-appender's `WorkerGuard`: keep it alive while the program runs;
 //! [`FlushGuard::finalize`] (any number of times) reports and writes the calls completed since
 //! the previous finalize, and dropping the guard finalizes once more if anything new happened,
-//! then stops the flusher. The finalize itself is a pipeline in `crate::finalize`.
+//! then stops the flusher. The finalize itself is a pipeline in `crate::finalize::pipeline`.
 //!
 //! **No phase replaces another.** Each finalize publishes one phase file. Without rotation the
 //! first goes to the output; a later phase (a second `finalize()`, or calls that complete
@@ -19,11 +19,12 @@ use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use crate::finalize::{GuardState, Trigger};
-use crate::flush::{Command, Flusher};
-use crate::report::Report;
-use crate::spool::{self, SpoolWriter};
-use crate::state::Shared;
+use crate::finalize::pipeline::{GuardState, Trigger};
+use crate::finalize::report::Report;
+use crate::flusher::flush::{Command, Flusher};
+use crate::flusher::spool::{self, SpoolWriter};
+use crate::recording::pause::Switch;
+use crate::shared::Shared;
 use crate::{Error, Mode};
 
 /// How long finalize (and the guard's drop) wait for the flusher before giving up with an
@@ -68,12 +69,12 @@ struct Inner {
 impl Inner {
     fn finalize(&self, trigger: Trigger, to: Option<&Path>) -> Result<Option<Report>, Error> {
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let flusher = crate::finalize::FlusherLink {
+        let flusher = crate::finalize::pipeline::FlusherLink {
             tx: self.tx.as_ref(),
             thread: self.flusher_thread.as_ref(),
             limit: FLUSHER_REPLY_LIMIT,
         };
-        crate::finalize::run(&self.shared, flusher, &mut state, trigger, to)
+        crate::finalize::pipeline::run(&self.shared, flusher, &mut state, trigger, to)
     }
 }
 
@@ -88,7 +89,7 @@ fn claimed() -> &'static Mutex<HashSet<PathBuf>> {
 
 impl OutputClaim {
     fn new(output: &Path) -> Result<OutputClaim, Error> {
-        let dir = crate::files::dir_of(output);
+        let dir = crate::output::files::dir_of(output);
         let key = std::fs::canonicalize(&dir)
             .unwrap_or(dir)
             .join(output.file_name().unwrap_or_default());
@@ -119,7 +120,7 @@ impl Drop for OutputClaim {
 /// Creates the spool beside `output`, first recovering the spool of an earlier run that did
 /// not finish (see [`crate::recover()`]).
 fn open_spool(shared: &Shared, output: &Path) -> Result<SpoolWriter, Error> {
-    crate::recover::recover_stale(output)?;
+    crate::finalize::recover::recover_stale(output)?;
     let path = spool::spool_path(output);
     let config = &shared.config;
     let header = spool::Header {
@@ -253,7 +254,7 @@ impl FlushGuard {
     /// As [`finalize`](Self::finalize), and when `path` is not writable.
     pub fn finalize_to(&self, path: impl AsRef<Path>) -> Result<Report, Error> {
         let path = path.as_ref();
-        crate::files::check_writable(path)?;
+        crate::output::files::check_writable(path)?;
         self.inner
             .finalize(Trigger::Explicit, Some(path))
             .map(|r| r.unwrap_or_default())
@@ -340,5 +341,47 @@ impl std::fmt::Debug for FlushGuard {
             .field("mode", &self.inner.shared.config.mode)
             .field("output", &self.inner.shared.config.output)
             .finish()
+    }
+}
+
+/// The runtime switch (see [`Switch`]).
+impl FlushGuard {
+    /// Pauses recording: the layer's callbacks return at once (other layers are unaffected)
+    /// until [`resume`](Self::resume). Calls overlapping the pause are not reported.
+    ///
+    /// ```
+    /// # use scope_profiler::ScopeLayer;
+    /// # use tracing_subscriber::prelude::*;
+    /// let (layer, guard) = ScopeLayer::builder().no_output().summary(false).build()?;
+    /// let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    /// tracing::dispatcher::with_default(&dispatch, || {
+    ///     tracing::info_span!("work").in_scope(|| ());
+    ///     guard.pause();
+    ///     tracing::info_span!("work").in_scope(|| ()); // not recorded
+    ///     guard.resume();
+    /// });
+    /// assert_eq!(guard.finalize()?.region("work").unwrap().calls, 1);
+    /// # Ok::<(), scope_profiler::Error>(())
+    /// ```
+    pub fn pause(&self) {
+        self.switch().pause()
+    }
+
+    /// Resumes recording after [`pause`](Self::pause).
+    pub fn resume(&self) {
+        self.switch().resume()
+    }
+
+    /// Whether recording is paused (always `true` in `Mode::Disabled`).
+    pub fn is_paused(&self) -> bool {
+        self.shared()
+            .pause
+            .paused
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A cloneable handle to pause and resume this profiler from anywhere.
+    pub fn switch(&self) -> Switch {
+        Switch::new(self.shared().clone())
     }
 }

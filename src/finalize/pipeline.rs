@@ -1,0 +1,576 @@
+//! One finalize, as a straight pipeline:
+//! snapshot -> load -> nest -> sinks -> report -> publish -> print.
+//!
+//! - **snapshot**: the flusher drains everything and hands over the phase: statistics per
+//!   region (by region id), lane tables, and the spool file holding the phase's calls.
+//! - **load**: the phase as the writers see it ([`PhaseData`]); the calls stay on disk, joined
+//!   to their rows by region id.
+//! - **nest**: the first pass over the calls (counts, summaries, nesting and the call tree);
+//!   see [`crate::output::events`].
+//! - **sinks**: perf totals, LIKWID results.
+//! - **report**: the [`Report`].
+//! - **publish**: the second pass writes the file, at a name that never replaces another
+//!   phase's file ([`names`]); then the phase's spool file goes.
+//! - **print**: the summary on stderr.
+//!
+//! Memory stays bounded whatever the phase's length: see [`crate::output::events`].
+
+use super::names;
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Sender};
+
+use crate::finalize::report::{Flat, RegionStats, Report};
+use crate::flusher::flush::{Command, Snapshot};
+use crate::output::events::{self, Scan};
+use crate::output::hdf5::WriteOptions;
+use crate::output::model::{Layout, PhaseData, RegionRow, SpooledCalls};
+use crate::shared::Shared;
+use crate::{Error, Mode, SESSION_REGION};
+
+/// What asked for a finalize.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Trigger {
+    /// `finalize()` / `finalize_to()`.
+    Explicit,
+    /// The rotation timer.
+    Rotation,
+    /// The guard's drop.
+    Drop,
+}
+
+/// What finalizes remember between phases.
+#[derive(Debug)]
+pub(crate) struct GuardState {
+    /// An explicit finalize has run.
+    pub finalized: bool,
+    pub phase_start_ns: i64,
+    /// First call id of the next phase (ids continue across finalizes, as in Python).
+    pub next_call_id: i64,
+    /// Every file this guard published, oldest first, with its `(device, inode)`.
+    pub published: Vec<(PathBuf, (u64, u64))>,
+    /// Numbered files still kept (for `max_files`), oldest first.
+    pub numbered: VecDeque<PathBuf>,
+    /// Number of the next numbered file.
+    pub next_number: u32,
+    /// The last phase went to a late name (its target held an earlier phase).
+    pub last_was_late: bool,
+}
+
+impl GuardState {
+    pub(crate) fn new(phase_start_ns: i64) -> GuardState {
+        GuardState {
+            finalized: false,
+            phase_start_ns,
+            next_call_id: 0,
+            published: Vec::new(),
+            numbered: VecDeque::new(),
+            next_number: 1,
+            last_was_late: false,
+        }
+    }
+}
+
+/// How to reach the flusher.
+#[derive(Clone, Copy)]
+pub(crate) struct FlusherLink<'a> {
+    /// Its command channel (`None` when disabled).
+    pub tx: Option<&'a Sender<Command>>,
+    /// Its thread, woken for a finalize.
+    pub thread: Option<&'a std::thread::Thread>,
+    /// How long to wait for its answer before giving up with an error.
+    pub limit: std::time::Duration,
+}
+
+/// Runs one finalize. `Ok(None)`: nothing was reported (a drop with nothing new).
+pub(crate) fn run(
+    shared: &Shared,
+    flusher: FlusherLink<'_>,
+    state: &mut GuardState,
+    trigger: Trigger,
+    to: Option<&Path>,
+) -> Result<Option<Report>, Error> {
+    let finalize_ns = shared.clock.now_ns();
+    let mut snap = match snapshot(shared, flusher) {
+        Ok(s) => s,
+        // Multi-rank, the other ranks still wait for this one's part: it tells them it has none.
+        Err(e) => {
+            let publishes = to.is_some() || shared.config.output.is_some();
+            return Err(crate::mpi::abandon(shared, e, publishes));
+        }
+    };
+    let phase_calls: u64 = snap.regions.iter().map(|r| r.row.stats.count).sum();
+    // Multi-rank: every rank takes the same early return (the rest is collective).
+    let any_calls = crate::mpi::sum_calls(shared, phase_calls);
+    // At drop with nothing new since an explicit finalize, its file stays as it is; only sink
+    // results that appear at shutdown (LIKWID's) are added to it.
+    if trigger == Trigger::Drop && state.finalized && any_calls == 0 {
+        return append_late_sink_data(shared, state, snap);
+    }
+    // A rotation with nothing completed in its period writes no file (the next phase, and
+    // its session row, simply start earlier); numbers stay without gaps.
+    if trigger == Trigger::Rotation && phase_calls == 0 && snap.spool_error.is_none() {
+        if let Some(p) = &snap.spool_phase {
+            let _ = std::fs::remove_file(p);
+        }
+        return Ok(None);
+    }
+    let phase_start_ns = state.phase_start_ns;
+    state.phase_start_ns = finalize_ns;
+    if trigger != Trigger::Rotation {
+        state.finalized = true;
+    }
+    let config = &shared.config;
+    let mut result = match snap.spool_error.take() {
+        Some(source) => Err(Error::Io {
+            context: "writing the spool".into(),
+            path: config
+                .output
+                .as_deref()
+                .map(crate::flusher::spool::spool_path)
+                .unwrap_or_default(),
+            source,
+        }),
+        None => Ok(()),
+    };
+    let spool_phase = snap.spool_phase.clone();
+    let facts = Facts::of(&snap);
+    let lines = std::mem::take(&mut snap.lines);
+    let paused_calls = snap.paused_calls;
+    let mut data = load(shared, snap, phase_start_ns, finalize_ns);
+    // Sources, line profiles and the profiler's own cost (which nesting may compensate).
+    data.extra = crate::output::source::phase_extra(shared, &data, lines);
+    let mut scan = match nest(shared, state, trigger, &data) {
+        Ok(s) => s,
+        Err(e) => {
+            result = result.and(Err(e));
+            Scan::default()
+        }
+    };
+    // Task rows retired and polls streamed to the spool during the phase.
+    if let Some((tasks, polls)) = scan.lanes.take() {
+        data.polls.extend(polls);
+        if !tasks.is_empty() {
+            data.tasks.extend(tasks);
+            data.tasks.sort_by_key(|t| t.index);
+        }
+    }
+    let mut warnings = sinks(shared, &mut data, &mut result, &facts);
+    if paused_calls > 0 {
+        warnings.push(format!(
+            "{paused_calls} call(s) overlapped a pause and are not reported"
+        ));
+    }
+    let mut report = report(&data, &facts, &scan, warnings, phase_start_ns, finalize_ns);
+    report.overhead = shared.overhead.clone();
+    if config.mode == Mode::Disabled {
+        return Ok(Some(report));
+    }
+    let target = target(shared, state, to);
+    // Multi-rank, a rank whose phase failed still takes part in the (collective) publish.
+    let collective = crate::mpi::rank_of(shared).is_some();
+    if let (true, Some((path, numbered))) = (result.is_ok() || collective, &target) {
+        let ok = result.is_ok();
+        match publish(shared, state, path, *numbered, &data, &scan, ok) {
+            Ok(written) => report.file = Some(written),
+            Err(e) => result = result.and(Err(e)),
+        }
+    }
+    crate::mpi::gather_spread(shared, &mut report);
+    match (&result, &spool_phase) {
+        (Ok(()), Some(p)) => {
+            let _ = std::fs::remove_file(p);
+        }
+        (Err(_), Some(p)) => {
+            result = result.map_err(|e| Error::Unpublished {
+                source: Box::new(e),
+                spool: p.clone(),
+            })
+        }
+        _ => {}
+    }
+    print(shared, state, trigger, &report, &result, any_calls);
+    result.map(|()| Some(report))
+}
+
+/// Step 1: the flusher's snapshot of the phase, waiting a bounded time; a failed flusher's
+/// cause becomes the error.
+fn snapshot(shared: &Shared, flusher: FlusherLink<'_>) -> Result<Snapshot, Error> {
+    let Some(tx) = flusher.tx else {
+        return Ok(Snapshot::default());
+    };
+    let failed = || {
+        let cause = shared.failure.lock().unwrap_or_else(|e| e.into_inner());
+        match cause.clone() {
+            Some(cause) => Error::FlusherFailed { cause },
+            None => Error::FlusherGone,
+        }
+    };
+    let (reply_tx, reply_rx) = mpsc::channel();
+    if tx.send(Command::Finalize(reply_tx)).is_err() {
+        return Err(failed());
+    }
+    if let Some(t) = flusher.thread {
+        t.unpark();
+    }
+    match reply_rx.recv_timeout(flusher.limit) {
+        Ok(Ok(snap)) => Ok(snap),
+        Ok(Err(cause)) => Err(Error::FlusherFailed { cause }),
+        Err(mpsc::RecvTimeoutError::Disconnected) => Err(failed()),
+        Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::FlusherStalled {
+            waited: flusher.limit,
+        }),
+    }
+}
+
+/// The load figures of a snapshot.
+fn losses_of(snap: &Snapshot) -> crate::finalize::report::Losses {
+    crate::finalize::report::Losses {
+        dropped_calls: snap.dropped_calls,
+        waits: snap.waits,
+        wait_ns: snap.wait_ns,
+        corrupt: snap.corrupt,
+    }
+}
+
+/// What the report needs from the snapshot besides the rows.
+struct Facts {
+    /// Statistics by region, in snapshot order (region id order).
+    regions: Vec<RegionStats>,
+    dropped: u64,
+    losses: crate::finalize::report::Losses,
+    spool_lost: u64,
+    in_flight: u64,
+    truncated: bool,
+}
+
+impl Facts {
+    fn of(snap: &Snapshot) -> Facts {
+        Facts {
+            regions: snap
+                .regions
+                .iter()
+                .map(RegionStats::from_snapshot)
+                .collect(),
+            dropped: snap.dropped,
+            losses: losses_of(snap),
+            spool_lost: snap.spool_lost,
+            in_flight: snap.in_flight,
+            truncated: snap.calls_truncated,
+        }
+    }
+}
+
+/// Step 2: the phase as the writers see it; spooled calls stay on disk, joined by region id.
+fn load(shared: &Shared, snap: Snapshot, phase_start_ns: i64, finalize_ns: i64) -> PhaseData {
+    let config = &shared.config;
+    let layout = match config.mode {
+        Mode::Aggregate => Layout::Aggregate,
+        _ => Layout::Columnar,
+    };
+    // The session row spans the phase; widened to cover calls that started before it (in
+    // flight at the previous finalize) or ended during this finalize, so that it contains
+    // every call of its lane and nesting stays valid.
+    let (first_start, last_end) = snap.span_ns.unwrap_or((phase_start_ns, finalize_ns));
+    let session_start = phase_start_ns.min(first_start);
+    let session_dur = (finalize_ns.max(last_end) - session_start).max(0);
+    let session_thread = snap
+        .threads
+        .iter()
+        .find(|t| t.name == "main")
+        .map_or(0, |t| t.index);
+    let user_session = snap.regions.iter().any(|r| r.row.name == SESSION_REGION);
+    let mut regions = Vec::new();
+    if !user_session {
+        regions.push(RegionRow::session(
+            session_start,
+            session_dur,
+            session_thread,
+            layout,
+        ));
+    }
+    let ids = snap
+        .regions
+        .iter()
+        .map(|r| r.id as usize)
+        .max()
+        .map_or(0, |m| m + 1);
+    let losses = losses_of(&snap);
+    let mut row_of = vec![u32::MAX; ids];
+    for r in snap.regions.into_iter().filter(|r| r.row.stats.count > 0) {
+        row_of[r.id as usize] = regions.len() as u32;
+        regions.push(r.row);
+    }
+    PhaseData {
+        layout,
+        regions,
+        start_time_ns: phase_start_ns,
+        finalize_time_ns: finalize_ns,
+        timestamp: shared.timestamp.clone(),
+        label: config.label.clone(),
+        dropped: snap.dropped + snap.spool_lost,
+        losses,
+        perf: None,
+        likwid: None,
+        threads: snap.threads,
+        tasks: snap.tasks,
+        polls: snap.polls,
+        region_names: snap.region_names,
+        track_threads: config.track_threads,
+        track_async: config.track_async,
+        spooled: snap.spool_phase.map(|f| SpooledCalls {
+            files: vec![f],
+            row_of,
+        }),
+        extra: Default::default(),
+    }
+}
+
+/// Step 3: the first pass over the calls, nesting them when the file or the summary wants it.
+fn nest(
+    shared: &Shared,
+    state: &mut GuardState,
+    trigger: Trigger,
+    data: &PhaseData,
+) -> Result<Scan, Error> {
+    if data.layout != Layout::Columnar {
+        return Ok(Scan::default());
+    }
+    let config = &shared.config;
+    // Nesting feeds the call ids (written with track_threads), the exclusive totals and the
+    // summary's tree; skip it when none of them is wanted.
+    let want = config.track_threads || config.summary;
+    // The tree is for the printed summary, which automatic rotations do not print.
+    let tree = config.summary && trigger != Trigger::Rotation;
+    let scan = events::scan(data, want.then_some((state.next_call_id, tree)))?;
+    if let Some(n) = &scan.nested {
+        state.next_call_id = n.next_id();
+    }
+    Ok(scan)
+}
+
+/// Step 4: the sinks' results; returns the warnings for the report.
+fn sinks(
+    shared: &Shared,
+    data: &mut PhaseData,
+    result: &mut Result<(), Error>,
+    facts: &Facts,
+) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if let Some(sinks) = &shared.sinks {
+        let r = sinks.finalize(data);
+        if result.is_ok() {
+            *result = r;
+        }
+        warnings = sinks.warnings();
+    }
+    if facts.truncated {
+        warnings.push(
+            "without an output file only the first 2 M calls of a phase are kept (the \
+             statistics stay exact); the summary is flat"
+                .into(),
+        );
+    }
+    warnings
+}
+
+/// Step 5: the report.
+fn report(
+    data: &PhaseData,
+    facts: &Facts,
+    scan: &Scan,
+    warnings: Vec<String>,
+    phase_start_ns: i64,
+    finalize_ns: i64,
+) -> Report {
+    let mut regions = facts.regions.clone();
+    if let Some(perf) = &data.perf {
+        for r in &mut regions {
+            r.set_perf(perf);
+        }
+    }
+    regions.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+    let tree = if facts.truncated {
+        None
+    } else {
+        scan.nested.as_ref().and_then(|n| n.tree.clone())
+    };
+    let flat = if data.layout == Layout::Aggregate {
+        Some(Flat::Aggregate)
+    } else if facts.truncated {
+        Some(Flat::Truncated)
+    } else {
+        scan.not_nested.map(|_| Flat::Overlap)
+    };
+    Report {
+        regions,
+        dropped: facts.dropped,
+        losses: facts.losses,
+        spool_lost: facts.spool_lost,
+        in_flight: facts.in_flight,
+        wall_ns: (finalize_ns - phase_start_ns).max(0) as u64,
+        warnings,
+        tree,
+        flat,
+        file: None,
+        overhead: None,
+        ranks: Vec::new(),
+    }
+}
+
+/// Where this phase goes (see [`names`]) and whether it is a numbered file; `None` without
+/// an output.
+fn target(shared: &Shared, state: &mut GuardState, to: Option<&Path>) -> Option<(PathBuf, bool)> {
+    let config = &shared.config;
+    if config.rotate_every.is_some() && to.is_none() {
+        let output = config.output.as_deref()?;
+        let n = state.next_number;
+        state.next_number += 1;
+        return Some((names::numbered(output, n), true));
+    }
+    to.or(config.output.as_deref())
+        .map(|p| (p.to_path_buf(), false))
+}
+
+/// Step 6: the second pass writes the file; returns where it went.
+fn publish(
+    shared: &Shared,
+    state: &mut GuardState,
+    path: &Path,
+    numbered: bool,
+    data: &PhaseData,
+    scan: &Scan,
+    ok: bool,
+) -> Result<PathBuf, Error> {
+    let config = &shared.config;
+    let mut write = crate::mpi::phase_writer(shared, path, data, scan, ok);
+    let mut opts = WriteOptions {
+        gzip: config.gzip,
+        durable: config.durable,
+        no_replace: false,
+    };
+    let taken = state.published.iter().any(|(p, _)| p == path);
+    let written = if taken {
+        // Never replace a file this guard published: the first free late name.
+        opts.no_replace = true;
+        let mut last = None;
+        let mut written = None;
+        for candidate in names::candidates(path, "late", 1).take(1000) {
+            if std::fs::symlink_metadata(&candidate).is_ok() && !write.collective() {
+                continue;
+            }
+            match write.write(&candidate, &opts) {
+                Ok(w) => {
+                    written = Some(w);
+                    break;
+                }
+                Err(e) if is_exists(&e) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        match (written, last) {
+            (Some(w), _) => w,
+            (None, Some(e)) => return Err(e),
+            (None, None) => {
+                return Err(Error::OutputPath {
+                    path: path.to_path_buf(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::AlreadyExists,
+                        "no free late name beside it",
+                    ),
+                })
+            }
+        }
+    } else {
+        write.write(path, &opts)?
+    };
+    drop(write);
+    let (written, id) = written;
+    state.last_was_late = taken;
+    // The inode HDF5 created (rename keeps it), for a later reopen.
+    state.published.push((written.clone(), id));
+    if numbered && !taken {
+        state.numbered.push_back(written.clone());
+        if let Some(keep) = config.max_files {
+            while state.numbered.len() > keep {
+                if let Some(old) = state.numbered.pop_front() {
+                    let _ = std::fs::remove_file(&old);
+                }
+            }
+        }
+    }
+    Ok(written)
+}
+
+fn is_exists(e: &Error) -> bool {
+    use std::error::Error as _;
+    e.source()
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::AlreadyExists)
+}
+
+/// Step 7: the summary on stderr (not for automatic rotations), and a line when late calls
+/// went to a file of their own.
+fn print(
+    shared: &Shared,
+    state: &GuardState,
+    trigger: Trigger,
+    report: &Report,
+    result: &Result<(), Error>,
+    phase_calls: u64,
+) {
+    let config = &shared.config;
+    if trigger == Trigger::Drop && state.last_was_late && crate::mpi::prints_summary(shared) {
+        if let Some(file) = &report.file {
+            eprintln!(
+                "scope-profiler: {phase_calls} call(s) completed after the last finalize; written \
+                 to {} (the earlier file is kept as it was)",
+                file.display(),
+            );
+        }
+    }
+    if !config.summary || trigger == Trigger::Rotation || !crate::mpi::prints_summary(shared) {
+        return;
+    }
+    let target = report.file.as_deref();
+    let title = match (&config.label, target) {
+        (Some(l), Some(p)) => format!("{l} - {}", p.display()),
+        (Some(l), None) => l.clone(),
+        (None, Some(p)) => p.display().to_string(),
+        (None, None) => "scope-profiler".to_owned(),
+    };
+    eprint!("{}", crate::output::summary::render(report, &title));
+    eprint!("{}", crate::mpi::render_spread(report));
+    if let Err(e) = result {
+        eprintln!("scope-profiler: {e}");
+    }
+}
+
+/// A drop with no new calls: adds sink results that exist only now (LIKWID's) to the last
+/// published file, and removes the empty phase's spool file.
+fn append_late_sink_data(
+    shared: &Shared,
+    state: &GuardState,
+    snap: Snapshot,
+) -> Result<Option<Report>, Error> {
+    let sink_data = shared.sinks.as_ref().is_some_and(|s| s.has_final_data());
+    let spool_phase = snap.spool_phase.clone();
+    let mut result = Ok(());
+    // (Multi-rank files are written by rank 0 only: late sink data is not appended to them.)
+    let single = crate::mpi::rank_of(shared).is_none();
+    if sink_data && single && shared.config.mode != Mode::Disabled {
+        let now = shared.clock.now_ns();
+        let mut data = load(shared, snap, now, now);
+        if let Some(sinks) = &shared.sinks {
+            result = sinks.finalize(&mut data);
+        }
+        if let Some((path, id)) = state.published.last() {
+            data.perf = None;
+            result = result.and_then(|()| crate::output::hdf5::aux::append_aux(path, *id, &data));
+        }
+    }
+    if let Some(p) = &spool_phase {
+        let _ = std::fs::remove_file(p);
+    }
+    result.map(|()| None)
+}

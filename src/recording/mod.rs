@@ -1,0 +1,19 @@
+//! Stage 1, recording: the only code that runs on the program's threads.
+//!
+//! - `layer`: the `tracing_subscriber::Layer` callbacks (one record each, after one pause-flag
+//!   load);
+//! - `lane`: the per-thread record streams, their chunks, the shared pool (the buffer budget),
+//!   backpressure and the loss markers, with the drain protocol the flusher follows;
+//! - `clock`: the TSC read on every enter/exit and its conversion to nanoseconds;
+//! - `pause`: the runtime switch checked by every callback;
+//! - `events`: line-timing checkpoints (`tracing` events inside spans);
+//! - `overhead`: the recording cost, measured once at `build()`.
+//!
+//! Nothing here assembles or writes: records go to the flusher (`crate::flusher`).
+
+pub(crate) mod clock;
+pub(crate) mod events;
+pub(crate) mod lane;
+pub(crate) mod layer;
+pub(crate) mod overhead;
+pub(crate) mod pause;
