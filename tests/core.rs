@@ -1,6 +1,8 @@
 //! Core semantics of ScopeLayer: what a region and a call are, exact counts, repeated
 //! finalize, modes, composition with other layers, and bad input.
 
+mod common;
+
 use std::sync::Arc;
 
 use scope_profiler::{FlushGuard, Mode, Report, ScopeLayer};
@@ -50,19 +52,10 @@ fn nested_sync_spans_are_counted_exactly() {
     assert!(o.line.is_some());
 }
 
-fn fib(n: u32) -> u64 {
-    let _s = info_span!("fib").entered();
-    if n < 2 {
-        n as u64
-    } else {
-        fib(n - 1) + fib(n - 2)
-    }
-}
-
 #[test]
 fn recursion_records_every_level() {
     let (d, guard) = profiler(Mode::TimeOnly);
-    let v = tracing::dispatcher::with_default(&d, || fib(20));
+    let v = tracing::dispatcher::with_default(&d, || common::fib(20));
     assert_eq!(v, 6765);
     let r = guard.finalize().unwrap();
     assert_eq!(calls(&r, "fib"), 21_891);
@@ -205,7 +198,7 @@ fn aggregate_and_time_only_agree_on_counts_and_statistics_are_consistent() {
         let (d, guard) = profiler(mode);
         tracing::dispatcher::with_default(&d, || {
             nested(2_000);
-            fib(15);
+            common::fib(15);
         });
         reports.push(guard.finalize().unwrap());
     }

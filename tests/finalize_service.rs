@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -226,18 +225,7 @@ fn a_killed_run_is_recovered_by_the_next_build() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("crashed.h5");
     let mut first = child(&out, "crash").stdout(Stdio::piped()).spawn().unwrap();
-    let mut lines = BufReader::new(first.stdout.take().unwrap()).lines();
-    let mut reported = 0u64;
-    while reported < 20_000 {
-        let line = lines.next().expect("child output").unwrap();
-        if let Some(n) = line.strip_prefix("done ") {
-            reported = n.parse().unwrap();
-        }
-    }
-    // Everything reported is at least two flush intervals old by the time we kill.
-    std::thread::sleep(Duration::from_millis(150));
-    first.kill().unwrap(); // SIGKILL
-    first.wait().unwrap();
+    let reported = common::kill_after(&mut first, 20_000);
 
     let second = child(&out, "once").output().unwrap();
     let stderr = String::from_utf8_lossy(&second.stderr);

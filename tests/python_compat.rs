@@ -74,15 +74,6 @@ fn inspect(path: &Path) -> String {
     run("scope-profiler", &["inspect", path.to_str().unwrap()])
 }
 
-fn fib(n: u32) -> u64 {
-    let _s = info_span!("fib").entered();
-    if n < 2 {
-        n as u64
-    } else {
-        fib(n - 1) + fib(n - 2)
-    }
-}
-
 #[test]
 fn every_kind_of_file_we_write_is_read_back_with_our_counts() {
     let dir = tempfile::tempdir().unwrap();
@@ -97,7 +88,7 @@ fn every_kind_of_file_we_write_is_read_back_with_our_counts() {
         }
     });
     let recursive = profile(&p("recursive.h5"), Mode::TimeOnly, || {
-        fib(15);
+        common::fib(15);
     });
     let threads = profile(&p("threads.h5"), Mode::TimeOnly, || {
         let d = tracing::dispatcher::get_default(|d| d.clone());

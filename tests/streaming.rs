@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -47,18 +46,7 @@ fn a_killed_process_leaves_a_recoverable_spool() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut reported = 0u64;
-    while reported < 20_000 {
-        let line = lines.next().expect("child output").unwrap();
-        if let Some(n) = line.strip_prefix("done ") {
-            reported = n.parse().unwrap();
-        }
-    }
-    // Everything reported is at least two flush intervals old by the time we kill.
-    std::thread::sleep(Duration::from_millis(150));
-    child.kill().unwrap(); // SIGKILL
-    child.wait().unwrap();
+    let reported = common::kill_after(&mut child, 20_000);
     assert!(!out.exists(), "the child never finalized");
 
     let r = scope_profiler::recover(&out).expect("recover");

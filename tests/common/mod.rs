@@ -78,3 +78,33 @@ pub(crate) fn py(program: &str, args: &[&str]) -> String {
     assert!(out.status.success(), "{program} {args:?} failed:\n{text}");
     text
 }
+
+/// Naive recursive Fibonacci with a `fib` span per level: a recursion shape for tests.
+pub(crate) fn fib(n: u32) -> u64 {
+    let _s = tracing::info_span!("fib").entered();
+    if n < 2 {
+        n as u64
+    } else {
+        fib(n - 1) + fib(n - 2)
+    }
+}
+
+/// Reads a crash-test child's stdout until it has reported (`done N` lines) at least
+/// `calls` calls, waits until those are two flush intervals old, then kills it (SIGKILL).
+/// Returns the last count it reported.
+pub(crate) fn kill_after(child: &mut std::process::Child, calls: u64) -> u64 {
+    use std::io::{BufRead, BufReader};
+    let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+    let mut reported = 0u64;
+    while reported < calls {
+        let line = lines.next().expect("child output").expect("utf-8 line");
+        if let Some(n) = line.strip_prefix("done ") {
+            reported = n.parse().expect("a count");
+        }
+    }
+    // Everything reported is at least two flush intervals old by the time we kill.
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    child.kill().expect("kill"); // SIGKILL
+    child.wait().expect("wait");
+    reported
+}
