@@ -85,6 +85,17 @@ impl RegionStats {
         }
     }
 
+    /// A test region: `calls` calls taking `total_ns` in all (the other statistics 0).
+    #[cfg(test)]
+    pub(crate) fn of_total(name: &str, calls: u64, total_ns: u64) -> RegionStats {
+        let st = crate::flusher::stats::Stats {
+            count: calls,
+            total: total_ns,
+            ..Default::default()
+        };
+        RegionStats::new(name, &st)
+    }
+
     /// The statistics of a region as the flusher reported it (perf totals come later, from
     /// [`Self::set_perf`], once the sinks have finalized).
     pub(crate) fn from_snapshot(s: &RegionSnapshot) -> RegionStats {

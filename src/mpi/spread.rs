@@ -141,12 +141,7 @@ mod tests {
     use super::*;
 
     fn stats(name: &str, calls: u64, total_ns: u64) -> RegionStats {
-        let st = crate::flusher::stats::Stats {
-            count: calls,
-            total: total_ns,
-            ..Default::default()
-        };
-        RegionStats::new(name, &st)
+        RegionStats::of_total(name, calls, total_ns)
     }
 
     #[test]
