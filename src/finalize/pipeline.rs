@@ -365,11 +365,11 @@ fn sinks(
         warnings = sinks.warnings();
     }
     if facts.truncated {
-        warnings.push(
-            "without an output file only the first 2 M calls of a phase are kept (the \
-             statistics stay exact); the summary is flat"
-                .into(),
-        );
+        warnings.push(format!(
+            "without an output file only the first {} calls of a phase are kept (the \
+             statistics stay exact); the summary is flat",
+            crate::flusher::flush::MEMORY_CALL_CAP
+        ));
     }
     warnings
 }

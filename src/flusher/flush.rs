@@ -139,7 +139,7 @@ const BATCH_KEEP: usize = 1 << 16;
 
 /// Calls kept in memory per phase without an output file (for the summary's call tree); above
 /// it only the statistics are kept.
-const MEMORY_CALL_CAP: usize = 2_000_000;
+pub(crate) const MEMORY_CALL_CAP: usize = 2_000_000;
 
 impl Flusher {
     pub(crate) fn new(shared: Arc<Shared>, spool: Option<SpoolWriter>) -> Flusher {
