@@ -84,13 +84,33 @@ pub(crate) struct Nested {
     pub first_id: i64,
     /// Calls nested.
     calls: u64,
-    /// By storage position: the call's rank in (start asc, end desc) order, and the parent's
-    /// rank (`u32::MAX` for a lane root). Only when the calls were nested in memory.
-    ids: Option<(Vec<u32>, Vec<u32>)>,
+    /// Per-call ranks, only when the calls were nested in memory.
+    ids: Option<Ranks>,
     /// Exclusive time per row (ns).
     pub exclusive: Vec<i64>,
     /// The summary's call tree, when asked for.
     pub tree: Option<Vec<TreeRow>>,
+}
+
+/// By storage position: each call's rank in (start asc, end desc) order (its id minus the
+/// first id) and its parent's rank.
+#[derive(Debug)]
+struct Ranks {
+    of: Vec<u32>,
+    /// [`Ranks::ROOT`] for a lane root.
+    parent: Vec<u32>,
+}
+
+impl Ranks {
+    /// The parent rank of a call no other call of its lane contains.
+    const ROOT: u32 = u32::MAX;
+
+    fn new(calls: usize) -> Ranks {
+        Ranks {
+            of: vec![0; calls],
+            parent: vec![Ranks::ROOT; calls],
+        }
+    }
 }
 
 impl Nested {
@@ -102,15 +122,15 @@ impl Nested {
     /// The call id of the call stored at position `g` (-1 when ids are not known).
     pub(crate) fn call_id(&self, g: usize) -> i64 {
         match &self.ids {
-            Some((id_of, _)) => self.first_id + i64::from(id_of[g]),
+            Some(r) => self.first_id + i64::from(r.of[g]),
             None => -1,
         }
     }
 
     /// The parent's call id of the call stored at position `g` (-1 for a lane root).
     pub(crate) fn parent_id(&self, g: usize) -> i64 {
-        match self.ids.as_ref().map(|(_, p)| p[g]) {
-            None | Some(u32::MAX) => -1,
+        match self.ids.as_ref().map(|r| r.parent[g]) {
+            None | Some(Ranks::ROOT) => -1,
             Some(p) => self.first_id + i64::from(p),
         }
     }
@@ -160,6 +180,13 @@ struct Open {
     path: u32,
 }
 
+/// The lane the previous call was on, and the index of its stack.
+#[derive(Clone, Copy)]
+struct LastLane {
+    lane: i64,
+    stack: usize,
+}
+
 /// Nests calls handed to it in (start asc, end desc) order. Memory: the open calls of each
 /// lane, the call paths, and 8 bytes per call only when it records ids.
 pub(crate) struct Nester<'a> {
@@ -167,13 +194,14 @@ pub(crate) struct Nester<'a> {
     first_id: i64,
     want_tree: bool,
     rank: u64,
-    ids: Option<(Vec<u32>, Vec<u32>)>,
+    ids: Option<Ranks>,
     exclusive: Vec<i64>,
     paths: Vec<Path>,
     key: Tree,
     lane_index: crate::fasthash::FastMap<i64, usize>,
     stacks: Vec<Vec<Open>>,
-    last_lane: (i64, usize),
+    /// The lane of the previous call and its stack's index (calls come in runs of a lane).
+    last_lane: LastLane,
     /// Profiler cost taken out of a parent's exclusive time per child call (overhead
     /// compensation; 0 = off).
     child_overhead: i64,
@@ -193,13 +221,16 @@ impl<'a> Nester<'a> {
             first_id,
             want_tree,
             rank: 0,
-            ids: ids_for.map(|n| (vec![0u32; n], vec![u32::MAX; n])),
+            ids: ids_for.map(Ranks::new),
             exclusive: vec![0; names.len()],
             paths: Vec::new(),
             key: Tree::default(),
             lane_index: Default::default(),
             stacks: Vec::new(),
-            last_lane: (i64::MIN, 0),
+            last_lane: LastLane {
+                lane: i64::MIN,
+                stack: 0,
+            },
             child_overhead: 0,
         }
     }
@@ -217,15 +248,18 @@ impl<'a> Nester<'a> {
         // open at its own start (as the reader does it).
         let start2 = 2 * a.start;
         let end2 = 2 * a.end + i64::from(a.end == a.start);
-        if a.lane != self.last_lane.0 {
+        if a.lane != self.last_lane.lane {
             let next = self.stacks.len();
             let k = *self.lane_index.entry(a.lane).or_insert(next);
             if k == next {
                 self.stacks.push(Vec::new());
             }
-            self.last_lane = (a.lane, k);
+            self.last_lane = LastLane {
+                lane: a.lane,
+                stack: k,
+            };
         }
-        let stack = &mut self.stacks[self.last_lane.1];
+        let stack = &mut self.stacks[self.last_lane.stack];
         while stack.last().is_some_and(|o| o.end2 <= start2) {
             stack.pop();
         }
@@ -245,10 +279,10 @@ impl<'a> Nester<'a> {
         if let Some(p) = parent {
             self.exclusive[p.row as usize] -= dur + self.child_overhead;
         }
-        if let Some((id_of, parent_of)) = &mut self.ids {
-            id_of[a.g as usize] = rank;
+        if let Some(ranks) = &mut self.ids {
+            ranks.of[a.g as usize] = rank;
             if let Some(p) = parent {
-                parent_of[a.g as usize] = p.rank;
+                ranks.parent[a.g as usize] = p.rank;
             }
         }
         let mut path = 0;
@@ -259,7 +293,7 @@ impl<'a> Nester<'a> {
                 self.paths[pp as usize].exclusive -= dur + self.child_overhead;
             }
         }
-        self.stacks[self.last_lane.1].push(Open {
+        self.stacks[self.last_lane.stack].push(Open {
             rank,
             end2,
             row: a.row,
@@ -314,11 +348,24 @@ pub(crate) fn nest_spans(
     Ok(n.finish())
 }
 
-/// Path of (parent path or `u32::MAX`, row), with the last lookup cached (loops repeat it).
+/// The call paths by (parent path, row), with the last lookup cached (loops repeat it).
 #[derive(Default)]
 struct Tree {
-    map: crate::fasthash::FastMap<(u32, u32), u32>,
-    last: Option<((u32, u32), u32)>,
+    map: crate::fasthash::FastMap<PathKey, u32>,
+    last: Option<(PathKey, u32)>,
+}
+
+/// What identifies a call path: its parent's path ([`PathKey::TOP`] at a lane's top) and
+/// its region row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct PathKey {
+    parent: u32,
+    row: u32,
+}
+
+impl PathKey {
+    /// The parent of a top-level path.
+    const TOP: u32 = u32::MAX;
 }
 
 /// Adds one call (whose parent's path is `parent_path`) to the tree; returns its path.
@@ -332,7 +379,10 @@ fn add_to_tree(paths: &mut Vec<Path>, key: &mut Tree, parent_path: Option<u32>, 
         }
         _ => {
             let next = paths.len() as u32;
-            let k = (parent_path.unwrap_or(u32::MAX), a.row);
+            let k = PathKey {
+                parent: parent_path.unwrap_or(PathKey::TOP),
+                row: a.row,
+            };
             let path = match key.last {
                 Some((lk, p)) if lk == k => p,
                 _ => {
