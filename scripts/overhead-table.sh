@@ -128,7 +128,9 @@ def fmt_drop(r):
     if r.get("dropped") is None:
         return "-"
     records = r["ops"] * (4 if r["id"].startswith("span/") else 2)
-    return f"{r['dropped']} ({100 * r['dropped'] / max(records, 1):.2f}%)"
+    waits = r.get("waits")
+    waited = "" if waits is None else f", {waits} waits"
+    return f"{r['dropped']} ({100 * r['dropped'] / max(records, 1):.2f}%){waited}"
 
 def fmt_bg(r):
     bg = None if r is None else r.get("background_ns_per_op")
@@ -151,10 +153,11 @@ if rows:
     print()
     print("background CPU = CPU time of the process's other threads (flusher, writer) per op, "
           "not included in the ns above unless they shared the bench's core; "
-          "ops and records include warm-up")
+          "ops and records include warm-up; waits = times the loop waited for the flusher "
+          "(backpressure; the bench lets the flusher catch up between samples, so 0 expected)")
     print()
-    print("| config | span bg CPU ns/op | span records dropped | span finalize s | "
-          "poll bg CPU ns/op | poll records dropped | poll finalize s |")
+    print("| config | span bg CPU ns/op | span records dropped, waits | span finalize s | "
+          "poll bg CPU ns/op | poll records dropped, waits | poll finalize s |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     print("\n".join(rows))
 

@@ -16,6 +16,7 @@ use super::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
 /// Free chunks the flusher keeps ready at first (see [`Pool::refill`]).
 const RESERVE_MIN: usize = 8;
 /// The most free chunks the flusher keeps ready (6 MiB), and at most a quarter of the budget.
+#[cfg_attr(scope_loom, allow(dead_code))]
 const RESERVE_MAX: usize = 256;
 
 /// What a recording thread does when no chunk is free.
@@ -48,6 +49,7 @@ pub(crate) struct Pool {
     /// Chunks given back so far: the flusher's progress, which waiting threads watch.
     given: AtomicU64,
     /// How many free chunks [`refill`](Self::refill) keeps ready (grows when threads run dry).
+    #[cfg_attr(scope_loom, allow(dead_code))]
     reserve: AtomicUsize,
     /// A recording thread found no free chunk and allocated one itself since the last refill.
     ran_dry: AtomicBool,
