@@ -338,7 +338,10 @@ mod tests {
         assert_eq!(stalled, Some(0), "lossy: remembers the progress it saw");
         assert!(p.take(&mut stalled).is_none(), "nothing given back yet");
         p.give(c);
-        assert!(p.take(&mut stalled).is_some(), "a chunk given back is found");
+        assert!(
+            p.take(&mut stalled).is_some(),
+            "a chunk given back is found"
+        );
         assert_eq!(stalled, None);
     }
 
