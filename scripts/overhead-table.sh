@@ -13,6 +13,11 @@
 #                               thread's CPU time (hot path alone; robust on a busy machine)
 #   OVERHEAD_STRICT=1           exit with status 1 when a target is missed
 #
+# On a small shared machine, `OVERHEAD_CLOCK=thread taskset -c 0 bash scripts/overhead-table.sh`
+# gives the steadiest hot-path figures: the flusher then runs time-sliced with the loop (its
+# slices are not the loop's thread CPU) instead of on the other core beside it, where its work
+# slows the loop's own instructions and scatters the medians (README, "Overhead").
+#
 # Reads criterion's median point estimates from <criterion dir>/{span,poll}/<config>/new/estimates.json
 # and the bench's extra data (background CPU, drops) from <criterion dir>/overhead-extra.jsonl.
 # Estimates older than this invocation (configurations skipped by a filter) are marked "(stale)".
