@@ -43,6 +43,21 @@
 //! fell behind (then the loop partly measured the drop path, not the append path) and how long
 //! `finalize()` and the guard's drop took.
 //!
+//! # Recording, not waiting
+//!
+//! The loops record 30-130 M records/s, faster than the flusher folds them on a loaded 2-core
+//! machine (it needs 20-30 ns per poll in `TimeOnly`, 50-75 ns with `track_async`). Left alone,
+//! a sample would then measure backpressure (the thread waiting for buffers: with the default
+//! budget, ~1 000 waits per benchmark and thread CPU per op up to 2-3x the recording cost) or,
+//! with `lossy`, the drop path; the builds before the buffer budget dropped silently there,
+//! which flattered their figures. So every measured `ScopeLayer` gets a 256 MiB budget
+//! ([`BENCH_BUFFER_BUDGET`]: room for the backlog of the largest sample) and, after each timed
+//! batch, untimed, waits until the flusher has read everything (two more complete drains).
+//! Each sample thus starts with the flusher caught up, the flusher still runs concurrently
+//! (as in a program), and the report shows 0 waits and 0 drops. It also shows the page faults
+//! the loop took (a new buffer's first write; the flusher pre-faults a reserve of buffers, so
+//! they are rare).
+//!
 //! The background threads matter on a 2-core machine: when another job holds the second core,
 //! the flusher shares the benchmark's core and its time shows up in wall-clock ns/op.
 //! `OVERHEAD_CLOCK=thread` times the loops with this thread's CPU time instead (hot path alone,
@@ -154,6 +169,25 @@ mod cpu_time {
     pub fn process_ns() -> Option<u64> {
         None
     }
+
+    /// Minor page faults of this thread so far (0 where not available).
+    #[cfg(target_os = "linux")]
+    pub fn thread_faults() -> u64 {
+        // SAFETY: all-zero is a valid `rusage` (plain integers and timevals).
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: `ru` is a valid, writable rusage; getrusage only writes to it.
+        let rc = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+        if rc == 0 {
+            ru.ru_minflt as u64
+        } else {
+            0
+        }
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    pub fn thread_faults() -> u64 {
+        0
+    }
 }
 
 /// A configuration, installed: the dispatcher to measure under (`None`: no subscriber at all) and
@@ -161,6 +195,9 @@ mod cpu_time {
 struct Installed {
     dispatch: Option<Dispatch>,
     finish: Finish,
+    /// Runs after every timed batch, untimed: lets a `ScopeLayer` flusher catch up (see the
+    /// module docs, "Recording, not waiting").
+    settle: Option<Box<dyn Fn()>>,
 }
 
 /// Runs after a benchmark, once its subscriber is dropped.
@@ -178,6 +215,8 @@ struct Ran<'a> {
 struct Recorded {
     calls: u64,
     dropped: u64,
+    /// Times the loop waited for the flusher (backpressure) and the time it waited, ns.
+    waits: (u64, u64),
     /// How long `finalize()` and then dropping the guard took.
     teardown: (Duration, Duration),
 }
@@ -187,6 +226,7 @@ impl Installed {
         Installed {
             dispatch: None,
             finish: Box::new(|_| None),
+            settle: None,
         }
     }
 
@@ -194,11 +234,17 @@ impl Installed {
         Installed {
             dispatch: Some(dispatch),
             finish: Box::new(|_| None),
+            settle: None,
         }
     }
 
     fn finish_with(mut self, finish: impl FnOnce(&Ran) -> Option<Recorded> + 'static) -> Self {
         self.finish = Box::new(finish);
+        self
+    }
+
+    fn settle_with(mut self, settle: impl Fn() + 'static) -> Self {
+        self.settle = Some(Box::new(settle));
         self
     }
 }
@@ -211,19 +257,29 @@ macro_rules! scope_config {
         let (layer, guard) = $builder
             .no_output()
             .summary(false)
+            .buffer_budget(BENCH_BUFFER_BUDGET)
             .build()
             .unwrap_or_else(|e| panic!("ScopeLayer::build failed: {e}"));
-        Installed::new(Dispatch::new(tracing_subscriber::registry().with(layer))).finish_with(
-            move |ran: &Ran| {
+        let recording = layer.mode() != Mode::Disabled;
+        let guard = std::rc::Rc::new(guard);
+        let settling = guard.clone();
+        Installed::new(Dispatch::new(tracing_subscriber::registry().with(layer)))
+            .settle_with(move || {
+                if recording {
+                    settle(&settling)
+                }
+            })
+            .finish_with(move |ran: &Ran| {
                 let t0 = Instant::now();
                 let report = guard.finalize();
                 let t1 = Instant::now();
-                drop(guard); // stops the flusher
+                drop(guard); // the last reference (`settle` is gone): stops the flusher
                 let teardown = (t1 - t0, t1.elapsed());
                 match report {
                     Ok(report) => Some(Recorded {
                         calls: report.region(ran.span_name).map_or(0, |r| r.calls),
                         dropped: report.dropped(),
+                        waits: (report.backpressure_waits(), report.backpressure_wait_ns()),
                         teardown,
                     }),
                     Err(e) => {
@@ -231,9 +287,24 @@ macro_rules! scope_config {
                         None
                     }
                 }
-            },
-        )
+            })
     }};
+}
+
+/// Buffer budget of the measured `ScopeLayer`s: room for the backlog of the largest sample
+/// (~130 ms of recording at ~20 ns per record, minus what the flusher drains meanwhile), so
+/// the loop never waits for the flusher (module docs, "Recording, not waiting").
+const BENCH_BUFFER_BUDGET: usize = 256 << 20;
+
+/// Waits, untimed, until the flusher has read everything recorded so far: two more complete
+/// drains, the second of which started after this call (a drain reads what was published
+/// before it started). Bounded, so a stuck flusher cannot hang the bench.
+fn settle(guard: &scope_profiler::FlushGuard) {
+    let d0 = guard.flusher_drains();
+    let t0 = Instant::now();
+    while guard.flusher_drains() < d0 + 2 && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_micros(200));
+    }
 }
 
 /// Runs both benchmarks of one configuration, each under a freshly built subscriber (so drops
@@ -333,11 +404,17 @@ fn run_bench<T>(
     mut timed: impl FnMut(&T, u64) -> Duration,
 ) {
     let (group, name) = id.split_once('/').expect("id is group/config");
-    let Installed { dispatch, finish } = installed;
+    let Installed {
+        dispatch,
+        finish,
+        settle,
+    } = installed;
     let mut ops = 0u64;
     let mut enabled = false;
     // CPU time of the other threads of this process (flusher, writer threads) while measuring.
     let mut background_ns = None;
+    // Page faults this thread took inside the timed loops (a new buffer's first write).
+    let mut faults = 0u64;
     let body = || {
         let state = setup();
         let cpu0 = cpu_time::process_ns().zip(cpu_time::thread_ns());
@@ -345,7 +422,13 @@ fn run_bench<T>(
         group.bench_function(name, |b| {
             b.iter_custom(|iters| {
                 ops = ops.saturating_add(iters);
-                timed(&state, iters)
+                let f0 = cpu_time::thread_faults();
+                let took = timed(&state, iters);
+                faults += cpu_time::thread_faults() - f0;
+                if let Some(settle) = &settle {
+                    settle();
+                }
+                took
             })
         });
         group.finish();
@@ -364,6 +447,7 @@ fn run_bench<T>(
     // The spans held clones of the dispatch and are closed by now. Drop the subscriber before
     // finishing, so the next benchmark starts with no live dispatcher.
     drop(dispatch);
+    drop(settle);
     let recorded = finish(&Ran { id, span_name });
     if ops == 0 {
         return; // filtered out
@@ -378,6 +462,10 @@ fn run_bench<T>(
     if let Some(bg) = bg_per_op {
         line += &format!(", background CPU {bg:.1} ns/op");
     }
+    line += &format!(
+        ", {:.3} page faults per 1k ops in the loop",
+        1000.0 * faults as f64 / ops as f64
+    );
     if let Some(r) = &recorded {
         let records = ops.saturating_mul(callbacks_per_op);
         line += &format!(
@@ -385,6 +473,11 @@ fn run_bench<T>(
             r.calls,
             r.dropped,
             100.0 * r.dropped as f64 / records as f64
+        );
+        line += &format!(
+            ", waited for the flusher {} times ({:.1} ms)",
+            r.waits.0,
+            r.waits.1 as f64 / 1e6
         );
         line += &format!(
             ", finalize {:.2} s, guard drop {:.2} s",
@@ -398,11 +491,13 @@ fn run_bench<T>(
         let opt = |v: Option<String>| v.unwrap_or_else(|| "null".into());
         let json = format!(
             "{{\"id\":\"{id}\",\"clock\":\"{}\",\"ops\":{ops},\"enabled\":{enabled},\
-             \"background_ns_per_op\":{},\"calls\":{},\"dropped\":{},\"finalize_s\":{}}}\n",
+             \"background_ns_per_op\":{},\"calls\":{},\"dropped\":{},\"waits\":{},\
+             \"finalize_s\":{}}}\n",
             clock_kind().name(),
             opt(bg_per_op.map(|v| format!("{v:.3}"))),
             opt(recorded.as_ref().map(|r| r.calls.to_string())),
             opt(recorded.as_ref().map(|r| r.dropped.to_string())),
+            opt(recorded.as_ref().map(|r| r.waits.0.to_string())),
             opt(recorded
                 .as_ref()
                 .map(|r| format!("{:.3}", r.teardown.0.as_secs_f64()))),

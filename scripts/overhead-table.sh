@@ -13,6 +13,11 @@
 #                               thread's CPU time (hot path alone; robust on a busy machine)
 #   OVERHEAD_STRICT=1           exit with status 1 when a target is missed
 #
+# On a small shared machine, `OVERHEAD_CLOCK=thread taskset -c 0 bash scripts/overhead-table.sh`
+# gives the steadiest hot-path figures: the flusher then runs time-sliced with the loop (its
+# slices are not the loop's thread CPU) instead of on the other core beside it, where its work
+# slows the loop's own instructions and scatters the medians (README, "Overhead").
+#
 # Reads criterion's median point estimates from <criterion dir>/{span,poll}/<config>/new/estimates.json
 # and the bench's extra data (background CPU, drops) from <criterion dir>/overhead-extra.jsonl.
 # Estimates older than this invocation (configurations skipped by a filter) are marked "(stale)".
@@ -128,7 +133,9 @@ def fmt_drop(r):
     if r.get("dropped") is None:
         return "-"
     records = r["ops"] * (4 if r["id"].startswith("span/") else 2)
-    return f"{r['dropped']} ({100 * r['dropped'] / max(records, 1):.2f}%)"
+    waits = r.get("waits")
+    waited = "" if waits is None else f", {waits} waits"
+    return f"{r['dropped']} ({100 * r['dropped'] / max(records, 1):.2f}%){waited}"
 
 def fmt_bg(r):
     bg = None if r is None else r.get("background_ns_per_op")
@@ -151,10 +158,11 @@ if rows:
     print()
     print("background CPU = CPU time of the process's other threads (flusher, writer) per op, "
           "not included in the ns above unless they shared the bench's core; "
-          "ops and records include warm-up")
+          "ops and records include warm-up; waits = times the loop waited for the flusher "
+          "(backpressure; the bench lets the flusher catch up between samples, so 0 expected)")
     print()
-    print("| config | span bg CPU ns/op | span records dropped | span finalize s | "
-          "poll bg CPU ns/op | poll records dropped | poll finalize s |")
+    print("| config | span bg CPU ns/op | span records dropped, waits | span finalize s | "
+          "poll bg CPU ns/op | poll records dropped, waits | poll finalize s |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     print("\n".join(rows))
 

@@ -48,6 +48,21 @@ impl Chunk {
         })
     }
 
+    /// Writes one slot per memory page, so that a new chunk's page faults happen on the
+    /// calling thread (the flusher, see `Pool::refill`) and not on the recording thread that
+    /// fills it first. Volatile: the allocator may hand out zeroed pages the compiler knows
+    /// to be zero, and the point is the write, not the value.
+    #[cfg(not(scope_loom))]
+    pub(crate) fn prefault(&mut self) {
+        let per_page = (4096 / std::mem::size_of::<Record>()).max(1);
+        let slots = self.slots_ptr();
+        for i in (0..CHUNK_LEN).step_by(per_page) {
+            // SAFETY: `&mut self`: nobody else can see this chunk; `i < CHUNK_LEN`, so the
+            // write stays inside the slots.
+            unsafe { std::ptr::write_volatile(slots.add(i), Record::default()) };
+        }
+    }
+
     /// Pointer to the first slot, for the owner's writes.
     #[cfg(not(scope_loom))]
     pub(crate) fn slots_ptr(&self) -> *mut Record {

@@ -160,6 +160,7 @@ impl Lane {
         for c in taken {
             pool.give(c);
         }
+        pool.refill();
         Drained {
             chunks,
             more,
