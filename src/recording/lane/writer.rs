@@ -155,7 +155,7 @@ impl Writer {
             // clocks itself; exact at exit). A clock_gettime syscall (~0.8 us in a VM), so only
             // every CPU_SAMPLE_EVERY chunks: once per chunk it cost ~0.8 ns per record.
             #[cfg(not(scope_loom))]
-            if self.next_seq % CPU_SAMPLE_EVERY == 0 {
+            if self.next_seq.is_multiple_of(CPU_SAMPLE_EVERY) {
                 self.lane.cpu_ns.store(
                     crate::recording::clock::thread_cpu_ns(),
                     std::sync::atomic::Ordering::Relaxed,
