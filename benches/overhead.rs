@@ -172,7 +172,7 @@ mod cpu_time {
 
     /// Minor page faults of this thread so far (0 where not available).
     #[cfg(target_os = "linux")]
-    pub fn thread_faults() -> u64 {
+    pub(crate) fn thread_faults() -> u64 {
         // SAFETY: all-zero is a valid `rusage` (plain integers and timevals).
         let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
         // SAFETY: `ru` is a valid, writable rusage; getrusage only writes to it.
