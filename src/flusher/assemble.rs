@@ -697,12 +697,12 @@ mod tests {
         let bogus = Record {
             id: 1,
             tsc: 0,
-            aux: 0x88,
+            word: 0x88,
         };
         let bad_kind = Record {
             id: 2,
             tsc: 0,
-            aux: 7,
+            word: 7,
         };
         a.feed(0, &[bogus, enter(1, 2), exit(1, 3), close(1, 4)], &mut out);
         a.feed(0, &[bad_kind], &mut out);

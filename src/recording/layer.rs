@@ -138,9 +138,6 @@ where
         with_local(&self.shared, |l| {
             l.push(Record::new_span(id.into_u64(), 0, attrs.metadata()))
         });
-        if let Some(sinks) = &self.shared.sinks {
-            sinks.new_span(id.into_u64(), attrs.metadata());
-        }
     }
 
     #[inline(always)]

@@ -35,9 +35,6 @@ pub(crate) mod perf;
 
 /// Something driven at enter/exit besides timing.
 pub(crate) trait Sink: Send + Sync {
-    /// A span of callsite `meta` was created (on the calling thread).
-    fn new_span(&self, _id: u64, _meta: &'static Metadata<'static>) {}
-
     /// Start of a poll of span `id` (callsite `meta`) on the calling thread.
     fn enter(&self, id: u64, meta: &'static Metadata<'static>);
 
@@ -128,14 +125,6 @@ impl Sinks {
             });
         }
         Ok((!list.is_empty()).then_some(Sinks { list }))
-    }
-
-    /// Calls every sink's `new_span`.
-    #[inline]
-    pub(crate) fn new_span(&self, id: u64, meta: &'static Metadata<'static>) {
-        for s in &self.list {
-            s.new_span(id, meta);
-        }
     }
 
     /// Calls every sink's `close`, innermost first.

@@ -1,11 +1,12 @@
 //! The 24-byte slot record the hot path appends: span id, raw TSC ticks and one tagged word.
 //!
-//! Four kinds, one per `tracing` callback: `NEW` carries the address of the callsite's
-//! `&'static Metadata` (8-aligned, so the low three bits hold the kind; the flusher only looks
-//! it up, see `region::Callsites`), `ENTER` carries the Tokio task id (shifted left by three;
-//! 0 = outside a task), `EXIT` and `CLOSE` carry nothing else. `AUX` carries a sink's 56-bit
-//! payload for the span (e.g. a CUDA event pair) to the flusher, and `LOST` marks where the
-//! owner had to drop a record of the span. Only `ENTER` and `EXIT` read the clock: a call is
+//! Seven kinds, tagged in the word's low three bits. One per `tracing` span callback: `NEW`
+//! carries the address of the callsite's `&'static Metadata` (8-aligned, so the low three bits
+//! are free; the flusher only looks it up, see `region::Callsites`), `ENTER` carries the Tokio
+//! task id (shifted left by three; 0 = outside a task), `EXIT` and `CLOSE` carry nothing else.
+//! Three more: `AUX` carries a sink's 56-bit payload for the span (e.g. a CUDA event pair) to
+//! the flusher, `EVENT` the address of a `tracing` event's callsite (line timing), and `LOST`
+//! marks where the owner had to drop a record of the span. Only `ENTER` and `EXIT` read the clock: a call is
 //! first enter to last exit, and an id is never reused while its span is open, so `NEW` and
 //! `CLOSE` need no time; they store 0.
 
@@ -40,8 +41,9 @@ pub(crate) struct Record {
     pub id: u64,
     /// Raw clock ticks ([`crate::recording::clock::Clock::raw`]).
     pub tsc: u64,
-    /// Kind tag in the low three bits, payload above.
-    pub aux: u64,
+    /// The tagged word: the kind in the low three bits, the payload (callsite or event
+    /// address, task id, sink payload, lost-close flag) above.
+    pub word: u64,
 }
 
 impl Record {
@@ -53,7 +55,7 @@ impl Record {
         Record {
             id,
             tsc,
-            aux: ptr | NEW,
+            word: ptr | NEW,
         }
     }
 
@@ -63,7 +65,7 @@ impl Record {
         Record {
             id,
             tsc,
-            aux: (task << KIND_BITS) | ENTER,
+            word: (task << KIND_BITS) | ENTER,
         }
     }
 
@@ -73,7 +75,7 @@ impl Record {
         Record {
             id,
             tsc,
-            aux: (payload << KIND_BITS) | AUX,
+            word: (payload << KIND_BITS) | AUX,
         }
     }
 
@@ -85,14 +87,14 @@ impl Record {
         Record {
             id,
             tsc,
-            aux: ptr | EVENT,
+            word: ptr | EVENT,
         }
     }
 
     /// The event callsite address of an `EVENT` record (a lookup key, not to be dereferenced).
     #[inline(always)]
     pub(crate) fn site(&self) -> usize {
-        (self.aux & !KIND_MASK) as usize
+        (self.word & !KIND_MASK) as usize
     }
 
     /// A lost-record marker for span `id` (`closed`: the lost record was its close).
@@ -101,32 +103,36 @@ impl Record {
         Record {
             id,
             tsc: 0,
-            aux: (u64::from(closed) << KIND_BITS) | LOST,
+            word: (u64::from(closed) << KIND_BITS) | LOST,
         }
     }
 
     /// The payload of an `AUX` record.
     #[inline(always)]
     pub(crate) fn payload(&self) -> u64 {
-        self.aux >> KIND_BITS
+        self.word >> KIND_BITS
     }
 
     /// An exit or close record.
     #[inline(always)]
     pub(crate) fn plain(kind: u64, id: u64, tsc: u64) -> Record {
-        Record { id, tsc, aux: kind }
+        Record {
+            id,
+            tsc,
+            word: kind,
+        }
     }
 
     /// The kind tag.
     #[inline(always)]
     pub(crate) fn kind(&self) -> u64 {
-        self.aux & KIND_MASK
+        self.word & KIND_MASK
     }
 
     /// The Tokio task id of an enter record (0 = none).
     #[inline(always)]
     pub(crate) fn task(&self) -> u64 {
-        self.aux >> KIND_BITS
+        self.word >> KIND_BITS
     }
 
     /// The callsite address of a creation record. It is only an address: the flusher looks it
@@ -134,7 +140,7 @@ impl Record {
     /// dereferences it, so a torn record cannot send it to a wild pointer.
     #[inline(always)]
     pub(crate) fn callsite_addr(&self) -> usize {
-        (self.aux & !KIND_MASK) as usize
+        (self.word & !KIND_MASK) as usize
     }
 
     /// Whether the kind tag is one the layer writes (a torn record may carry another).
