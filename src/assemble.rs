@@ -30,6 +30,9 @@ use crate::lines::LineAcc;
 use crate::region::{Callsites, RegionTable};
 use crate::task::OpenStarts;
 
+/// Capacity the assembler's tables keep however few instances are open.
+const KEEP_CAPACITY: usize = 4096;
+
 /// A completed call, in raw clock ticks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct RawCall {
@@ -417,6 +420,23 @@ impl Assembler {
             }
         }
         self.dropped_calls += dropped;
+    }
+
+    /// Gives back the tables of a burst (a flusher far behind) once they have emptied; call
+    /// between complete drains.
+    pub(crate) fn shrink(&mut self) {
+        if self.open.capacity() > KEEP_CAPACITY.max(8 * self.open.len()) {
+            self.open.shrink_to(KEEP_CAPACITY.max(2 * self.open.len()));
+        }
+        if self.stash.capacity() > KEEP_CAPACITY.max(8 * self.stash.len()) {
+            self.stash.shrink_to(KEEP_CAPACITY.max(2 * self.stash.len()));
+        }
+        for ids in [&mut self.deferred, &mut self.closed_now] {
+            if ids.capacity() > KEEP_CAPACITY.max(8 * ids.len()) {
+                ids.shrink_to(KEEP_CAPACITY.max(2 * ids.len()));
+            }
+        }
+        self.task_open.shrink();
     }
 
     /// Calls started and not yet closed (in flight).

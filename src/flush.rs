@@ -286,6 +286,7 @@ impl Flusher {
             );
         }
         self.shared.flusher_drains.fetch_add(1, Ordering::Relaxed);
+        self.tasks.set_epoch(self.drains);
         self.shared.clock.recalibrate();
         self.asm.begin_complete_drain();
         self.refresh_lanes();
@@ -304,6 +305,8 @@ impl Flusher {
         self.taint_if_paused();
         self.asm.end_complete_drain(&mut self.scratch);
         self.fold();
+        self.settle_tasks();
+        self.asm.shrink();
     }
 
     /// After the profiler paused: calls open now may miss records, so none of them is reported.
@@ -458,7 +461,7 @@ impl Flusher {
                 self.calls_truncated = true;
             }
         }
-        self.polls_and_tasks();
+        self.polls();
         // A drain after a burst (the flusher behind) can hold millions of calls and polls;
         // give that memory back instead of keeping the batch vectors at their peak.
         if self.scratch.capacity() > BATCH_KEEP {
@@ -469,9 +472,8 @@ impl Flusher {
         }
     }
 
-    /// Folds the drained polls, then settles the task table (see [`crate::task`]): rows of
-    /// retired tasks go to the spool (or stay in memory without an output file).
-    fn polls_and_tasks(&mut self) {
+    /// Folds the drained polls (streamed to the spool with an output file).
+    fn polls(&mut self) {
         let clock = self.shared.clock;
         let pauses = self.shared.pause.windows();
         for p in self.asm.polls.drain(..) {
@@ -495,9 +497,15 @@ impl Flusher {
                 None => self.polls.push(record),
             }
         }
+    }
+
+    /// At the end of a complete drain: settles the task table (see [`crate::task`]); rows of
+    /// retired tasks go to the spool (or stay in memory without an output file).
+    fn settle_tasks(&mut self) {
         if !self.shared.config.track_async {
             return;
         }
+        let clock = self.shared.clock;
         let open = &self.asm.task_open;
         self.tasks.settle(clock.now_ns(), false, |t| {
             open.earliest(t).map(|s| clock.to_ns(s))

@@ -32,16 +32,19 @@ pub(crate) const QUIET_CAP: usize = 16_384;
 
 /// Starts (raw ticks) of the entered, not yet completed calls of each task, kept by the
 /// assembler so the task table can tell whether a completed call has an open container.
-/// A task usually has a few open calls (a small sorted Vec); one with many (a connection
-/// whose commands complete first-in first-out behind a busy flusher) switches to a BTreeMap,
-/// so every change stays O(log n) whatever order they complete in.
+/// A task usually has one open call (kept inline, no allocation) or a few (a small sorted
+/// Vec); one with many (a connection whose commands complete first-in first-out behind a busy
+/// flusher) switches to a BTreeMap, so every change stays O(log n) whatever order they
+/// complete in.
 #[derive(Default)]
 pub(crate) struct OpenStarts {
     by_task: FastMap<u64, Starts>,
 }
 
-/// Few: sorted starts (duplicates allowed); Many: start -> number of open calls.
+/// One: a single open call; Few: sorted starts (duplicates allowed); Many: start -> number
+/// of open calls.
 enum Starts {
+    One(u64),
     Few(Vec<u64>),
     Many(BTreeMap<u64, u32>),
 }
@@ -49,17 +52,27 @@ enum Starts {
 /// Open calls of one task kept in a Vec before switching to the map.
 const FEW: usize = 16;
 
+/// Map capacity kept however few tasks have open calls.
+const KEEP_OPEN: usize = 4096;
+
 impl OpenStarts {
     /// A call of `task` was entered first at `start`.
     pub(crate) fn insert(&mut self, task: u64, start: u64) {
         if task == 0 {
             return;
         }
-        let starts = self
-            .by_task
-            .entry(task)
-            .or_insert_with(|| Starts::Few(Vec::with_capacity(1)));
+        let starts = match self.by_task.entry(task) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(Starts::One(start));
+                return;
+            }
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+        };
         match starts {
+            Starts::One(s) => {
+                let (a, b) = if *s <= start { (*s, start) } else { (start, *s) };
+                *starts = Starts::Few(vec![a, b]);
+            }
             Starts::Few(v) if v.len() < FEW => {
                 let at = v.partition_point(|&s| s <= start);
                 v.insert(at, start);
@@ -81,6 +94,7 @@ impl OpenStarts {
             return;
         };
         let empty = match starts {
+            Starts::One(s) => *s == start,
             Starts::Few(v) => {
                 if v.last() == Some(&start) {
                     v.pop();
@@ -110,21 +124,31 @@ impl OpenStarts {
     /// The earliest start of an open call of `task`.
     pub(crate) fn earliest(&self, task: u64) -> Option<u64> {
         match self.by_task.get(&task)? {
+            Starts::One(s) => Some(*s),
             Starts::Few(v) => v.first().copied(),
             Starts::Many(m) => m.first_key_value().map(|(&s, _)| s),
         }
     }
+
+    /// Gives back the table of a burst once it has emptied (call between drains).
+    pub(crate) fn shrink(&mut self) {
+        if self.by_task.capacity() > KEEP_OPEN.max(8 * self.by_task.len()) {
+            self.by_task.shrink_to(KEEP_OPEN.max(2 * self.by_task.len()));
+        }
+    }
 }
 
-/// A completed call waiting one drain to learn whether it is a root.
+/// A completed call waiting one complete drain to learn whether it is a root.
 #[derive(Clone, Copy, Debug)]
 struct Root {
+    tokio_id: u64,
     start_ns: i64,
     end_ns: i64,
-    polls: u32,
     busy_ns: i64,
+    polls: u32,
     region: u32,
-    drain: u64,
+    /// The complete drain during which it was assembled.
+    epoch: u64,
 }
 
 /// A task's row, folded incrementally from its settled roots.
@@ -183,12 +207,14 @@ impl TaskTotals {
     }
 }
 
+/// One task in memory. No allocation of its own: its pending roots live in one list shared
+/// by all tasks ([`Tasks::pending`]).
 #[derive(Debug)]
 struct TaskAcc {
     totals: TaskTotals,
-    pending: Vec<Root>,
     last_end_ns: i64,
-    dirty: bool,
+    /// Roots of this task in [`Tasks::pending`].
+    pending: u32,
     /// Bumped by every call, so a stale entry of the quiet queue is recognised.
     generation: u64,
 }
@@ -198,14 +224,16 @@ struct TaskAcc {
 pub(crate) struct Tasks {
     by_id: FastMap<u64, TaskAcc>,
     next_index: i64,
-    /// Tasks with pending roots.
-    dirty: Vec<u64>,
+    /// Completed calls not settled yet, of all tasks (one flat list: no allocation per task).
+    pending: Vec<Root>,
     /// Quiet tasks, longest-quiet first: (tokio id, generation, quiet since).
     quiet: VecDeque<(u64, u64, i64)>,
     /// Rows of retired tasks, until the flusher takes them.
     finished: Vec<TaskTotals>,
-    /// Complete drains settled so far.
-    drain: u64,
+    /// The current complete drain (see [`Tasks::set_epoch`]).
+    epoch: u64,
+    /// `now_ns` of the latest settle (when tasks first seen through a poll count as quiet).
+    last_now_ns: i64,
 }
 
 /// One completed call as the task table sees it.
@@ -219,10 +247,16 @@ pub(crate) struct TaskCall {
     pub last_thread: u32,
 }
 
+/// Map capacity kept however few tasks are left (a burst's table is given back above it).
+const KEEP_CAPACITY: usize = 4096;
+
 impl Tasks {
-    fn acc(&mut self, tokio_id: u64) -> &mut TaskAcc {
+    /// The task's accumulator and whether it was created now.
+    fn acc(&mut self, tokio_id: u64) -> (&mut TaskAcc, bool) {
         let next = &mut self.next_index;
-        self.by_id.entry(tokio_id).or_insert_with(|| {
+        let mut created = false;
+        let acc = self.by_id.entry(tokio_id).or_insert_with(|| {
+            created = true;
             *next += 1;
             TaskAcc {
                 totals: TaskTotals {
@@ -236,85 +270,132 @@ impl Tasks {
                     suspended_ns: 0,
                     root_region: u32::MAX,
                 },
-                pending: Vec::new(),
                 last_end_ns: i64::MIN,
-                dirty: false,
+                pending: 0,
                 generation: 0,
             }
-        })
+        });
+        (acc, created)
     }
 
-    /// The dense index of a Tokio task id (assigned on first sight in this phase).
+    /// Sets the complete drain calls are added in: a root added during drain `e` is settled
+    /// at the first settle with a later epoch.
+    pub(crate) fn set_epoch(&mut self, epoch: u64) {
+        self.epoch = epoch;
+    }
+
+    /// The dense index of a Tokio task id (assigned on first sight in this phase). A task
+    /// first seen through a poll counts as quiet until a call of it comes (so one whose call
+    /// is dropped still retires).
     pub(crate) fn index(&mut self, tokio_id: u64) -> i64 {
-        self.acc(tokio_id).totals.index
+        let now = self.last_now_ns;
+        let (acc, created) = self.acc(tokio_id);
+        let index = acc.totals.index;
+        if created {
+            self.quiet.push_back((tokio_id, 0, now));
+        }
+        index
     }
 
     /// Accounts one completed call of a task; returns its dense index. `contained`: an open
     /// call of the task is known to contain it (then it is no root).
     pub(crate) fn add_call(&mut self, contained: bool, c: &TaskCall) -> i64 {
-        let drain = self.drain;
-        let acc = self.acc(c.tokio_id);
+        let epoch = self.epoch;
+        let (acc, _) = self.acc(c.tokio_id);
         if c.end_ns >= acc.last_end_ns {
             acc.last_end_ns = c.end_ns;
             acc.totals.thread_index = c.last_thread;
         }
         acc.generation += 1;
+        let index = acc.totals.index;
         if contained {
-            return acc.totals.index;
+            return index;
         }
-        if acc.pending.capacity() == 0 {
-            acc.pending.reserve_exact(1);
-        }
-        acc.pending.push(Root {
+        acc.pending += 1;
+        self.pending.push(Root {
+            tokio_id: c.tokio_id,
             start_ns: c.start_ns,
             end_ns: c.end_ns,
-            polls: c.polls,
             busy_ns: c.busy_ns,
+            polls: c.polls,
             region: c.region,
-            drain,
+            epoch,
         });
-        let index = acc.totals.index;
-        if !acc.dirty {
-            acc.dirty = true;
-            self.dirty.push(c.tokio_id);
-        }
         index
     }
 
-    /// Ends a complete drain: settles the pending roots of earlier drains (all of them when
-    /// `force`), and retires tasks quiet since before `now_ns - QUIET_NS` or beyond
-    /// [`QUIET_CAP`]. `open` gives the earliest start (ns) of a still open call of a task.
+    /// Ends a complete drain: settles the pending roots added before the current epoch (all
+    /// of them when `force`), and retires tasks quiet since before `now_ns - QUIET_NS` or
+    /// beyond [`QUIET_CAP`]. `open` gives the earliest start (ns) of a still open call of a
+    /// task. Work: O(p log p) for the p pending roots, each settled once or kept one drain.
     pub(crate) fn settle(&mut self, now_ns: i64, force: bool, open: impl Fn(u64) -> Option<i64>) {
-        let drain = self.drain;
-        self.drain += 1;
-        for id in std::mem::take(&mut self.dirty) {
+        self.last_now_ns = now_ns;
+        let epoch = self.epoch;
+        let mut pending = std::mem::take(&mut self.pending);
+        // By task, then start ascending, end descending: within a task a root is contained
+        // iff an earlier one ends later.
+        pending.sort_unstable_by(|a, b| {
+            (a.tokio_id, a.start_ns)
+                .cmp(&(b.tokio_id, b.start_ns))
+                .then(b.end_ns.cmp(&a.end_ns))
+        });
+        let mut kept = 0;
+        let mut i = 0;
+        while i < pending.len() {
+            let id = pending[i].tokio_id;
+            let mut j = i;
+            while j < pending.len() && pending[j].tokio_id == id {
+                j += 1;
+            }
+            let earliest_open = open(id);
             let Some(acc) = self.by_id.get_mut(&id) else {
+                i = j;
                 continue;
             };
-            let earliest_open = open(id);
-            settle_task(acc, drain, force, earliest_open);
-            if !acc.pending.is_empty() {
-                self.dirty.push(id);
-                continue;
+            let mut max_end = i64::MIN;
+            for k in i..j {
+                let r = pending[k];
+                let nested = r.end_ns <= max_end;
+                max_end = max_end.max(r.end_ns);
+                if nested || earliest_open.is_some_and(|s| s <= r.start_ns) {
+                    acc.pending -= 1; // contained in another root or in an open call
+                } else if force || r.epoch < epoch {
+                    acc.totals.fold(&r);
+                    acc.pending -= 1;
+                } else {
+                    pending[kept] = r;
+                    kept += 1;
+                }
             }
-            acc.dirty = false;
-            if earliest_open.is_none() {
+            if acc.pending == 0 && earliest_open.is_none() {
                 self.quiet.push_back((id, acc.generation, now_ns));
             }
+            i = j;
         }
+        pending.truncate(kept);
+        self.pending = pending;
         while let Some(&(id, generation, since)) = self.quiet.front() {
             if now_ns - since < QUIET_NS && self.quiet.len() <= QUIET_CAP {
                 break;
             }
             self.quiet.pop_front();
-            let retire = self
-                .by_id
-                .get(&id)
-                .is_some_and(|a| a.generation == generation && !a.dirty && open(id).is_none());
+            let retire = self.by_id.get(&id).is_some_and(|a| {
+                a.generation == generation && a.pending == 0 && open(id).is_none()
+            });
             if retire {
                 let acc = self.by_id.remove(&id).expect("checked above");
                 self.finished.push(acc.totals);
             }
+        }
+        // A burst (a flusher far behind) leaves a huge table behind; give it back.
+        if self.by_id.capacity() > KEEP_CAPACITY.max(8 * self.by_id.len()) {
+            self.by_id.shrink_to(KEEP_CAPACITY.max(2 * self.by_id.len()));
+        }
+        if self.pending.capacity() > KEEP_CAPACITY.max(8 * self.pending.len()) {
+            self.pending.shrink_to(KEEP_CAPACITY);
+        }
+        if self.quiet.capacity() > 4 * QUIET_CAP.max(self.quiet.len()) {
+            self.quiet.shrink_to(2 * QUIET_CAP.max(self.quiet.len()));
         }
     }
 
@@ -343,7 +424,7 @@ impl Tasks {
                 .map(|(id, acc)| acc.totals.row(open(id).is_some(), &region_name)),
         );
         rows.sort_by_key(|r| r.index);
-        self.dirty.clear();
+        self.pending.clear();
         self.quiet.clear();
         self.next_index = 0;
         rows
@@ -356,36 +437,16 @@ impl Tasks {
     }
 }
 
-/// Drops pending roots contained in another pending root or in an open call; folds those of
-/// drains before `drain` (or all when `force`) that nothing contains.
-fn settle_task(acc: &mut TaskAcc, drain: u64, force: bool, earliest_open: Option<i64>) {
-    let pending = &mut acc.pending;
-    if pending.len() > 1 {
-        // Start ascending, end descending: a root is contained iff an earlier one ends later.
-        pending.sort_unstable_by(|a, b| a.start_ns.cmp(&b.start_ns).then(b.end_ns.cmp(&a.end_ns)));
-        let mut max_end = i64::MIN;
-        pending.retain(|r| {
-            let keep = r.end_ns > max_end;
-            max_end = max_end.max(r.end_ns);
-            keep
-        });
-    }
-    let totals = &mut acc.totals;
-    pending.retain(|r| {
-        if earliest_open.is_some_and(|s| s <= r.start_ns) {
-            return false; // an open call of the task contains it
-        }
-        if force || r.drain < drain {
-            totals.fold(r);
-            return false;
-        }
-        true
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The end of one complete drain: settle, then the next drain begins.
+    fn end_drain(t: &mut Tasks, now: i64, open: impl Fn(u64) -> Option<i64>) {
+        t.settle(now, false, open);
+        let e = t.epoch + 1;
+        t.set_epoch(e);
+    }
 
     fn call(id: u64, s: i64, e: i64, polls: u32, busy: i64, region: u32) -> TaskCall {
         TaskCall {
@@ -406,10 +467,10 @@ mod tests {
         // Inner call completes first, then the outer one that contains it, then a second
         // sequential root.
         assert_eq!(t.add_call(false, &call(77, 20, 30, 1, 10, 1)), 0);
-        t.settle(0, false, none);
+        end_drain(&mut t, 0, none);
         assert_eq!(t.add_call(false, &call(77, 10, 100, 6, 40, 0)), 0);
         assert_eq!(t.add_call(false, &call(5, 1, 2, 1, 1, 0)), 1);
-        t.settle(0, false, none);
+        end_drain(&mut t, 0, none);
         t.add_call(false, &call(77, 200, 260, 2, 30, 2));
         let rows = t.take_rows(0, none, |r| format!("r{r}"));
         assert_eq!(rows.len(), 2);
@@ -431,8 +492,8 @@ mod tests {
         let open = |id| (id == 9).then_some(5);
         for k in 0..10_000 {
             t.add_call(false, &call(9, 10 + 10 * k, 15 + 10 * k, 1, 5, 1));
-            t.settle(0, false, open);
-            assert!(t.by_id[&9].pending.len() <= 1, "at most one drain pending");
+            end_drain(&mut t, 0, open);
+            assert!(t.pending.len() <= 1, "at most one drain pending");
         }
         let rows = t.take_rows(0, open, |_| "x".into());
         assert_eq!(rows.len(), 1);
@@ -450,14 +511,14 @@ mod tests {
         let n = QUIET_CAP as u64 + 1000;
         for id in 1..=n {
             t.add_call(false, &call(id, 1, 3, 1, 2, 0));
-            t.settle(0, false, none);
-            t.settle(0, false, none);
+            end_drain(&mut t, 0, none);
+            end_drain(&mut t, 0, none);
         }
         assert!(t.in_memory() <= QUIET_CAP + 1, "{}", t.in_memory());
         let mut retired = t.take_finished();
         assert!(retired.len() >= 999);
         // Time makes the rest retire too.
-        t.settle(QUIET_NS, false, none);
+        end_drain(&mut t, QUIET_NS, none);
         retired.extend(t.take_finished());
         assert_eq!(retired.len() as u64, n);
         assert_eq!(t.in_memory(), 0);
@@ -466,6 +527,40 @@ mod tests {
             .iter()
             .enumerate()
             .all(|(i, r)| r.index == i as i64 && r.steps == 1 && r.tokio_id == i as u64 + 1));
+    }
+
+    #[test]
+    fn a_task_seen_only_through_polls_retires() {
+        let mut t = Tasks::default();
+        let none = |_| None;
+        // Polls whose call was dropped: no call ever comes for these tasks.
+        for id in 1..=(QUIET_CAP as u64 + 10) {
+            t.index(id);
+        }
+        end_drain(&mut t, 0, none);
+        assert!(t.in_memory() <= QUIET_CAP, "{}", t.in_memory());
+        end_drain(&mut t, QUIET_NS, none);
+        assert_eq!(t.in_memory(), 0);
+        assert_eq!(t.take_finished().len(), QUIET_CAP + 10);
+    }
+
+    #[test]
+    fn a_root_waits_for_the_end_of_the_next_drain_not_the_next_settle() {
+        let mut t = Tasks::default();
+        let none = |_| None;
+        // The outer call is assembled first; the inner one, closed before it on another
+        // lane, one complete drain later. Settling in between (several folds per drain)
+        // must not fold the outer one before the inner one arrives.
+        t.add_call(false, &call(3, 10, 100, 2, 50, 0));
+        t.settle(0, false, none);
+        t.settle(0, false, none);
+        assert_eq!(t.pending.len(), 1, "kept until a later drain settles");
+        t.set_epoch(1);
+        t.add_call(false, &call(3, 20, 30, 1, 10, 1));
+        end_drain(&mut t, 0, none);
+        let rows = t.take_rows(0, none, |r| format!("r{r}"));
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].steps, rows[0].running_ns), (2, 50), "one root: the outer call");
     }
 
     #[test]
