@@ -1,11 +1,17 @@
 //! The flusher: a background thread that drains the lanes, assembles calls, folds statistics
 //! and keeps the calls of the current phase, so the instrumented threads only ever append.
 //!
-//! Every [`POLL`] (at once while a recording thread waits for a buffer) it drains every lane:
-//! the full chunks they handed over and the published part of the chunks being written, and
-//! gives the chunks back to the pool. A finalize is two such drains, so a call that closed
-//! before `finalize()` was called is always in its report (see [`crate::assemble`] for why one
-//! is not enough). Lanes of exited threads are dropped once drained; their thread rows stay.
+//! Every [`POLL`] (at once while a recording thread waits for a buffer, or while a lane has
+//! more) it runs a *round*: it reads at most [`DRAIN_BATCH`] chunks of every lane that is not
+//! ahead of the others in time (the full chunks they handed over, then the published part of
+//! the chunks being written), gives the chunks back to the pool, and completes the calls the
+//! **watermark** has passed: the earliest, over all lanes, of the tick up to which that lane
+//! is known to be read (see [`crate::assemble`]). Each round's work is bounded, and what waits
+//! for the watermark is the window between the lanes' read positions, not the backlog, so a
+//! flusher far behind holds no more state than one that keeps up. A finalize runs rounds until
+//! the watermark has passed the moment it was asked for, so a call that closed before
+//! `finalize()` was called is always in its report. Lanes of exited threads are dropped once
+//! drained; their thread rows stay.
 //!
 //! A panic in the flusher (a sink bug, an I/O library fault) is caught: the failure is kept
 //! for `finalize()` to report, recording threads stop waiting for it, and the thread goes on
@@ -30,8 +36,22 @@ use crate::Mode;
 /// How often the flusher collects full chunks.
 pub(crate) const POLL: Duration = Duration::from_millis(2);
 
-/// Chunks the flusher reads from one lane before it folds them and gives them back.
+/// Chunks the flusher reads from one lane per round before it folds them and gives them back.
 const DRAIN_BATCH: usize = 16;
+
+/// Safety margin of the watermark, for clock readings of different cores (ns).
+const MARGIN_NS: u64 = 50_000;
+
+/// A lane read this far past the watermark waits for the others (ns): the window of
+/// calls waiting for the watermark stays small whatever the lanes' record rates.
+const AHEAD_NS: u64 = 2_000_000;
+
+/// `ns` in raw clock ticks (at least 1).
+fn ticks(shared: &Shared, ns: u64) -> u64 {
+    const PROBE: u64 = 1 << 30;
+    let probe_ns = shared.clock.ticks_to_ns(PROBE).max(1) as u128;
+    ((u128::from(ns) * u128::from(PROBE) / probe_ns) as u64).max(1)
+}
 
 /// Requests from the guard.
 pub(crate) enum Command {
@@ -107,7 +127,14 @@ struct PhaseRegion {
 /// The flusher's state (owned by its thread).
 pub(crate) struct Flusher {
     shared: Arc<Shared>,
-    lanes: Vec<(Arc<Lane>, Cursor)>,
+    /// Every live lane: where the flusher stands in it, and the tick before which it has read
+    /// everything the lane recorded.
+    lanes: Vec<(Arc<Lane>, Cursor, u64)>,
+    /// The latest watermark (raw ticks): every call that closed before it is assembled.
+    watermark: u64,
+    /// Ticks of [`MARGIN_NS`] and [`AHEAD_NS`].
+    margin: u64,
+    ahead: u64,
     /// Rows of threads whose lanes were drained and dropped.
     exited: crate::thread_rows::ExitedThreads,
     /// Records lost from dropped lanes (their counters are gone with them).
@@ -143,6 +170,9 @@ const MEMORY_CALL_CAP: usize = 2_000_000;
 
 impl Flusher {
     pub(crate) fn new(shared: Arc<Shared>, spool: Option<SpoolWriter>) -> Flusher {
+        let shared_ref = &shared;
+        let ticks = |ns| ticks(shared_ref, ns);
+        let (margin, ahead) = (ticks(MARGIN_NS), ticks(AHEAD_NS));
         let keep_calls = shared.config.mode == Mode::TimeOnly;
         let mut asm = Assembler::new(shared.callsites.clone());
         asm.keep_polls = keep_calls && shared.config.track_async;
@@ -150,6 +180,9 @@ impl Flusher {
         Flusher {
             shared,
             lanes: Vec::new(),
+            watermark: 0,
+            margin,
+            ahead,
             exited: Default::default(),
             exited_dropped: 0,
             exited_dropped_calls: 0,
@@ -215,17 +248,20 @@ impl Flusher {
                     let _ = reply.send(Ok(snap));
                 }
                 Ok(Command::Shutdown) | Err(TryRecvError::Disconnected) => {
-                    self.complete_drain();
+                    self.catch_up();
                     self.shared.pool.flusher_stopped();
                     self.shutdown_spool();
                     return;
                 }
                 Err(TryRecvError::Empty) => {
-                    self.complete_drain();
+                    let more = self.round();
                     self.note_cpu();
+                    if more {
+                        continue; // a backlog: the next round now
+                    }
                 }
             }
-            // A thread waiting for a buffer wants the next drain now; otherwise pause (the
+            // A thread waiting for a buffer wants the next round now; otherwise pause (the
             // guard and waiting threads unpark us early).
             if !self.shared.pool.has_waiters() {
                 std::thread::park_timeout(POLL);
@@ -240,7 +276,7 @@ impl Flusher {
             self.refresh_lanes();
             let pool = &self.shared.pool;
             let mut lost = 0u64;
-            self.lanes.retain_mut(|(lane, cursor)| {
+            self.lanes.retain_mut(|(lane, cursor, _)| {
                 !lane
                     .drain(cursor, pool, usize::MAX, |records| {
                         lost += records.len() as u64
@@ -274,10 +310,30 @@ impl Flusher {
                 .unwrap_or_else(|e| e.into_inner()),
         );
         self.lanes
-            .extend(new.into_iter().map(|l| (l, Cursor::default())));
+            .extend(new.into_iter().map(|l| (l, Cursor::default(), 0)));
     }
 
-    fn complete_drain(&mut self) {
+    /// Runs rounds until the watermark has passed now: every call that closed before this
+    /// was called is assembled. Bounded by the backlog.
+    fn catch_up(&mut self) {
+        // First every lane is read past now, which gives every close before now its tick
+        // (no later than the end of that reading); then the watermark passes those ticks.
+        let target = self.shared.clock.raw().saturating_add(self.margin);
+        self.rounds_until(target);
+        let stamped = self.shared.clock.raw().saturating_add(self.margin);
+        self.rounds_until(stamped);
+    }
+
+    fn rounds_until(&mut self, target: u64) {
+        while self.watermark < target {
+            if !self.round() {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// One round (see the module docs); returns whether a lane has more to read now.
+    fn round(&mut self) -> bool {
         self.drains += 1;
         if self.shared.config.buffering.fail_flusher_at == Some(self.drains) {
             panic!(
@@ -286,15 +342,25 @@ impl Flusher {
             );
         }
         self.shared.flusher_drains.fetch_add(1, Ordering::Relaxed);
-        self.tasks.set_epoch(self.drains);
         self.shared.clock.recalibrate();
-        self.asm.begin_complete_drain();
+        // Before the new lanes are picked up: a lane registered later records after this.
+        let start = self.shared.clock.raw();
         self.refresh_lanes();
+        let behind = self.lanes.iter().map(|l| l.2).min().unwrap_or(start);
+        let mut more = false;
         let mut i = 0;
         while i < self.lanes.len() {
-            if self.drain_lane(i) {
+            if self.lanes[i].2 > behind.saturating_add(self.ahead) {
+                // Ahead of the others: they catch up first.
+                more |= self.lanes[i].0.queued() > 0;
+                i += 1;
+                continue;
+            }
+            let (finished, lane_more) = self.drain_lane(i);
+            more |= lane_more;
+            if finished {
                 // The thread is gone and all it recorded is in: keep its row, drop the lane.
-                let (lane, _) = self.lanes.swap_remove(i);
+                let (lane, _, _) = self.lanes.swap_remove(i);
                 self.exited.push(thread_row(&lane));
                 self.exited_dropped += lane.dropped.load(Ordering::Relaxed);
                 self.exited_dropped_calls += lane.dropped_calls.load(Ordering::Relaxed);
@@ -303,10 +369,20 @@ impl Flusher {
             }
         }
         self.taint_if_paused();
-        self.asm.end_complete_drain(&mut self.scratch);
+        let wm = self
+            .lanes
+            .iter()
+            .map(|l| l.2)
+            .min()
+            .unwrap_or(start)
+            .min(start);
+        self.watermark = self.watermark.max(wm);
+        let passed = self.watermark.saturating_sub(self.margin);
+        self.asm.complete(passed, &mut self.scratch);
         self.fold();
-        self.settle_tasks();
+        self.settle_tasks(passed);
         self.asm.shrink();
+        more
     }
 
     /// After the profiler paused: calls open now may miss records, so none of them is reported.
@@ -318,34 +394,38 @@ impl Flusher {
         }
     }
 
-    /// Drains lane `i` in batches of [`DRAIN_BATCH`] chunks, folding after each, so the
-    /// flusher's own memory stays small and waiting threads get buffers back early. Stops once
-    /// everything published before it started has been read (a producer that keeps up with
-    /// the flusher cannot hold it here). Returns whether the lane is finished.
-    fn drain_lane(&mut self, i: usize) -> bool {
+    /// Reads at most [`DRAIN_BATCH`] chunks of lane `i` and folds them; moves the lane's
+    /// read tick. Returns whether the lane is finished, and whether it has more now.
+    fn drain_lane(&mut self, i: usize) -> (bool, bool) {
         let lane = self.lanes[i].0.clone();
-        let mut cursor = self.lanes[i].1;
-        let backlog = lane.queued() + 1;
-        let mut read = 0;
-        let finished = loop {
-            let Flusher {
-                shared,
-                asm,
-                scratch,
-                ..
-            } = self;
-            let index = lane.index;
-            let d = lane.drain(&mut cursor, &shared.pool, DRAIN_BATCH, |records| {
-                asm.feed(index, records, scratch)
-            });
-            read += d.chunks;
-            self.fold();
-            if !d.more || read >= backlog {
-                break d.finished;
+        let (mut cursor, mut read) = (self.lanes[i].1, self.lanes[i].2);
+        let started = self.shared.clock.raw();
+        let Flusher {
+            shared,
+            asm,
+            scratch,
+            ..
+        } = self;
+        let index = lane.index;
+        let d = lane.drain(&mut cursor, &shared.pool, DRAIN_BATCH, |records| {
+            // A lane's records are in time order: everything before the last one is read.
+            if let Some(t) = records.iter().rev().map(|r| r.tsc).find(|&t| t != 0) {
+                read = read.max(t);
             }
-        };
+            asm.feed(index, records, scratch)
+        });
+        debug_assert!(d.chunks <= DRAIN_BATCH);
+        if !d.more {
+            // Everything the lane published before this drain started has been read, and
+            // what it read was written before now.
+            read = read.max(started);
+            let ended = self.shared.clock.raw();
+            self.asm.caught_up(index, ended);
+        }
         self.lanes[i].1 = cursor;
-        finished
+        self.lanes[i].2 = read;
+        self.fold();
+        (d.finished, d.more)
     }
 
     /// Folds assembled calls into the phase: statistics always, the calls themselves in
@@ -418,6 +498,7 @@ impl Flusher {
                         busy_ns,
                         region: c.region,
                         last_thread: c.last_lane,
+                        hold: c.close,
                     },
                 )
             } else {
@@ -501,13 +582,13 @@ impl Flusher {
 
     /// At the end of a complete drain: settles the task table (see [`crate::task`]); rows of
     /// retired tasks go to the spool (or stay in memory without an output file).
-    fn settle_tasks(&mut self) {
+    fn settle_tasks(&mut self, wm: u64) {
         if !self.shared.config.track_async {
             return;
         }
         let clock = self.shared.clock;
         let open = &self.asm.task_open;
-        self.tasks.settle(clock.now_ns(), false, |t| {
+        self.tasks.settle(clock.now_ns(), wm, false, |t| {
             open.earliest(t).map(|s| clock.to_ns(s))
         });
         let finished = self.tasks.take_finished();
@@ -523,7 +604,7 @@ impl Flusher {
     /// The thread table: every lane, live threads' CPU time sampled now, in index order.
     fn threads(&self) -> Vec<ThreadRow> {
         let mut rows: Vec<ThreadRow> = self.exited.rows().collect();
-        rows.extend(self.lanes.iter().map(|(l, _)| thread_row(l)));
+        rows.extend(self.lanes.iter().map(|(l, _, _)| thread_row(l)));
         rows.sort_by_key(|r| r.index);
         rows
     }
@@ -577,7 +658,7 @@ impl Flusher {
         let lanes: u64 = self
             .lanes
             .iter()
-            .map(|(l, _)| l.dropped_calls.load(Ordering::Relaxed))
+            .map(|(l, _, _)| l.dropped_calls.load(Ordering::Relaxed))
             .sum();
         self.asm.dropped_calls + lanes + self.exited_dropped_calls
     }
@@ -586,7 +667,7 @@ impl Flusher {
         let lanes: u64 = self
             .lanes
             .iter()
-            .map(|(l, _)| l.dropped.load(Ordering::Relaxed))
+            .map(|(l, _, _)| l.dropped.load(Ordering::Relaxed))
             .sum();
         lanes
             + self.exited_dropped
@@ -596,8 +677,7 @@ impl Flusher {
     }
 
     fn finalize(&mut self) -> Snapshot {
-        self.complete_drain();
-        self.complete_drain();
+        self.catch_up();
         let infos: Vec<RegionInfo> = self.asm.regions.regions().to_vec();
         let mut regions = Vec::new();
         for (id, (info, p)) in infos.iter().zip(self.phase.iter_mut()).enumerate() {

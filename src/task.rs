@@ -9,7 +9,8 @@
 //!
 //! Everything here is amortized O(1) per call, whatever the shape, and memory is bounded by
 //! what is open, not by what finished:
-//! - A completed call is a *pending root* of its task for one complete drain (a call that
+//! - A completed call is a *pending root* of its task until the flusher's watermark has passed
+//!   its close (see [`crate::assemble`]; a call that
 //!   contains it may be assembled in the same or the next drain, see [`crate::assemble`]).
 //!   Then it is settled: if a call of the same task that started no later is still open (the
 //!   assembler's [`OpenStarts`]), that call contains it and will be the root; otherwise it is
@@ -70,7 +71,11 @@ impl OpenStarts {
         };
         match starts {
             Starts::One(s) => {
-                let (a, b) = if *s <= start { (*s, start) } else { (start, *s) };
+                let (a, b) = if *s <= start {
+                    (*s, start)
+                } else {
+                    (start, *s)
+                };
                 *starts = Starts::Few(vec![a, b]);
             }
             Starts::Few(v) if v.len() < FEW => {
@@ -133,12 +138,14 @@ impl OpenStarts {
     /// Gives back the table of a burst once it has emptied (call between drains).
     pub(crate) fn shrink(&mut self) {
         if self.by_task.capacity() > KEEP_OPEN.max(8 * self.by_task.len()) {
-            self.by_task.shrink_to(KEEP_OPEN.max(2 * self.by_task.len()));
+            self.by_task
+                .shrink_to(KEEP_OPEN.max(2 * self.by_task.len()));
         }
     }
 }
 
-/// A completed call waiting one complete drain to learn whether it is a root.
+/// A completed call waiting for the watermark to pass its close, to learn whether it is a
+/// root.
 #[derive(Clone, Copy, Debug)]
 struct Root {
     tokio_id: u64,
@@ -147,8 +154,9 @@ struct Root {
     busy_ns: i64,
     polls: u32,
     region: u32,
-    /// The complete drain during which it was assembled.
-    epoch: u64,
+    /// Its close (raw ticks): once the watermark has passed it, every call that contains it
+    /// has been entered (it is open) or assembled (it is pending too).
+    hold: u64,
 }
 
 /// A task's row, folded incrementally from its settled roots.
@@ -230,8 +238,6 @@ pub(crate) struct Tasks {
     quiet: VecDeque<(u64, u64, i64)>,
     /// Rows of retired tasks, until the flusher takes them.
     finished: Vec<TaskTotals>,
-    /// The current complete drain (see [`Tasks::set_epoch`]).
-    epoch: u64,
     /// `now_ns` of the latest settle (when tasks first seen through a poll count as quiet).
     last_now_ns: i64,
 }
@@ -245,6 +251,8 @@ pub(crate) struct TaskCall {
     pub busy_ns: i64,
     pub region: u32,
     pub last_thread: u32,
+    /// Its close, raw ticks (see [`crate::assemble::RawCall::close`]).
+    pub hold: u64,
 }
 
 /// Map capacity kept however few tasks are left (a burst's table is given back above it).
@@ -278,12 +286,6 @@ impl Tasks {
         (acc, created)
     }
 
-    /// Sets the complete drain calls are added in: a root added during drain `e` is settled
-    /// at the first settle with a later epoch.
-    pub(crate) fn set_epoch(&mut self, epoch: u64) {
-        self.epoch = epoch;
-    }
-
     /// The dense index of a Tokio task id (assigned on first sight in this phase). A task
     /// first seen through a poll counts as quiet until a call of it comes (so one whose call
     /// is dropped still retires).
@@ -300,7 +302,6 @@ impl Tasks {
     /// Accounts one completed call of a task; returns its dense index. `contained`: an open
     /// call of the task is known to contain it (then it is no root).
     pub(crate) fn add_call(&mut self, contained: bool, c: &TaskCall) -> i64 {
-        let epoch = self.epoch;
         let (acc, _) = self.acc(c.tokio_id);
         if c.end_ns >= acc.last_end_ns {
             acc.last_end_ns = c.end_ns;
@@ -319,18 +320,24 @@ impl Tasks {
             busy_ns: c.busy_ns,
             polls: c.polls,
             region: c.region,
-            epoch,
+            hold: c.hold,
         });
         index
     }
 
-    /// Ends a complete drain: settles the pending roots added before the current epoch (all
-    /// of them when `force`), and retires tasks quiet since before `now_ns - QUIET_NS` or
-    /// beyond [`QUIET_CAP`]. `open` gives the earliest start (ns) of a still open call of a
-    /// task. Work: O(p log p) for the p pending roots, each settled once or kept one drain.
-    pub(crate) fn settle(&mut self, now_ns: i64, force: bool, open: impl Fn(u64) -> Option<i64>) {
+    /// After the calls up to the watermark `wm` (raw ticks) were added: settles the pending
+    /// roots whose close it has passed (all of them when `force`), and retires tasks quiet
+    /// since before `now_ns - QUIET_NS` or beyond [`QUIET_CAP`]. `open` gives the earliest
+    /// start (ns) of a still open call of a task. Work: O(p log p) for the p pending roots,
+    /// which are the calls of the window between the lanes' read positions.
+    pub(crate) fn settle(
+        &mut self,
+        now_ns: i64,
+        wm: u64,
+        force: bool,
+        open: impl Fn(u64) -> Option<i64>,
+    ) {
         self.last_now_ns = now_ns;
-        let epoch = self.epoch;
         let mut pending = std::mem::take(&mut self.pending);
         // By task, then start ascending, end descending: within a task a root is contained
         // iff an earlier one ends later.
@@ -359,7 +366,7 @@ impl Tasks {
                 max_end = max_end.max(r.end_ns);
                 if nested || earliest_open.is_some_and(|s| s <= r.start_ns) {
                     acc.pending -= 1; // contained in another root or in an open call
-                } else if force || r.epoch < epoch {
+                } else if force || r.hold <= wm {
                     acc.totals.fold(&r);
                     acc.pending -= 1;
                 } else {
@@ -389,7 +396,8 @@ impl Tasks {
         }
         // A burst (a flusher far behind) leaves a huge table behind; give it back.
         if self.by_id.capacity() > KEEP_CAPACITY.max(8 * self.by_id.len()) {
-            self.by_id.shrink_to(KEEP_CAPACITY.max(2 * self.by_id.len()));
+            self.by_id
+                .shrink_to(KEEP_CAPACITY.max(2 * self.by_id.len()));
         }
         if self.pending.capacity() > KEEP_CAPACITY.max(8 * self.pending.len()) {
             self.pending.shrink_to(KEEP_CAPACITY);
@@ -412,7 +420,7 @@ impl Tasks {
         open: impl Fn(u64) -> Option<i64>,
         region_name: impl Fn(u32) -> String,
     ) -> Vec<TaskRow> {
-        self.settle(now_ns, true, &open);
+        self.settle(now_ns, u64::MAX, true, &open);
         let mut rows: Vec<TaskRow> = self
             .finished
             .drain(..)
@@ -441,11 +449,9 @@ impl Tasks {
 mod tests {
     use super::*;
 
-    /// The end of one complete drain: settle, then the next drain begins.
+    /// A settle with the watermark past every call.
     fn end_drain(t: &mut Tasks, now: i64, open: impl Fn(u64) -> Option<i64>) {
-        t.settle(now, false, open);
-        let e = t.epoch + 1;
-        t.set_epoch(e);
+        t.settle(now, u64::MAX, false, open);
     }
 
     fn call(id: u64, s: i64, e: i64, polls: u32, busy: i64, region: u32) -> TaskCall {
@@ -457,6 +463,7 @@ mod tests {
             busy_ns: busy,
             region,
             last_thread: region,
+            hold: e as u64,
         }
     }
 
@@ -467,10 +474,10 @@ mod tests {
         // Inner call completes first, then the outer one that contains it, then a second
         // sequential root.
         assert_eq!(t.add_call(false, &call(77, 20, 30, 1, 10, 1)), 0);
-        end_drain(&mut t, 0, none);
+        t.settle(0, 29, false, none);
         assert_eq!(t.add_call(false, &call(77, 10, 100, 6, 40, 0)), 0);
         assert_eq!(t.add_call(false, &call(5, 1, 2, 1, 1, 0)), 1);
-        end_drain(&mut t, 0, none);
+        t.settle(0, 100, false, none);
         t.add_call(false, &call(77, 200, 260, 2, 30, 2));
         let rows = t.take_rows(0, none, |r| format!("r{r}"));
         assert_eq!(rows.len(), 2);
@@ -545,22 +552,28 @@ mod tests {
     }
 
     #[test]
-    fn a_root_waits_for_the_end_of_the_next_drain_not_the_next_settle() {
+    fn a_root_waits_for_the_watermark() {
         let mut t = Tasks::default();
         let none = |_| None;
-        // The outer call is assembled first; the inner one, closed before it on another
-        // lane, one complete drain later. Settling in between (several folds per drain)
-        // must not fold the outer one before the inner one arrives.
+        // The outer call is added first; settles before the watermark passes its close must
+        // not fold it, so the inner one, added later, is still seen as contained.
         t.add_call(false, &call(3, 10, 100, 2, 50, 0));
-        t.settle(0, false, none);
-        t.settle(0, false, none);
-        assert_eq!(t.pending.len(), 1, "kept until a later drain settles");
-        t.set_epoch(1);
+        t.settle(0, 50, false, none);
+        t.settle(0, 99, false, none);
+        assert_eq!(
+            t.pending.len(),
+            1,
+            "kept until the watermark passes its close"
+        );
         t.add_call(false, &call(3, 20, 30, 1, 10, 1));
-        end_drain(&mut t, 0, none);
+        t.settle(0, 100, false, none);
         let rows = t.take_rows(0, none, |r| format!("r{r}"));
         assert_eq!(rows.len(), 1);
-        assert_eq!((rows[0].steps, rows[0].running_ns), (2, 50), "one root: the outer call");
+        assert_eq!(
+            (rows[0].steps, rows[0].running_ns),
+            (2, 50),
+            "one root: the outer call"
+        );
     }
 
     #[test]
