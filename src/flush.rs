@@ -25,13 +25,16 @@ use std::time::Duration;
 
 use crate::assemble::{Assembler, RawCall};
 use crate::lane::{Cursor, Lane};
-use crate::output::model::{CallRecord, PollRecord, RegionRow, TaskRow, ThreadRow};
-use crate::region::RegionInfo;
+use crate::output::model::{CallRecord, PollRecord, ThreadRow};
 use crate::spool::SpoolWriter;
 use crate::state::Shared;
 use crate::stats::Stats;
-use crate::task::{TaskCall, TaskTotals, Tasks};
+use crate::task::{TaskTotals, Tasks};
 use crate::Mode;
+
+mod fold;
+mod snapshot;
+pub(crate) use snapshot::{RegionSnapshot, Snapshot};
 
 /// How often the flusher collects full chunks.
 pub(crate) const POLL: Duration = Duration::from_millis(2);
@@ -60,59 +63,6 @@ pub(crate) enum Command {
     Finalize(Sender<Result<Snapshot, String>>),
     /// Stop the thread (after a last drain).
     Shutdown,
-}
-
-/// One region as seen at a finalize.
-#[derive(Clone, Debug)]
-pub(crate) struct RegionSnapshot {
-    /// The region's id (its id in the spool too).
-    pub id: u32,
-    /// This phase's calls and statistics.
-    pub row: RegionRow,
-    /// Calls completed since `build()`.
-    pub lifetime_calls: u64,
-}
-
-/// What a finalize hands to the guard.
-#[derive(Debug, Default)]
-pub(crate) struct Snapshot {
-    /// Every region with at least one call since `build()`, in region-id order.
-    pub regions: Vec<RegionSnapshot>,
-    /// Every thread that recorded, in index order.
-    pub threads: Vec<ThreadRow>,
-    /// Tasks with calls this phase.
-    pub tasks: Vec<TaskRow>,
-    /// Polls of this phase (when tasks are tracked).
-    pub polls: Vec<PollRecord>,
-    /// Every region name, by region id (what `PollRecord::region` indexes).
-    pub region_names: Vec<String>,
-    /// The spool file holding this phase's calls (when writing a file).
-    pub spool_phase: Option<std::path::PathBuf>,
-    /// Why the spool could not be written, if it could not (the spool keeps what it has).
-    pub spool_error: Option<std::io::Error>,
-    /// Whether this phase's calls were kept only in part (in-memory mode above its cap).
-    pub calls_truncated: bool,
-    /// Calls entered and not yet closed.
-    pub in_flight: u64,
-    /// Records lost so far by the recording side (lanes, thread teardown, unmatched and
-    /// corrupt records); the spool's losses are `spool_lost`.
-    pub dropped: u64,
-    /// Line tables of this phase (line timing), by region id.
-    pub lines: Vec<(u32, crate::lines::RegionLines)>,
-    /// Calls left out this phase because they overlapped a pause.
-    pub paused_calls: u64,
-    /// Calls dropped whole so far because a record of theirs could not be buffered.
-    pub dropped_calls: u64,
-    /// Times a recording thread waited for the flusher so far (backpressure).
-    pub waits: u64,
-    /// Total time recording threads waited, ns.
-    pub wait_ns: u64,
-    /// Records rejected as corrupt so far (never followed).
-    pub corrupt: u64,
-    /// Calls the spool could not take since `build()` (after a write error).
-    pub spool_lost: u64,
-    /// Earliest start and latest end of this phase's calls (`None` without calls).
-    pub span_ns: Option<(i64, i64)>,
 }
 
 #[derive(Default)]
@@ -428,179 +378,6 @@ impl Flusher {
         (d.finished, d.more)
     }
 
-    /// Folds assembled calls into the phase: statistics always, the calls themselves in
-    /// time-only mode.
-    fn fold(&mut self) {
-        let clock = self.shared.clock;
-        let n_regions = self.asm.regions.regions().len();
-        if self.phase.len() < n_regions {
-            self.phase.resize_with(n_regions, PhaseRegion::default);
-        }
-        if let Some(spool) = &mut self.spool {
-            for (id, info) in self.asm.regions.regions()[self.spooled_regions..]
-                .iter()
-                .enumerate()
-            {
-                let id = (self.spooled_regions + id) as u32;
-                spool.region(
-                    id,
-                    info.name,
-                    info.file.unwrap_or(""),
-                    info.line.map_or(-1, i64::from),
-                );
-            }
-            self.spooled_regions = n_regions;
-        }
-        let track_tasks = self.shared.config.track_async;
-        let pauses = self.shared.pause.windows();
-        for c in self.scratch.drain(..) {
-            if crate::pause::overlaps(&pauses, c.start, c.end) {
-                self.paused_calls += 1;
-                continue;
-            }
-            let start_ns = clock.to_ns(c.start);
-            let dur_ns = (clock.to_ns(c.end) - start_ns).max(0);
-            // Busy time on the same rounding as the duration: a one-poll call has exactly 0 ns
-            // of await time.
-            let busy_ns = if c.busy >= c.end - c.start {
-                dur_ns
-            } else {
-                (clock.to_ns(c.start + c.busy) - start_ns).clamp(0, dur_ns)
-            };
-            if self.shared.config.line_timing {
-                let info = &self.asm.regions.regions()[c.region as usize];
-                let ticks_to_ns = |t: u64| (clock.to_ns(c.start + t) - start_ns) as f64;
-                self.lines.add_call(
-                    c.region,
-                    info.file,
-                    info.line,
-                    busy_ns,
-                    c.lines.as_deref(),
-                    ticks_to_ns,
-                    &self.shared.lines,
-                );
-            }
-            let task = if track_tasks && c.task != 0 {
-                // An open call of the task that started no later contains this one: it is no
-                // root, and needs no settling (a connection's commands).
-                let contained = self
-                    .asm
-                    .task_open
-                    .earliest(c.task)
-                    .is_some_and(|s| s <= c.start);
-                self.tasks.add_call(
-                    contained,
-                    &TaskCall {
-                        tokio_id: c.task,
-                        start_ns,
-                        end_ns: start_ns + dur_ns,
-                        polls: c.polls,
-                        busy_ns,
-                        region: c.region,
-                        last_thread: c.last_lane,
-                        hold: c.close,
-                    },
-                )
-            } else {
-                -1
-            };
-            let gpu_ns = match &self.shared.sinks {
-                Some(sinks) if !c.aux.is_empty() => sinks.resolve(&c.aux).unwrap_or(-1),
-                _ => -1,
-            };
-            let end_ns = start_ns + dur_ns;
-            self.span_ns = Some(match self.span_ns {
-                Some((s, e)) => (s.min(start_ns), e.max(end_ns)),
-                None => (start_ns, end_ns),
-            });
-            let p = &mut self.phase[c.region as usize];
-            p.stats.add(dur_ns as u64);
-            p.lifetime += 1;
-            if gpu_ns >= 0 {
-                p.gpu_count += 1;
-                p.gpu_total += gpu_ns;
-            }
-            let record = CallRecord {
-                start_ns,
-                dur_ns,
-                thread: c.lane,
-                task,
-                await_ns: dur_ns - busy_ns,
-                gpu_ns,
-                call_id: -1,
-                parent_id: -1,
-            };
-            if !self.keep_calls {
-                continue;
-            }
-            if let Some(spool) = &mut self.spool {
-                spool.call(c.region, record);
-            } else if self.kept_calls < MEMORY_CALL_CAP {
-                self.kept_calls += 1;
-                p.calls.push(record);
-            } else {
-                self.calls_truncated = true;
-            }
-        }
-        self.polls();
-        // A drain after a burst (the flusher behind) can hold millions of calls and polls;
-        // give that memory back instead of keeping the batch vectors at their peak.
-        if self.scratch.capacity() > BATCH_KEEP {
-            self.scratch.shrink_to(BATCH_KEEP);
-        }
-        if self.asm.polls.capacity() > BATCH_KEEP {
-            self.asm.polls.shrink_to(BATCH_KEEP);
-        }
-    }
-
-    /// Folds the drained polls (streamed to the spool with an output file).
-    fn polls(&mut self) {
-        let clock = self.shared.clock;
-        let pauses = self.shared.pause.windows();
-        for p in self.asm.polls.drain(..) {
-            if crate::pause::overlaps(&pauses, p.start, p.end) {
-                continue;
-            }
-            let start_ns = clock.to_ns(p.start);
-            let record = PollRecord {
-                region: p.region,
-                start_ns,
-                dur_ns: (clock.to_ns(p.end) - start_ns).max(0),
-                thread: p.lane,
-                task: if p.task != 0 {
-                    self.tasks.index(p.task)
-                } else {
-                    -1
-                },
-            };
-            match &mut self.spool {
-                Some(spool) => spool.poll(record),
-                None => self.polls.push(record),
-            }
-        }
-    }
-
-    /// At the end of a complete drain: settles the task table (see [`crate::task`]); rows of
-    /// retired tasks go to the spool (or stay in memory without an output file).
-    fn settle_tasks(&mut self, wm: u64) {
-        if !self.shared.config.track_async {
-            return;
-        }
-        let clock = self.shared.clock;
-        let open = &self.asm.task_open;
-        self.tasks.settle(clock.now_ns(), wm, false, |t| {
-            open.earliest(t).map(|s| clock.to_ns(s))
-        });
-        let finished = self.tasks.take_finished();
-        if finished.is_empty() {
-            return;
-        }
-        match &mut self.spool {
-            Some(spool) => spool.tasks(&finished),
-            None => self.finished_tasks.extend(finished),
-        }
-    }
-
     /// The thread table: every lane, live threads' CPU time sampled now, in index order.
     fn threads(&self) -> Vec<ThreadRow> {
         let mut rows: Vec<ThreadRow> = self.exited.rows().collect();
@@ -674,74 +451,6 @@ impl Flusher {
             + self.shared.lost.load(Ordering::Relaxed)
             + self.asm.orphans
             + self.asm.corrupt
-    }
-
-    fn finalize(&mut self) -> Snapshot {
-        self.catch_up();
-        let infos: Vec<RegionInfo> = self.asm.regions.regions().to_vec();
-        let mut regions = Vec::new();
-        for (id, (info, p)) in infos.iter().zip(self.phase.iter_mut()).enumerate() {
-            if p.lifetime == 0 {
-                continue;
-            }
-            regions.push(RegionSnapshot {
-                id: id as u32,
-                row: RegionRow {
-                    name: info.name.to_owned(),
-                    file: info.file.unwrap_or("").to_owned(),
-                    line: info.line.map_or(-1, i64::from),
-                    stats: std::mem::take(&mut p.stats),
-                    calls: std::mem::take(&mut p.calls),
-                    gpu_count: std::mem::take(&mut p.gpu_count),
-                    gpu_total: std::mem::take(&mut p.gpu_total),
-                    exclusive_ns: -1,
-                },
-                lifetime_calls: p.lifetime,
-            });
-        }
-        let region_names: Vec<String> = infos.iter().map(|i| i.name.to_owned()).collect();
-        let (clock, open) = (self.shared.clock, &self.asm.task_open);
-        let name = |r: u32| region_names[r as usize].clone();
-        let mut tasks = self.tasks.take_rows(
-            clock.now_ns(),
-            |t| open.earliest(t).map(|s| clock.to_ns(s)),
-            name,
-        );
-        if !self.finished_tasks.is_empty() {
-            tasks.extend(self.finished_tasks.drain(..).map(|t| t.row(false, name)));
-            tasks.sort_by_key(|r| r.index);
-        }
-        let threads = self.threads();
-        let agg = self.aggregate_stats();
-        self.phase_no += 1;
-        let (spool_phase, spool_error) = match &mut self.spool {
-            None => (None, None),
-            Some(spool) => match spool.rotate(self.phase_no, &threads, &agg) {
-                Ok(p) => (Some(p), None),
-                Err(e) => (None, Some(e)),
-            },
-        };
-        self.kept_calls = 0;
-        Snapshot {
-            regions,
-            threads,
-            tasks,
-            polls: std::mem::take(&mut self.polls),
-            region_names,
-            spool_phase,
-            spool_error,
-            calls_truncated: std::mem::take(&mut self.calls_truncated),
-            in_flight: self.asm.in_flight(),
-            dropped: self.dropped(),
-            spool_lost: self.spool.as_ref().map_or(0, |s| s.lost_calls),
-            span_ns: self.span_ns.take(),
-            lines: self.lines.take(),
-            paused_calls: std::mem::take(&mut self.paused_calls),
-            dropped_calls: self.dropped_calls(),
-            waits: self.shared.pool.waits.load(Ordering::Relaxed),
-            wait_ns: self.shared.pool.wait_ns.load(Ordering::Relaxed),
-            corrupt: self.asm.corrupt,
-        }
     }
 }
 
