@@ -501,7 +501,7 @@ impl Assembler {
     }
 
     /// Gives back the tables of a burst (a flusher far behind) once they have emptied; call
-    /// between complete drains.
+    /// between rounds.
     pub(crate) fn shrink(&mut self) {
         if self.open.capacity() > KEEP_CAPACITY.max(8 * self.open.len()) {
             self.open.shrink_to(KEEP_CAPACITY.max(2 * self.open.len()));

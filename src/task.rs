@@ -10,9 +10,8 @@
 //! Everything here is amortized O(1) per call, whatever the shape, and memory is bounded by
 //! what is open, not by what finished:
 //! - A completed call is a *pending root* of its task until the flusher's watermark has passed
-//!   its close (see [`crate::assemble`]; a call that
-//!   contains it may be assembled in the same or the next drain, see [`crate::assemble`]).
-//!   Then it is settled: if a call of the same task that started no later is still open (the
+//!   its close (see [`crate::assemble`]): by then a call of the task that contains it has been
+//!   entered (it is open) or assembled (it is pending too). Then it is settled: if a call of the same task that started no later is still open (the
 //!   assembler's [`OpenStarts`]), that call contains it and will be the root; otherwise it is
 //!   a root and folds into the task's running totals. A server connection whose outer call
 //!   stays open over a million commands therefore keeps no per-command state.

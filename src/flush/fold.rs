@@ -122,7 +122,7 @@ impl Flusher {
             }
         }
         self.polls();
-        // A drain after a burst (the flusher behind) can hold millions of calls and polls;
+        // A round after a burst can hold many calls and polls;
         // give that memory back instead of keeping the batch vectors at their peak.
         if self.scratch.capacity() > BATCH_KEEP {
             self.scratch.shrink_to(BATCH_KEEP);
@@ -159,7 +159,7 @@ impl Flusher {
         }
     }
 
-    /// At the end of a complete drain: settles the task table (see [`crate::task`]); rows of
+    /// At the end of a round: settles the task table up to the watermark `wm` (see [`crate::task`]); rows of
     /// retired tasks go to the spool (or stay in memory without an output file).
     pub(super) fn settle_tasks(&mut self, wm: u64) {
         if !self.shared.config.track_async {
