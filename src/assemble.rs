@@ -147,7 +147,8 @@ pub(crate) struct Assembler {
     closing: BinaryHeap<Reverse<(u64, u64)>>,
     /// Records that arrived before their instance's `NEW`: (tick, lane, record).
     stash: FastMap<u64, Vec<(u64, u32, Record)>>,
-    /// Earliest tick in `stash` (`u64::MAX` when empty).
+    /// At most the earliest, over the ids in `stash`, of the newest tick of each (`u64::MAX`
+    /// when empty): no id expires before the watermark reaches it.
     stash_min: u64,
     /// Per lane: ids closed on it that wait for the lane's next tick.
     untimed: Vec<Vec<u64>>,
@@ -387,22 +388,20 @@ impl Assembler {
         self.replaying = None;
     }
 
-    /// Counts records that belong to no instance (one id's, in stash order). Each span among
-    /// them that lost a record (its `NEW` was lost, hence no instance) is one dropped call:
-    /// the id may have been reused by several such spans, each ending at a close (or the
-    /// marker of a lost close).
+    /// Counts records that belong to no instance (one id's). When a marker of a lost record
+    /// is among them, every span they belong to lost its `NEW` and is one dropped call: as
+    /// many as they hold closes (or markers of lost closes), at least one. (Their order is no
+    /// guide: they come from several lanes.)
     fn orphaned<'a>(&mut self, records: impl Iterator<Item = &'a Record>) {
-        let mut lost = false;
+        let (mut lost, mut closes) = (false, 0u64);
         for r in records {
             self.orphans += 1;
             lost |= r.kind() == LOST;
-            let closes = r.kind() == CLOSE || (r.kind() == LOST && r.payload() == 1);
-            if closes && lost {
-                self.dropped_calls += 1;
-                lost = false;
-            }
+            closes += u64::from(r.kind() == CLOSE || (r.kind() == LOST && r.payload() == 1));
         }
-        self.dropped_calls += u64::from(lost);
+        if lost {
+            self.dropped_calls += closes.max(1);
+        }
     }
 
     /// Lane `lane` shows time `tick`: the closes read on it before happened no later.
@@ -479,20 +478,21 @@ impl Assembler {
         self.dropped_calls += dropped;
     }
 
-    /// Counts the stashed records the watermark `wm` has passed as orphans.
+    /// Counts the stashed records of the ids whose records the watermark `wm` has all passed
+    /// as orphans.
     fn expire_stash(&mut self, wm: u64) {
+        // An id's records go together, once the watermark has passed the newest of them: the
+        // records of one span are counted as one dropped call, not one per batch.
         let mut expired = Vec::new();
         let mut min = u64::MAX;
         self.stash.retain(|_, v| {
-            if v.iter().all(|(t, _, _)| *t > wm) {
-                min = v.iter().fold(min, |m, (t, _, _)| m.min(*t));
+            let newest = v.iter().map(|(t, _, _)| *t).max().unwrap_or(0);
+            if newest > wm {
+                min = min.min(newest);
                 return true;
             }
-            let (keep, gone): (Vec<_>, Vec<_>) = v.drain(..).partition(|(t, _, _)| *t > wm);
-            *v = keep;
-            min = v.iter().fold(min, |m, (t, _, _)| m.min(*t));
-            expired.push(gone);
-            !v.is_empty()
+            expired.push(std::mem::take(v));
+            false
         });
         self.stash_min = min;
         for gone in expired {
