@@ -239,6 +239,9 @@ pub(crate) struct Tasks {
     finished: Vec<TaskTotals>,
     /// `now_ns` of the latest settle (when tasks first seen through a poll count as quiet).
     last_now_ns: i64,
+    /// Recently looked-up (tokio id, index) pairs, by the id's low bits: a task's polls come
+    /// close together, and each would otherwise cost a lookup in the big table.
+    recent: Vec<(u64, i64)>,
 }
 
 /// One completed call as the task table sees it.
@@ -253,6 +256,9 @@ pub(crate) struct TaskCall {
     /// Its close, raw ticks (see [`crate::assemble::RawCall::close`]).
     pub hold: u64,
 }
+
+/// Entries of [`Tasks::recent`] (tokio ids are sequential, so live tasks rarely collide).
+const RECENT: usize = 4096;
 
 /// Map capacity kept however few tasks are left (a burst's table is given back above it).
 const KEEP_CAPACITY: usize = 4096;
@@ -289,12 +295,20 @@ impl Tasks {
     /// first seen through a poll counts as quiet until a call of it comes (so one whose call
     /// is dropped still retires).
     pub(crate) fn index(&mut self, tokio_id: u64) -> i64 {
+        if self.recent.is_empty() {
+            self.recent = vec![(0, -1); RECENT];
+        }
+        let slot = tokio_id as usize % RECENT;
+        if self.recent[slot].0 == tokio_id {
+            return self.recent[slot].1;
+        }
         let now = self.last_now_ns;
         let (acc, created) = self.acc(tokio_id);
         let index = acc.totals.index;
         if created {
             self.quiet.push_back((tokio_id, 0, now));
         }
+        self.recent[slot] = (tokio_id, index);
         index
     }
 
@@ -391,6 +405,12 @@ impl Tasks {
             if retire {
                 let acc = self.by_id.remove(&id).expect("checked above");
                 self.finished.push(acc.totals);
+                // A retired task that runs again gets a new index.
+                if let Some(r) = self.recent.get_mut(id as usize % RECENT) {
+                    if r.0 == id {
+                        *r = (0, -1);
+                    }
+                }
             }
         }
         // A burst (a flusher far behind) leaves a huge table behind; give it back.
@@ -434,6 +454,7 @@ impl Tasks {
         self.pending.clear();
         self.quiet.clear();
         self.next_index = 0;
+        self.recent.clear();
         rows
     }
 

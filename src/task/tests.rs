@@ -157,3 +157,16 @@ fn open_starts_track_the_earliest() {
     o.insert(0, 3);
     assert_eq!(o.earliest(0), None, "no task");
 }
+
+#[test]
+fn a_retired_task_seen_again_gets_a_new_index() {
+    let mut t = Tasks::default();
+    let none = |_| None;
+    assert_eq!(t.index(7), 0);
+    assert_eq!(t.index(7), 0, "the same task, the same index");
+    t.add_call(false, &call(7, 1, 3, 1, 2, 0));
+    end_drain(&mut t, QUIET_NS, none);
+    end_drain(&mut t, 2 * QUIET_NS, none);
+    assert_eq!(t.take_finished().len(), 1, "retired");
+    assert_eq!(t.index(7), 1, "a new row for the task's later calls");
+}
