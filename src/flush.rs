@@ -296,7 +296,14 @@ impl Flusher {
         // Before the new lanes are picked up: a lane registered later records after this.
         let start = self.shared.clock.raw();
         self.refresh_lanes();
-        let behind = self.lanes.iter().map(|l| l.2).min().unwrap_or(start);
+        // New lanes (tick 0) are always read and do not hold the others back.
+        let behind = self
+            .lanes
+            .iter()
+            .map(|l| l.2)
+            .filter(|&t| t != 0)
+            .min()
+            .unwrap_or(start);
         let mut more = false;
         let mut i = 0;
         while i < self.lanes.len() {
