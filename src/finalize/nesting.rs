@@ -170,6 +170,9 @@ struct Path {
     recursive: bool,
 }
 
+/// Lanes a nester knows before it first forgets those with nothing open.
+const SWEEP_MIN: usize = 1024;
+
 /// A call still open on its lane while later-starting calls are nested.
 #[derive(Clone, Copy)]
 struct Open {
@@ -202,6 +205,10 @@ pub(crate) struct Nester<'a> {
     stacks: Vec<Vec<Open>>,
     /// The lane of the previous call and its stack's index (calls come in runs of a lane).
     last_lane: LastLane,
+    /// Slots of `stacks` given back by lanes with nothing open (see [`Nester::sweep`]).
+    free: Vec<usize>,
+    /// Lanes known when the next sweep runs.
+    sweep_at: usize,
     /// Profiler cost taken out of a parent's exclusive time per child call (overhead
     /// compensation; 0 = off).
     child_overhead: i64,
@@ -231,6 +238,8 @@ impl<'a> Nester<'a> {
                 lane: i64::MIN,
                 stack: 0,
             },
+            free: Vec::new(),
+            sweep_at: SWEEP_MIN,
             child_overhead: 0,
         }
     }
@@ -249,11 +258,19 @@ impl<'a> Nester<'a> {
         let start2 = 2 * a.start;
         let end2 = 2 * a.end + i64::from(a.end == a.start);
         if a.lane != self.last_lane.lane {
-            let next = self.stacks.len();
-            let k = *self.lane_index.entry(a.lane).or_insert(next);
-            if k == next {
-                self.stacks.push(Vec::new());
+            if self.lane_index.len() >= self.sweep_at {
+                self.sweep(start2);
             }
+            let k = match self.lane_index.entry(a.lane) {
+                std::collections::hash_map::Entry::Occupied(o) => *o.get(),
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    let k = self.free.pop().unwrap_or_else(|| {
+                        self.stacks.push(Vec::new());
+                        self.stacks.len() - 1
+                    });
+                    *v.insert(k)
+                }
+            };
             self.last_lane = LastLane {
                 lane: a.lane,
                 stack: k,
@@ -300,6 +317,30 @@ impl<'a> Nester<'a> {
             path,
         });
         Ok(())
+    }
+
+    /// Forgets the lanes whose calls have all ended before `start2` (calls come in start
+    /// order, so nothing will nest in them any more): a phase of a million short tasks keeps
+    /// the open calls of the live ones only. Amortized O(1) per call.
+    fn sweep(&mut self, start2: i64) {
+        let (stacks, free) = (&mut self.stacks, &mut self.free);
+        self.lane_index.retain(|_, &mut k| {
+            // The bottom of a lane's stack ends last.
+            let live = stacks[k].first().is_some_and(|o| o.end2 > start2);
+            if !live {
+                stacks[k].clear();
+                free.push(k);
+            }
+            live
+        });
+        self.last_lane = LastLane {
+            lane: i64::MIN,
+            stack: 0,
+        };
+        self.sweep_at = SWEEP_MIN.max(2 * self.lane_index.len());
+        if self.lane_index.capacity() > 4 * self.sweep_at {
+            self.lane_index.shrink_to(self.sweep_at);
+        }
     }
 
     /// The result.

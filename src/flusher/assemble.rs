@@ -11,17 +11,30 @@
 //! A `LOST` marker (a record the owner could not buffer, see `lane::writer`) is routed like
 //! the record it replaces: its instance is dropped whole and counted in `dropped_calls`.
 //!
-//! Lanes are drained one after the other, so a record that happened before another one on a
-//! *different* lane may be drained after it. Two rules make that harmless:
+//! Lanes are drained one after the other, in bounded batches, so a record that happened before
+//! another one on a *different* lane may be drained after it. A **watermark** makes that
+//! harmless: the flusher tracks, per lane, a clock tick before which everything that lane
+//! recorded has been read (the latest tick read from it, or the tick at which a drain of it
+//! started and found nothing left), and the minimum over all lanes is the watermark (see
+//! `crate::flusher::flush`). Every record of a span instance happened before its `CLOSE`, so:
+//! - an instance is completed once the watermark has passed its `CLOSE` ([`Assembler::complete`]);
+//!   by then its polls on every other worker thread have been read. How far the flusher is
+//!   behind does not matter: what waits here is bounded by the window between the lanes'
+//!   read positions, not by the backlog;
 //! - a record whose instance has not been created yet (its `NEW` is still in another lane's
-//!   buffer) is stashed and replayed as soon as that `NEW` arrives; if no drain that started
-//!   after the stash brings it, the record is an orphan and counted as dropped;
-//! - an instance is completed after the next drain that started after its `CLOSE` was seen, by
-//!   which time everything that happened before the close (a poll on another worker thread,
-//!   say) has been published and drained. Only the commonest shape, a span created, entered
-//!   once, exited and closed with nothing in between on one lane, is completed at once.
+//!   buffer) is stashed and replayed as soon as that `NEW` arrives; once the watermark has
+//!   passed the record (the `NEW` came before it) without bringing it, it is an orphan and
+//!   counted as dropped.
+//!
+//! A `CLOSE` carries no time (the hot path reads no clock for it), so its tick is the next
+//! time its lane shows after it: the tick of the next record of that lane that has one, or,
+//! when the lane has nothing more, the moment the flusher finished reading it. Only the
+//! commonest shape, a span created, entered once, exited and closed with nothing in between
+//! on one lane, is completed at once.
 
+use std::cmp::Reverse;
 use std::collections::hash_map::Entry;
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use crate::fasthash::FastMap;
@@ -29,6 +42,19 @@ use crate::flusher::lines::LineAcc;
 use crate::flusher::region::{Callsites, RegionTable};
 use crate::flusher::task::OpenStarts;
 use crate::recording::lane::record::{Record, AUX, CLOSE, ENTER, EVENT, EXIT, LOST, NEW};
+
+/// The tick of a stashed record: its own, or, for one without (`NEW`, `CLOSE`, markers of
+/// lost records), now: it was written before the flusher read it.
+fn tick_of(r: &Record) -> u64 {
+    if r.tsc != 0 {
+        r.tsc
+    } else {
+        crate::recording::clock::Clock::global().raw()
+    }
+}
+
+/// Capacity the assembler's tables keep however few instances are open.
+const KEEP_CAPACITY: usize = 4096;
 
 /// A completed call, in raw clock ticks.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,6 +76,8 @@ pub(crate) struct RawCall {
     pub aux: Vec<u64>,
     /// Line-timing checkpoints (`EVENT` records), when any.
     pub lines: Option<Box<LineAcc>>,
+    /// Tick of its close: every record of the call was written before it.
+    pub close: u64,
 }
 
 /// One poll (enter -> exit at depth 0) of a span, in raw ticks.
@@ -75,7 +103,8 @@ struct Inst {
     last_lane: u32,
     busy: u64,
     polls: u32,
-    closed_epoch: Option<u64>,
+    /// Tick of the close, once seen.
+    closed_tick: Option<u64>,
     aux: Vec<u64>,
     lines: Option<Box<LineAcc>>,
     /// Open while the profiler paused: some records may be missing, so never reported.
@@ -105,6 +134,7 @@ impl Inst {
             last_lane: self.last_lane,
             aux: self.aux,
             lines: self.lines,
+            close: self.closed_tick.unwrap_or(end),
         })
     }
 }
@@ -113,15 +143,17 @@ impl Inst {
 #[derive(Default)]
 pub(crate) struct Assembler {
     open: FastMap<u64, Vec<Inst>>,
-    /// Ids with an instance closed during the previous complete drain: completed at the end
-    /// of the current one.
-    deferred: Vec<u64>,
-    /// Ids with an instance closed during the current complete drain: they cannot complete
-    /// before the next one, so this drain's end does not visit them.
-    closed_now: Vec<u64>,
-    /// Records that arrived before their instance's `NEW`: (epoch stashed, lane, record).
+    /// Closed instances waiting for the watermark: (close tick, id), earliest first.
+    closing: BinaryHeap<Reverse<(u64, u64)>>,
+    /// Records that arrived before their instance's `NEW`: (tick, lane, record).
     stash: FastMap<u64, Vec<(u64, u32, Record)>>,
-    epoch: u64,
+    /// At most the earliest, over the ids in `stash`, of the newest tick of each (`u64::MAX`
+    /// when empty): no id expires before the watermark reaches it.
+    stash_min: u64,
+    /// Per lane: ids closed on it that wait for the lane's next tick.
+    untimed: Vec<Vec<u64>>,
+    /// While stashed records are replayed: the tick the current one was stashed with.
+    replaying: Option<u64>,
     /// Records that belonged to no known span instance.
     pub(crate) orphans: u64,
     /// Records rejected as corrupt (unknown kind, or a callsite the layer never registered).
@@ -144,13 +176,9 @@ impl Assembler {
     pub(crate) fn new(callsites: Arc<Callsites>) -> Assembler {
         Assembler {
             regions: RegionTable::new(callsites),
+            stash_min: u64::MAX,
             ..Assembler::default()
         }
-    }
-
-    /// Marks the start of a complete drain (every published record of every lane).
-    pub(crate) fn begin_complete_drain(&mut self) {
-        self.epoch += 1;
     }
 
     /// Feeds one lane's records, in that lane's program order.
@@ -169,6 +197,7 @@ impl Assembler {
                     && x.id == c.id
                 {
                     let end = x.tsc.max(e.tsc);
+                    self.stamp(lane, e.tsc);
                     let Some(region) = self.regions.region_of(n.callsite_addr()) else {
                         self.corrupt += 4;
                         i += 4;
@@ -194,6 +223,7 @@ impl Assembler {
                         last_lane: lane,
                         aux: Vec::new(),
                         lines: None,
+                        close: end,
                     });
                     i += 4;
                     continue;
@@ -209,6 +239,9 @@ impl Assembler {
             self.corrupt += 1;
             return;
         }
+        if r.tsc != 0 && self.replaying.is_none() {
+            self.stamp(lane, r.tsc);
+        }
         if r.kind() == NEW {
             let Some(region) = self.regions.region_of(r.callsite_addr()) else {
                 self.corrupt += 1;
@@ -222,7 +255,7 @@ impl Assembler {
                 last_lane: lane,
                 busy: 0,
                 polls: 0,
-                closed_epoch: None,
+                closed_tick: None,
                 aux: Vec::new(),
                 lines: None,
                 tainted: false,
@@ -254,11 +287,12 @@ impl Assembler {
                 // A checkpoint of a span this layer does not record (filtered out): not ours.
                 return;
             }
-            let epoch = self.epoch;
+            let tick = tick_of(r);
+            self.stash_min = self.stash_min.min(tick);
             self.stash
                 .entry(r.id)
                 .or_insert_with(|| Vec::with_capacity(1))
-                .push((epoch, lane, *r));
+                .push((tick, lane, *r));
             return;
         };
         let insts = self.open.get_mut(&r.id).expect("found above");
@@ -316,11 +350,18 @@ impl Assembler {
             _ => {
                 // CLOSE, or a marker of a lost CLOSE, which ends the call as well.
                 inst.lost |= r.kind() == LOST;
-                inst.closed_lane = Some(lane);
-                if inst.closed_epoch.is_none() {
-                    inst.closed_epoch = Some(self.epoch);
-                    self.closed_now.push(r.id);
+                if let (None, Some(tick)) = (inst.closed_lane, self.replaying) {
+                    inst.closed_tick = Some(tick);
+                    self.closing.push(Reverse((tick, r.id)));
+                } else if inst.closed_lane.is_none() {
+                    // Its tick is the lane's next one (see the module docs).
+                    let l = lane as usize;
+                    if self.untimed.len() <= l {
+                        self.untimed.resize_with(l + 1, Vec::new);
+                    }
+                    self.untimed[l].push(r.id);
                 }
+                inst.closed_lane = Some(lane);
             }
         }
     }
@@ -338,65 +379,83 @@ impl Assembler {
             .into_iter()
             .partition(|(_, lane, _)| *lane != created_on);
         self.orphaned(earlier.iter().map(|(_, _, r)| r));
-        for (_, lane, r) in now {
+        for (tick, lane, r) in now {
+            // A stashed record is not where its lane stands now: it shows no time of that lane,
+            // and a close among them takes the tick it was stashed with.
+            self.replaying = Some(tick);
             self.feed_one(lane, &r, out);
         }
+        self.replaying = None;
     }
 
-    /// Counts records that belong to no instance (one id's, in stash order). Each span among
-    /// them that lost a record (its `NEW` was lost, hence no instance) is one dropped call:
-    /// the id may have been reused by several such spans, each ending at a close (or the
-    /// marker of a lost close).
+    /// Counts records that belong to no instance (one id's). When a marker of a lost record
+    /// is among them, every span they belong to lost its `NEW` and is one dropped call: as
+    /// many as they hold closes (or markers of lost closes), at least one. (Their order is no
+    /// guide: they come from several lanes.)
     fn orphaned<'a>(&mut self, records: impl Iterator<Item = &'a Record>) {
-        let mut lost = false;
+        let (mut lost, mut closes) = (false, 0u64);
         for r in records {
             self.orphans += 1;
             lost |= r.kind() == LOST;
-            let closes = r.kind() == CLOSE || (r.kind() == LOST && r.payload() == 1);
-            if closes && lost {
-                self.dropped_calls += 1;
-                lost = false;
-            }
+            closes += u64::from(r.kind() == CLOSE || (r.kind() == LOST && r.payload() == 1));
         }
-        self.dropped_calls += u64::from(lost);
+        if lost {
+            self.dropped_calls += closes.max(1);
+        }
     }
 
-    /// Completes the cross-lane instances closed before the current complete drain began,
-    /// and gives up on stashed records that this drain did not resolve.
-    /// Call after the complete drain has fed every lane.
-    pub(crate) fn end_complete_drain(&mut self, out: &mut Vec<RawCall>) {
-        let epoch = self.epoch;
-
-        let mut expired = Vec::new();
-        self.stash.retain(|_, v| {
-            if v.iter().all(|(e, _, _)| *e >= epoch) {
-                return true;
-            }
-            let (keep, gone): (Vec<_>, Vec<_>) = v.drain(..).partition(|(e, _, _)| *e >= epoch);
-            *v = keep;
-            expired.push(gone);
-            !v.is_empty()
-        });
-        for gone in expired {
-            self.orphaned(gone.iter().map(|(_, _, r)| r));
+    /// Lane `lane` shows time `tick`: the closes read on it before happened no later.
+    #[inline]
+    fn stamp(&mut self, lane: u32, tick: u64) {
+        let Some(ids) = self.untimed.get_mut(lane as usize) else {
+            return;
+        };
+        if ids.is_empty() {
+            return;
         }
-        // Only ids with an instance closed before this drain; one visit per id (an id reused
-        // many times between two drains is listed as often), one pass over its instances
-        // that keeps their creation order.
-        let mut ids = std::mem::replace(&mut self.deferred, std::mem::take(&mut self.closed_now));
-        ids.sort_unstable();
-        ids.dedup();
+        for id in ids.drain(..) {
+            let Some(insts) = self.open.get_mut(&id) else {
+                continue;
+            };
+            let waiting = insts
+                .iter_mut()
+                .rev()
+                .find(|i| i.closed_lane == Some(lane) && i.closed_tick.is_none());
+            if let Some(inst) = waiting {
+                inst.closed_tick = Some(tick);
+                self.closing.push(Reverse((tick, id)));
+            }
+        }
+    }
+
+    /// The flusher has read everything lane `lane` published before `tick`.
+    pub(crate) fn caught_up(&mut self, lane: u32, tick: u64) {
+        self.stamp(lane, tick);
+    }
+
+    /// Completes the instances whose close the watermark `wm` has passed (every record of
+    /// theirs has been read), and gives up on stashed records it has passed without bringing
+    /// their `NEW`. Work: O(log n) per completed instance.
+    pub(crate) fn complete(&mut self, wm: u64, out: &mut Vec<RawCall>) {
+        if wm >= self.stash_min {
+            self.expire_stash(wm);
+        }
         let mut dropped = 0;
-        for id in ids {
-            // One hash lookup per id (the entry is removed through it when emptied).
+        while let Some(&Reverse((tick, id))) = self.closing.peek() {
+            if tick > wm {
+                break;
+            }
+            self.closing.pop();
+            // One hash lookup per id (the entry is removed through it when emptied); an id
+            // reused several times is listed as often, later visits find nothing to do.
             let Entry::Occupied(mut entry) = self.open.entry(id) else {
                 continue;
             };
             let insts = entry.get_mut();
-            // Instances closed during this drain stay: their ids are in `closed_now`.
+            // One pass that keeps the creation order of the instances that stay.
             let mut kept = 0;
             for k in 0..insts.len() {
-                if insts[k].closed_epoch.is_some_and(|e| e < epoch) {
+                if insts[k].closed_tick.is_some_and(|t| t <= wm) {
                     continue;
                 }
                 insts.swap(kept, k);
@@ -419,12 +478,51 @@ impl Assembler {
         self.dropped_calls += dropped;
     }
 
+    /// Counts the stashed records of the ids whose records the watermark `wm` has all passed
+    /// as orphans.
+    fn expire_stash(&mut self, wm: u64) {
+        // An id's records go together, once the watermark has passed the newest of them: the
+        // records of one span are counted as one dropped call, not one per batch.
+        let mut expired = Vec::new();
+        let mut min = u64::MAX;
+        self.stash.retain(|_, v| {
+            let newest = v.iter().map(|(t, _, _)| *t).max().unwrap_or(0);
+            if newest > wm {
+                min = min.min(newest);
+                return true;
+            }
+            expired.push(std::mem::take(v));
+            false
+        });
+        self.stash_min = min;
+        for gone in expired {
+            self.orphaned(gone.iter().map(|(_, _, r)| r));
+        }
+    }
+
+    /// Gives back the tables of a burst (a flusher far behind) once they have emptied; call
+    /// between rounds.
+    pub(crate) fn shrink(&mut self) {
+        if self.open.capacity() > KEEP_CAPACITY.max(8 * self.open.len()) {
+            self.open.shrink_to(KEEP_CAPACITY.max(2 * self.open.len()));
+        }
+        if self.stash.capacity() > KEEP_CAPACITY.max(8 * self.stash.len()) {
+            self.stash
+                .shrink_to(KEEP_CAPACITY.max(2 * self.stash.len()));
+        }
+        if self.closing.capacity() > KEEP_CAPACITY.max(8 * self.closing.len()) {
+            self.closing
+                .shrink_to(KEEP_CAPACITY.max(2 * self.closing.len()));
+        }
+        self.task_open.shrink();
+    }
+
     /// Calls started and not yet closed (in flight).
     pub(crate) fn in_flight(&self) -> u64 {
         self.open
             .values()
             .flatten()
-            .filter(|i| i.first_enter.is_some() && i.closed_epoch.is_none() && !i.tainted)
+            .filter(|i| i.first_enter.is_some() && i.closed_lane.is_none() && !i.tainted)
             .count() as u64
     }
 
@@ -438,275 +536,4 @@ impl Assembler {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use tracing_core::{callsite::Callsite, Kind, Level, Metadata};
-
-    struct Cs;
-    impl Callsite for Cs {
-        fn set_interest(&self, _: tracing_core::Interest) {}
-        fn metadata(&self) -> &Metadata<'_> {
-            &META
-        }
-    }
-    static CS: Cs = Cs;
-    static META: Metadata<'static> = tracing_core::metadata! {
-        name: "r",
-        target: "t",
-        level: Level::INFO,
-        fields: &[],
-        callsite: &CS,
-        kind: Kind::SPAN,
-    };
-
-    /// An empty complete drain: what completes calls closed in the previous one.
-    fn next_drain(a: &mut Assembler, out: &mut Vec<RawCall>) {
-        a.begin_complete_drain();
-        a.end_complete_drain(out);
-    }
-
-    /// An assembler that knows the test callsite.
-    fn assembler() -> Assembler {
-        let callsites = Arc::new(Callsites::default());
-        callsites.register(&META);
-        Assembler::new(callsites)
-    }
-
-    fn new(id: u64, t: u64) -> Record {
-        Record::new_span(id, t, &META)
-    }
-    fn enter(id: u64, t: u64) -> Record {
-        Record::enter(id, t, 0)
-    }
-    fn exit(id: u64, t: u64) -> Record {
-        Record::plain(EXIT, id, t)
-    }
-    fn close(id: u64, t: u64) -> Record {
-        Record::plain(CLOSE, id, t)
-    }
-
-    #[test]
-    fn five_enters_are_one_call() {
-        let mut a = assembler();
-        let mut out = vec![];
-        let mut recs = vec![new(1, 1)];
-        for k in 0..5 {
-            recs.push(enter(1, 10 + 10 * k));
-            recs.push(exit(1, 15 + 10 * k));
-        }
-        recs.push(close(1, 100));
-        a.begin_complete_drain();
-        a.feed(0, &recs, &mut out);
-        a.end_complete_drain(&mut out);
-        assert!(out.is_empty(), "completed one drain after its close");
-        next_drain(&mut a, &mut out);
-        assert_eq!(out.len(), 1);
-        assert_eq!(
-            (out[0].start, out[0].end, out[0].busy, out[0].polls),
-            (10, 55, 25, 5)
-        );
-    }
-
-    #[test]
-    fn cross_lane_call_waits_for_next_complete_drain() {
-        let mut a = assembler();
-        let mut out = vec![];
-        a.begin_complete_drain();
-        a.feed(0, &[new(7, 1)], &mut out);
-        a.feed(1, &[enter(7, 5), exit(7, 9)], &mut out);
-        // Close on a third lane, while a poll's exit on lane 1 is not drained yet.
-        a.feed(2, &[close(7, 30)], &mut out);
-        a.end_complete_drain(&mut out);
-        assert!(out.is_empty());
-        a.begin_complete_drain();
-        a.feed(1, &[enter(7, 20), exit(7, 25)], &mut out);
-        a.end_complete_drain(&mut out);
-        assert_eq!(out.len(), 1);
-        assert_eq!(
-            (out[0].start, out[0].end, out[0].busy, out[0].polls),
-            (5, 25, 9, 2)
-        );
-        assert_eq!(a.in_flight(), 0);
-    }
-
-    #[test]
-    fn a_replayed_later_poll_does_not_hide_the_first_one() {
-        let mut a = assembler();
-        let mut out = vec![];
-        a.begin_complete_drain();
-        // Lane 0 (drained first) has the span's second poll; lane 1 created it and ran the
-        // first poll. The stashed second poll is replayed when the NEW arrives, before lane 1's
-        // own (earlier) poll is fed.
-        a.feed(0, &[enter(6, 10), exit(6, 20)], &mut out);
-        a.feed(1, &[new(6, 1), enter(6, 2), exit(6, 5)], &mut out);
-        a.feed(0, &[close(6, 21)], &mut out);
-        a.end_complete_drain(&mut out);
-        next_drain(&mut a, &mut out);
-        assert_eq!(out.len(), 1);
-        assert_eq!(
-            (out[0].start, out[0].end, out[0].busy, out[0].polls),
-            (2, 20, 13, 2)
-        );
-        assert_eq!((out[0].lane, out[0].last_lane), (1, 0));
-    }
-
-    #[test]
-    fn the_contiguous_shape_completes_at_once() {
-        let mut a = assembler();
-        let mut out = vec![];
-        a.feed(
-            0,
-            &[new(3, 1), enter(3, 2), exit(3, 4), close(3, 5)],
-            &mut out,
-        );
-        assert_eq!(out.len(), 1);
-        assert_eq!((out[0].start, out[0].end, out[0].busy), (2, 4, 2));
-    }
-
-    #[test]
-    fn never_entered_span_is_no_call_and_orphans_are_counted() {
-        let mut a = assembler();
-        let mut out = vec![];
-        a.begin_complete_drain();
-        a.feed(0, &[new(1, 1), close(1, 2), exit(9, 3)], &mut out);
-        a.end_complete_drain(&mut out);
-        assert_eq!(
-            a.orphans, 0,
-            "an unknown record waits one drain for its NEW"
-        );
-        next_drain(&mut a, &mut out);
-        assert!(out.is_empty());
-        assert_eq!(a.orphans, 1);
-    }
-
-    #[test]
-    fn polls_drained_before_their_new_are_replayed() {
-        let mut a = assembler();
-        let mut out = vec![];
-        a.begin_complete_drain();
-        // A worker lane is drained before the spawning lane that created the span.
-        a.feed(1, &[enter(4, 10), exit(4, 12), enter(4, 20)], &mut out);
-        a.feed(0, &[new(4, 5)], &mut out);
-        a.feed(1, &[exit(4, 26), close(4, 27)], &mut out);
-        a.end_complete_drain(&mut out);
-        next_drain(&mut a, &mut out);
-        assert_eq!(out.len(), 1);
-        assert_eq!(
-            (out[0].start, out[0].end, out[0].busy, out[0].polls),
-            (10, 26, 8, 2)
-        );
-        assert_eq!(a.orphans, 0);
-    }
-
-    fn lost(id: u64, closed: bool) -> Record {
-        Record::lost(id, closed)
-    }
-
-    #[test]
-    fn a_call_with_a_lost_record_is_dropped_whole() {
-        let mut a = assembler();
-        let mut out = vec![];
-        a.begin_complete_drain();
-        // Span 5 lost its exit; span 6 is intact.
-        a.feed(
-            0,
-            &[new(5, 1), enter(5, 2), new(6, 3), enter(6, 4), exit(6, 5)],
-            &mut out,
-        );
-        a.feed(0, &[lost(5, false), close(5, 9), close(6, 10)], &mut out);
-        a.end_complete_drain(&mut out);
-        next_drain(&mut a, &mut out);
-        assert_eq!(out.len(), 1, "only the intact call");
-        assert_eq!(out[0].start, 4);
-        assert_eq!((a.dropped_calls, a.in_flight()), (1, 0));
-        // The reused id is a new instance, untouched by the old loss.
-        a.feed(
-            0,
-            &[new(5, 20), enter(5, 21), exit(5, 22), close(5, 23)],
-            &mut out,
-        );
-        assert_eq!(out.len(), 2);
-    }
-
-    #[test]
-    fn a_lost_close_ends_the_call_and_drops_it() {
-        let mut a = assembler();
-        let mut out = vec![];
-        a.begin_complete_drain();
-        a.feed(
-            0,
-            &[new(8, 1), enter(8, 2), exit(8, 3), lost(8, true)],
-            &mut out,
-        );
-        a.end_complete_drain(&mut out);
-        next_drain(&mut a, &mut out);
-        assert!(out.is_empty());
-        assert_eq!((a.in_flight(), a.dropped_calls), (0, 1));
-    }
-
-    #[test]
-    fn a_lost_new_orphans_its_records_as_one_dropped_call() {
-        let mut a = assembler();
-        let mut out = vec![];
-        a.begin_complete_drain();
-        // Span 9's NEW was lost; its later records arrive with the marker before them.
-        a.feed(
-            0,
-            &[lost(9, false), enter(9, 2), exit(9, 3), close(9, 4)],
-            &mut out,
-        );
-        a.end_complete_drain(&mut out);
-        next_drain(&mut a, &mut out);
-        assert!(out.is_empty());
-        assert_eq!((a.dropped_calls, a.orphans), (1, 4));
-    }
-
-    #[test]
-    fn same_lane_records_before_a_new_belong_to_an_earlier_instance() {
-        let mut a = assembler();
-        let mut out = vec![];
-        a.begin_complete_drain();
-        // Lane 0: a lost NEW of id 4 (marker, enter, exit, close), then id 4 reused by a new,
-        // intact span in the same drain. The stashed records must not join the new instance.
-        a.feed(
-            0,
-            &[
-                lost(4, false),
-                enter(4, 2),
-                exit(4, 3),
-                close(4, 4),
-                new(4, 5),
-                enter(4, 6),
-            ],
-            &mut out,
-        );
-        a.feed(0, &[exit(4, 8), close(4, 9)], &mut out);
-        a.end_complete_drain(&mut out);
-        next_drain(&mut a, &mut out);
-        assert_eq!(out.len(), 1);
-        assert_eq!((out[0].start, out[0].end, out[0].polls), (6, 8, 1));
-        assert_eq!((a.dropped_calls, a.orphans), (1, 4));
-    }
-
-    #[test]
-    fn corrupt_records_are_counted_not_followed() {
-        let mut a = assembler();
-        let mut out = vec![];
-        // A creation record whose callsite word points nowhere the layer registered, and a
-        // record with an impossible kind: neither is dereferenced.
-        let bogus = Record {
-            id: 1,
-            tsc: 0,
-            word: 0x88,
-        };
-        let bad_kind = Record {
-            id: 2,
-            tsc: 0,
-            word: 7,
-        };
-        a.feed(0, &[bogus, enter(1, 2), exit(1, 3), close(1, 4)], &mut out);
-        a.feed(0, &[bad_kind], &mut out);
-        assert!(out.is_empty());
-        assert_eq!(a.corrupt, 5);
-    }
-}
+mod tests;

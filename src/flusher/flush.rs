@@ -1,11 +1,17 @@
 //! The flusher: a background thread that drains the lanes, assembles calls, folds statistics
 //! and keeps the calls of the current phase, so the instrumented threads only ever append.
 //!
-//! Every [`POLL`] (at once while a recording thread waits for a buffer) it drains every lane:
-//! the full chunks they handed over and the published part of the chunks being written, and
-//! gives the chunks back to the pool. A finalize is two such drains, so a call that closed
-//! before `finalize()` was called is always in its report (see [`crate::flusher::assemble`] for why one
-//! is not enough). Lanes of exited threads are dropped once drained; their thread rows stay.
+//! Every [`POLL`] (at once while a recording thread waits for a buffer, or while a lane has
+//! more) it runs a *round*: it reads at most [`DRAIN_BATCH`] chunks of every lane that is not
+//! ahead of the others in time (the full chunks they handed over, then the published part of
+//! the chunks being written), gives the chunks back to the pool, and completes the calls the
+//! **watermark** has passed: the earliest, over all lanes, of the tick up to which that lane
+//! is known to be read (see [`crate::flusher::assemble`]). Each round's work is bounded, and what waits
+//! for the watermark is the window between the lanes' read positions, not the backlog, so a
+//! flusher far behind holds no more state than one that keeps up. A finalize runs rounds until
+//! the watermark has passed the moment it was asked for, so a call that closed before
+//! `finalize()` was called is always in its report. Lanes of exited threads are dropped once
+//! drained; their thread rows stay.
 //!
 //! A panic in the flusher (a sink bug, an I/O library fault) is caught: the failure is kept
 //! for `finalize()` to report, recording threads stop waiting for it, and the thread goes on
@@ -18,20 +24,37 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::flusher::assemble::{Assembler, RawCall};
-use crate::flusher::region::RegionInfo;
 use crate::flusher::spool::SpoolWriter;
 use crate::flusher::stats::Stats;
-use crate::flusher::task::{TaskCall, TaskTotals, Tasks};
-use crate::output::model::{CallRecord, PollRecord, RegionRow, TaskRow, ThreadRow};
+use crate::flusher::task::{TaskTotals, Tasks};
+use crate::output::model::{CallRecord, PollRecord, ThreadRow};
 use crate::recording::lane::{Cursor, Lane};
 use crate::shared::Shared;
 use crate::Mode;
 
+mod fold;
+mod snapshot;
+pub(crate) use snapshot::{RegionSnapshot, Snapshot};
+
 /// How often the flusher collects full chunks.
 pub(crate) const POLL: Duration = Duration::from_millis(2);
 
-/// Chunks the flusher reads from one lane before it folds them and gives them back.
+/// Chunks the flusher reads from one lane per round before it folds them and gives them back.
 const DRAIN_BATCH: usize = 16;
+
+/// Safety margin of the watermark, for clock readings of different cores (ns).
+const MARGIN_NS: u64 = 50_000;
+
+/// A lane read this far past the watermark waits for the others (ns): the window of
+/// calls waiting for the watermark stays small whatever the lanes' record rates.
+const AHEAD_NS: u64 = 2_000_000;
+
+/// `ns` in raw clock ticks (at least 1).
+fn ticks(shared: &Shared, ns: u64) -> u64 {
+    const PROBE: u64 = 1 << 30;
+    let probe_ns = shared.clock.ticks_to_ns(PROBE).max(1) as u128;
+    ((u128::from(ns) * u128::from(PROBE) / probe_ns) as u64).max(1)
+}
 
 /// Requests from the guard.
 pub(crate) enum Command {
@@ -40,59 +63,6 @@ pub(crate) enum Command {
     Finalize(Sender<Result<Snapshot, String>>),
     /// Stop the thread (after a last drain).
     Shutdown,
-}
-
-/// One region as seen at a finalize.
-#[derive(Clone, Debug)]
-pub(crate) struct RegionSnapshot {
-    /// The region's id (its id in the spool too).
-    pub id: u32,
-    /// This phase's calls and statistics.
-    pub row: RegionRow,
-    /// Calls completed since `build()`.
-    pub lifetime_calls: u64,
-}
-
-/// What a finalize hands to the guard.
-#[derive(Debug, Default)]
-pub(crate) struct Snapshot {
-    /// Every region with at least one call since `build()`, in region-id order.
-    pub regions: Vec<RegionSnapshot>,
-    /// Every thread that recorded, in index order.
-    pub threads: Vec<ThreadRow>,
-    /// Tasks with calls this phase.
-    pub tasks: Vec<TaskRow>,
-    /// Polls of this phase (when tasks are tracked).
-    pub polls: Vec<PollRecord>,
-    /// Every region name, by region id (what `PollRecord::region` indexes).
-    pub region_names: Vec<String>,
-    /// The spool file holding this phase's calls (when writing a file).
-    pub spool_phase: Option<std::path::PathBuf>,
-    /// Why the spool could not be written, if it could not (the spool keeps what it has).
-    pub spool_error: Option<std::io::Error>,
-    /// Whether this phase's calls were kept only in part (in-memory mode above its cap).
-    pub calls_truncated: bool,
-    /// Calls entered and not yet closed.
-    pub in_flight: u64,
-    /// Records lost so far by the recording side (lanes, thread teardown, unmatched and
-    /// corrupt records); the spool's losses are `spool_lost`.
-    pub dropped: u64,
-    /// Line tables of this phase (line timing), by region id.
-    pub lines: Vec<(u32, crate::flusher::lines::RegionLines)>,
-    /// Calls left out this phase because they overlapped a pause.
-    pub paused_calls: u64,
-    /// Calls dropped whole so far because a record of theirs could not be buffered.
-    pub dropped_calls: u64,
-    /// Times a recording thread waited for the flusher so far (backpressure).
-    pub waits: u64,
-    /// Total time recording threads waited, ns.
-    pub wait_ns: u64,
-    /// Records rejected as corrupt so far (never followed).
-    pub corrupt: u64,
-    /// Calls the spool could not take since `build()` (after a write error).
-    pub spool_lost: u64,
-    /// Earliest start and latest end of this phase's calls (`None` without calls).
-    pub span_ns: Option<(i64, i64)>,
 }
 
 #[derive(Default)]
@@ -107,7 +77,14 @@ struct PhaseRegion {
 /// The flusher's state (owned by its thread).
 pub(crate) struct Flusher {
     shared: Arc<Shared>,
-    lanes: Vec<(Arc<Lane>, Cursor)>,
+    /// Every live lane: where the flusher stands in it, and the tick before which it has read
+    /// everything the lane recorded.
+    lanes: Vec<(Arc<Lane>, Cursor, u64)>,
+    /// The latest watermark (raw ticks): every call that closed before it is assembled.
+    watermark: u64,
+    /// Ticks of [`MARGIN_NS`] and [`AHEAD_NS`].
+    margin: u64,
+    ahead: u64,
     /// Rows of threads whose lanes were drained and dropped.
     exited: crate::flusher::thread_rows::ExitedThreads,
     /// Records lost from dropped lanes (their counters are gone with them).
@@ -143,6 +120,9 @@ pub(crate) const MEMORY_CALL_CAP: usize = 2_000_000;
 
 impl Flusher {
     pub(crate) fn new(shared: Arc<Shared>, spool: Option<SpoolWriter>) -> Flusher {
+        let shared_ref = &shared;
+        let ticks = |ns| ticks(shared_ref, ns);
+        let (margin, ahead) = (ticks(MARGIN_NS), ticks(AHEAD_NS));
         let keep_calls = shared.config.mode == Mode::TimeOnly;
         let mut asm = Assembler::new(shared.callsites.clone());
         asm.keep_polls = keep_calls && shared.config.track_async;
@@ -150,6 +130,9 @@ impl Flusher {
         Flusher {
             shared,
             lanes: Vec::new(),
+            watermark: 0,
+            margin,
+            ahead,
             exited: Default::default(),
             exited_dropped: 0,
             exited_dropped_calls: 0,
@@ -215,17 +198,20 @@ impl Flusher {
                     let _ = reply.send(Ok(snap));
                 }
                 Ok(Command::Shutdown) | Err(TryRecvError::Disconnected) => {
-                    self.complete_drain();
+                    self.catch_up();
                     self.shared.pool.flusher_stopped();
                     self.shutdown_spool();
                     return;
                 }
                 Err(TryRecvError::Empty) => {
-                    self.complete_drain();
+                    let more = self.round();
                     self.note_cpu();
+                    if more {
+                        continue; // a backlog: the next round now
+                    }
                 }
             }
-            // A thread waiting for a buffer wants the next drain now; otherwise pause (the
+            // A thread waiting for a buffer wants the next round now; otherwise pause (the
             // guard and waiting threads unpark us early).
             if !self.shared.pool.has_waiters() {
                 std::thread::park_timeout(POLL);
@@ -240,7 +226,7 @@ impl Flusher {
             self.refresh_lanes();
             let pool = &self.shared.pool;
             let mut lost = 0u64;
-            self.lanes.retain_mut(|(lane, cursor)| {
+            self.lanes.retain_mut(|(lane, cursor, _)| {
                 !lane
                     .drain(cursor, pool, usize::MAX, |records| {
                         lost += records.len() as u64
@@ -274,10 +260,30 @@ impl Flusher {
                 .unwrap_or_else(|e| e.into_inner()),
         );
         self.lanes
-            .extend(new.into_iter().map(|l| (l, Cursor::default())));
+            .extend(new.into_iter().map(|l| (l, Cursor::default(), 0)));
     }
 
-    fn complete_drain(&mut self) {
+    /// Runs rounds until the watermark has passed now: every call that closed before this
+    /// was called is assembled. Bounded by the backlog.
+    fn catch_up(&mut self) {
+        // First every lane is read past now, which gives every close before now its tick
+        // (no later than the end of that reading); then the watermark passes those ticks.
+        let target = self.shared.clock.raw().saturating_add(self.margin);
+        self.rounds_until(target);
+        let stamped = self.shared.clock.raw().saturating_add(self.margin);
+        self.rounds_until(stamped);
+    }
+
+    fn rounds_until(&mut self, target: u64) {
+        while self.watermark < target {
+            if !self.round() {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// One round (see the module docs); returns whether a lane has more to read now.
+    fn round(&mut self) -> bool {
         self.drains += 1;
         if self.shared.config.buffering.fail_flusher_at == Some(self.drains) {
             panic!(
@@ -287,13 +293,31 @@ impl Flusher {
         }
         self.shared.flusher_drains.fetch_add(1, Ordering::Relaxed);
         self.shared.clock.recalibrate();
-        self.asm.begin_complete_drain();
+        // Before the new lanes are picked up: a lane registered later records after this.
+        let start = self.shared.clock.raw();
         self.refresh_lanes();
+        // New lanes (tick 0) are always read and do not hold the others back.
+        let behind = self
+            .lanes
+            .iter()
+            .map(|l| l.2)
+            .filter(|&t| t != 0)
+            .min()
+            .unwrap_or(start);
+        let mut more = false;
         let mut i = 0;
         while i < self.lanes.len() {
-            if self.drain_lane(i) {
+            if self.lanes[i].2 > behind.saturating_add(self.ahead) {
+                // Ahead of the others: they catch up first.
+                more |= self.lanes[i].0.queued() > 0;
+                i += 1;
+                continue;
+            }
+            let (finished, lane_more) = self.drain_lane(i);
+            more |= lane_more;
+            if finished {
                 // The thread is gone and all it recorded is in: keep its row, drop the lane.
-                let (lane, _) = self.lanes.swap_remove(i);
+                let (lane, _, _) = self.lanes.swap_remove(i);
                 self.exited.push(thread_row(&lane));
                 self.exited_dropped += lane.dropped.load(Ordering::Relaxed);
                 self.exited_dropped_calls += lane.dropped_calls.load(Ordering::Relaxed);
@@ -302,8 +326,20 @@ impl Flusher {
             }
         }
         self.taint_if_paused();
-        self.asm.end_complete_drain(&mut self.scratch);
+        let wm = self
+            .lanes
+            .iter()
+            .map(|l| l.2)
+            .min()
+            .unwrap_or(start)
+            .min(start);
+        self.watermark = self.watermark.max(wm);
+        let passed = self.watermark.saturating_sub(self.margin);
+        self.asm.complete(passed, &mut self.scratch);
         self.fold();
+        self.settle_tasks(passed);
+        self.asm.shrink();
+        more
     }
 
     /// After the profiler paused: calls open now may miss records, so none of them is reported.
@@ -315,207 +351,44 @@ impl Flusher {
         }
     }
 
-    /// Drains lane `i` in batches of [`DRAIN_BATCH`] chunks, folding after each, so the
-    /// flusher's own memory stays small and waiting threads get buffers back early. Stops once
-    /// everything published before it started has been read (a producer that keeps up with
-    /// the flusher cannot hold it here). Returns whether the lane is finished.
-    fn drain_lane(&mut self, i: usize) -> bool {
+    /// Reads at most [`DRAIN_BATCH`] chunks of lane `i` and folds them; moves the lane's
+    /// read tick. Returns whether the lane is finished, and whether it has more now.
+    fn drain_lane(&mut self, i: usize) -> (bool, bool) {
         let lane = self.lanes[i].0.clone();
-        let mut cursor = self.lanes[i].1;
-        let backlog = lane.queued() + 1;
-        let mut read = 0;
-        let finished = loop {
-            let Flusher {
-                shared,
-                asm,
-                scratch,
-                ..
-            } = self;
-            let index = lane.index;
-            let d = lane.drain(&mut cursor, &shared.pool, DRAIN_BATCH, |records| {
-                asm.feed(index, records, scratch)
-            });
-            read += d.chunks;
-            self.fold();
-            if !d.more || read >= backlog {
-                break d.finished;
+        let (mut cursor, mut read) = (self.lanes[i].1, self.lanes[i].2);
+        let started = self.shared.clock.raw();
+        let Flusher {
+            shared,
+            asm,
+            scratch,
+            ..
+        } = self;
+        let index = lane.index;
+        let d = lane.drain(&mut cursor, &shared.pool, DRAIN_BATCH, |records| {
+            // A lane's records are in time order: everything before the last one is read.
+            if let Some(t) = records.iter().rev().map(|r| r.tsc).find(|&t| t != 0) {
+                read = read.max(t);
             }
-        };
-        self.lanes[i].1 = cursor;
-        finished
-    }
-
-    /// Folds assembled calls into the phase: statistics always, the calls themselves in
-    /// time-only mode.
-    fn fold(&mut self) {
-        let clock = self.shared.clock;
-        let n_regions = self.asm.regions.regions().len();
-        if self.phase.len() < n_regions {
-            self.phase.resize_with(n_regions, PhaseRegion::default);
-        }
-        if let Some(spool) = &mut self.spool {
-            for (id, info) in self.asm.regions.regions()[self.spooled_regions..]
-                .iter()
-                .enumerate()
-            {
-                let id = (self.spooled_regions + id) as u32;
-                spool.region(
-                    id,
-                    info.name,
-                    info.file.unwrap_or(""),
-                    info.line.map_or(-1, i64::from),
-                );
-            }
-            self.spooled_regions = n_regions;
-        }
-        let track_tasks = self.shared.config.track_async;
-        let pauses = self.shared.pause.windows();
-        for c in self.scratch.drain(..) {
-            if crate::recording::pause::overlaps(&pauses, c.start, c.end) {
-                self.paused_calls += 1;
-                continue;
-            }
-            let start_ns = clock.to_ns(c.start);
-            let dur_ns = (clock.to_ns(c.end) - start_ns).max(0);
-            // Busy time on the same rounding as the duration: a one-poll call has exactly 0 ns
-            // of await time.
-            let busy_ns = if c.busy >= c.end - c.start {
-                dur_ns
-            } else {
-                (clock.to_ns(c.start + c.busy) - start_ns).clamp(0, dur_ns)
-            };
-            if self.shared.config.line_timing {
-                let info = &self.asm.regions.regions()[c.region as usize];
-                let ticks_to_ns = |t: u64| (clock.to_ns(c.start + t) - start_ns) as f64;
-                self.lines.add_call(
-                    c.region,
-                    info.file,
-                    info.line,
-                    busy_ns,
-                    c.lines.as_deref(),
-                    ticks_to_ns,
-                    &self.shared.lines,
-                );
-            }
-            let task = if track_tasks && c.task != 0 {
-                // An open call of the task that started no later contains this one: it is no
-                // root, and needs no settling (a connection's commands).
-                let contained = self
-                    .asm
-                    .task_open
-                    .earliest(c.task)
-                    .is_some_and(|s| s <= c.start);
-                self.tasks.add_call(
-                    contained,
-                    &TaskCall {
-                        tokio_id: c.task,
-                        start_ns,
-                        end_ns: start_ns + dur_ns,
-                        polls: c.polls,
-                        busy_ns,
-                        region: c.region,
-                        last_thread: c.last_lane,
-                    },
-                )
-            } else {
-                -1
-            };
-            let gpu_ns = match &self.shared.sinks {
-                Some(sinks) if !c.aux.is_empty() => sinks.resolve(&c.aux).unwrap_or(-1),
-                _ => -1,
-            };
-            let end_ns = start_ns + dur_ns;
-            self.span_ns = Some(match self.span_ns {
-                Some((s, e)) => (s.min(start_ns), e.max(end_ns)),
-                None => (start_ns, end_ns),
-            });
-            let p = &mut self.phase[c.region as usize];
-            p.stats.add(dur_ns as u64);
-            p.lifetime += 1;
-            if gpu_ns >= 0 {
-                p.gpu_count += 1;
-                p.gpu_total += gpu_ns;
-            }
-            let record = CallRecord {
-                start_ns,
-                dur_ns,
-                thread: c.lane,
-                task,
-                await_ns: dur_ns - busy_ns,
-                gpu_ns,
-                call_id: -1,
-                parent_id: -1,
-            };
-            if !self.keep_calls {
-                continue;
-            }
-            if let Some(spool) = &mut self.spool {
-                spool.call(c.region, record);
-            } else if self.kept_calls < MEMORY_CALL_CAP {
-                self.kept_calls += 1;
-                p.calls.push(record);
-            } else {
-                self.calls_truncated = true;
-            }
-        }
-        self.polls_and_tasks();
-        // A drain after a burst (the flusher behind) can hold millions of calls and polls;
-        // give that memory back instead of keeping the batch vectors at their peak.
-        if self.scratch.capacity() > BATCH_KEEP {
-            self.scratch.shrink_to(BATCH_KEEP);
-        }
-        if self.asm.polls.capacity() > BATCH_KEEP {
-            self.asm.polls.shrink_to(BATCH_KEEP);
-        }
-    }
-
-    /// Folds the drained polls, then settles the task table (see [`crate::flusher::task`]): rows of
-    /// retired tasks go to the spool (or stay in memory without an output file).
-    fn polls_and_tasks(&mut self) {
-        let clock = self.shared.clock;
-        let pauses = self.shared.pause.windows();
-        for p in self.asm.polls.drain(..) {
-            if crate::recording::pause::overlaps(&pauses, p.start, p.end) {
-                continue;
-            }
-            let start_ns = clock.to_ns(p.start);
-            let record = PollRecord {
-                region: p.region,
-                start_ns,
-                dur_ns: (clock.to_ns(p.end) - start_ns).max(0),
-                thread: p.lane,
-                task: if p.task != 0 {
-                    self.tasks.index(p.task)
-                } else {
-                    -1
-                },
-            };
-            match &mut self.spool {
-                Some(spool) => spool.poll(record),
-                None => self.polls.push(record),
-            }
-        }
-        if !self.shared.config.track_async {
-            return;
-        }
-        let open = &self.asm.task_open;
-        self.tasks.settle(clock.now_ns(), false, |t| {
-            open.earliest(t).map(|s| clock.to_ns(s))
+            asm.feed(index, records, scratch)
         });
-        let finished = self.tasks.take_finished();
-        if finished.is_empty() {
-            return;
+        debug_assert!(d.chunks <= DRAIN_BATCH);
+        if !d.more {
+            // Everything the lane published before this drain started has been read, and
+            // what it read was written before now.
+            read = read.max(started);
+            let ended = self.shared.clock.raw();
+            self.asm.caught_up(index, ended);
         }
-        match &mut self.spool {
-            Some(spool) => spool.tasks(&finished),
-            None => self.finished_tasks.extend(finished),
-        }
+        self.lanes[i].1 = cursor;
+        self.lanes[i].2 = read;
+        self.fold();
+        (d.finished, d.more)
     }
 
     /// The thread table: every lane, live threads' CPU time sampled now, in index order.
     fn threads(&self) -> Vec<ThreadRow> {
         let mut rows: Vec<ThreadRow> = self.exited.rows().collect();
-        rows.extend(self.lanes.iter().map(|(l, _)| thread_row(l)));
+        rows.extend(self.lanes.iter().map(|(l, _, _)| thread_row(l)));
         rows.sort_by_key(|r| r.index);
         rows
     }
@@ -569,7 +442,7 @@ impl Flusher {
         let lanes: u64 = self
             .lanes
             .iter()
-            .map(|(l, _)| l.dropped_calls.load(Ordering::Relaxed))
+            .map(|(l, _, _)| l.dropped_calls.load(Ordering::Relaxed))
             .sum();
         self.asm.dropped_calls + lanes + self.exited_dropped_calls
     }
@@ -578,82 +451,13 @@ impl Flusher {
         let lanes: u64 = self
             .lanes
             .iter()
-            .map(|(l, _)| l.dropped.load(Ordering::Relaxed))
+            .map(|(l, _, _)| l.dropped.load(Ordering::Relaxed))
             .sum();
         lanes
             + self.exited_dropped
             + self.shared.lost.load(Ordering::Relaxed)
             + self.asm.orphans
             + self.asm.corrupt
-    }
-
-    fn finalize(&mut self) -> Snapshot {
-        self.complete_drain();
-        self.complete_drain();
-        let infos: Vec<RegionInfo> = self.asm.regions.regions().to_vec();
-        let mut regions = Vec::new();
-        for (id, (info, p)) in infos.iter().zip(self.phase.iter_mut()).enumerate() {
-            if p.lifetime == 0 {
-                continue;
-            }
-            regions.push(RegionSnapshot {
-                id: id as u32,
-                row: RegionRow {
-                    name: info.name.to_owned(),
-                    file: info.file.unwrap_or("").to_owned(),
-                    line: info.line.map_or(-1, i64::from),
-                    stats: std::mem::take(&mut p.stats),
-                    calls: std::mem::take(&mut p.calls),
-                    gpu_count: std::mem::take(&mut p.gpu_count),
-                    gpu_total: std::mem::take(&mut p.gpu_total),
-                    exclusive_ns: -1,
-                },
-                lifetime_calls: p.lifetime,
-            });
-        }
-        let region_names: Vec<String> = infos.iter().map(|i| i.name.to_owned()).collect();
-        let (clock, open) = (self.shared.clock, &self.asm.task_open);
-        let name = |r: u32| region_names[r as usize].clone();
-        let mut tasks = self.tasks.take_rows(
-            clock.now_ns(),
-            |t| open.earliest(t).map(|s| clock.to_ns(s)),
-            name,
-        );
-        if !self.finished_tasks.is_empty() {
-            tasks.extend(self.finished_tasks.drain(..).map(|t| t.row(false, name)));
-            tasks.sort_by_key(|r| r.index);
-        }
-        let threads = self.threads();
-        let agg = self.aggregate_stats();
-        self.phase_no += 1;
-        let (spool_phase, spool_error) = match &mut self.spool {
-            None => (None, None),
-            Some(spool) => match spool.rotate(self.phase_no, &threads, &agg) {
-                Ok(p) => (Some(p), None),
-                Err(e) => (None, Some(e)),
-            },
-        };
-        self.kept_calls = 0;
-        Snapshot {
-            regions,
-            threads,
-            tasks,
-            polls: std::mem::take(&mut self.polls),
-            region_names,
-            spool_phase,
-            spool_error,
-            calls_truncated: std::mem::take(&mut self.calls_truncated),
-            in_flight: self.asm.in_flight(),
-            dropped: self.dropped(),
-            spool_lost: self.spool.as_ref().map_or(0, |s| s.lost_calls),
-            span_ns: self.span_ns.take(),
-            lines: self.lines.take(),
-            paused_calls: std::mem::take(&mut self.paused_calls),
-            dropped_calls: self.dropped_calls(),
-            waits: self.shared.pool.waits.load(Ordering::Relaxed),
-            wait_ns: self.shared.pool.wait_ns.load(Ordering::Relaxed),
-            corrupt: self.asm.corrupt,
-        }
     }
 }
 

@@ -9,9 +9,9 @@
 //!
 //! Everything here is amortized O(1) per call, whatever the shape, and memory is bounded by
 //! what is open, not by what finished:
-//! - A completed call is a *pending root* of its task for one complete drain (a call that
-//!   contains it may be assembled in the same or the next drain, see [`crate::flusher::assemble`]).
-//!   Then it is settled: if a call of the same task that started no later is still open (the
+//! - A completed call is a *pending root* of its task until the flusher's watermark has passed
+//!   its close (see [`crate::flusher::assemble`]): by then a call of the task that contains it has been
+//!   entered (it is open) or assembled (it is pending too). Then it is settled: if a call of the same task that started no later is still open (the
 //!   assembler's [`OpenStarts`]), that call contains it and will be the root; otherwise it is
 //!   a root and folds into the task's running totals. A server connection whose outer call
 //!   stays open over a million commands therefore keeps no per-command state.
@@ -32,16 +32,19 @@ pub(crate) const QUIET_CAP: usize = 16_384;
 
 /// Starts (raw ticks) of the entered, not yet completed calls of each task, kept by the
 /// assembler so the task table can tell whether a completed call has an open container.
-/// A task usually has a few open calls (a small sorted Vec); one with many (a connection
-/// whose commands complete first-in first-out behind a busy flusher) switches to a BTreeMap,
-/// so every change stays O(log n) whatever order they complete in.
+/// A task usually has one open call (kept inline, no allocation) or a few (a small sorted
+/// Vec); one with many (a connection whose commands complete first-in first-out behind a busy
+/// flusher) switches to a BTreeMap, so every change stays O(log n) whatever order they
+/// complete in.
 #[derive(Default)]
 pub(crate) struct OpenStarts {
     by_task: FastMap<u64, Starts>,
 }
 
-/// Few: sorted starts (duplicates allowed); Many: start -> number of open calls.
+/// One: a single open call; Few: sorted starts (duplicates allowed); Many: start -> number
+/// of open calls.
 enum Starts {
+    One(u64),
     Few(Vec<u64>),
     Many(BTreeMap<u64, u32>),
 }
@@ -49,17 +52,31 @@ enum Starts {
 /// Open calls of one task kept in a Vec before switching to the map.
 const FEW: usize = 16;
 
+/// Map capacity kept however few tasks have open calls.
+const KEEP_OPEN: usize = 4096;
+
 impl OpenStarts {
     /// A call of `task` was entered first at `start`.
     pub(crate) fn insert(&mut self, task: u64, start: u64) {
         if task == 0 {
             return;
         }
-        let starts = self
-            .by_task
-            .entry(task)
-            .or_insert_with(|| Starts::Few(Vec::with_capacity(1)));
+        let starts = match self.by_task.entry(task) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(Starts::One(start));
+                return;
+            }
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+        };
         match starts {
+            Starts::One(s) => {
+                let (a, b) = if *s <= start {
+                    (*s, start)
+                } else {
+                    (start, *s)
+                };
+                *starts = Starts::Few(vec![a, b]);
+            }
             Starts::Few(v) if v.len() < FEW => {
                 let at = v.partition_point(|&s| s <= start);
                 v.insert(at, start);
@@ -81,6 +98,7 @@ impl OpenStarts {
             return;
         };
         let empty = match starts {
+            Starts::One(s) => *s == start,
             Starts::Few(v) => {
                 if v.last() == Some(&start) {
                     v.pop();
@@ -110,21 +128,34 @@ impl OpenStarts {
     /// The earliest start of an open call of `task`.
     pub(crate) fn earliest(&self, task: u64) -> Option<u64> {
         match self.by_task.get(&task)? {
+            Starts::One(s) => Some(*s),
             Starts::Few(v) => v.first().copied(),
             Starts::Many(m) => m.first_key_value().map(|(&s, _)| s),
         }
     }
+
+    /// Gives back the table of a burst once it has emptied (call between drains).
+    pub(crate) fn shrink(&mut self) {
+        if self.by_task.capacity() > KEEP_OPEN.max(8 * self.by_task.len()) {
+            self.by_task
+                .shrink_to(KEEP_OPEN.max(2 * self.by_task.len()));
+        }
+    }
 }
 
-/// A completed call waiting one drain to learn whether it is a root.
+/// A completed call waiting for the watermark to pass its close, to learn whether it is a
+/// root.
 #[derive(Clone, Copy, Debug)]
 struct Root {
+    tokio_id: u64,
     start_ns: i64,
     end_ns: i64,
-    polls: u32,
     busy_ns: i64,
+    polls: u32,
     region: u32,
-    drain: u64,
+    /// Its close (raw ticks): once the watermark has passed it, every call that contains it
+    /// has been entered (it is open) or assembled (it is pending too).
+    hold: u64,
 }
 
 /// A task's row, folded incrementally from its settled roots.
@@ -183,12 +214,14 @@ impl TaskTotals {
     }
 }
 
+/// One task in memory. No allocation of its own: its pending roots live in one list shared
+/// by all tasks ([`Tasks::pending`]).
 #[derive(Debug)]
 struct TaskAcc {
     totals: TaskTotals,
-    pending: Vec<Root>,
     last_end_ns: i64,
-    dirty: bool,
+    /// Roots of this task in [`Tasks::pending`].
+    pending: u32,
     /// Bumped by every call, so a stale entry of the quiet queue is recognised.
     generation: u64,
 }
@@ -198,14 +231,17 @@ struct TaskAcc {
 pub(crate) struct Tasks {
     by_id: FastMap<u64, TaskAcc>,
     next_index: i64,
-    /// Tasks with pending roots.
-    dirty: Vec<u64>,
+    /// Completed calls not settled yet, of all tasks (one flat list: no allocation per task).
+    pending: Vec<Root>,
     /// Quiet tasks, longest-quiet first: (tokio id, generation, quiet since).
     quiet: VecDeque<(u64, u64, i64)>,
     /// Rows of retired tasks, until the flusher takes them.
     finished: Vec<TaskTotals>,
-    /// Complete drains settled so far.
-    drain: u64,
+    /// `now_ns` of the latest settle (when tasks first seen through a poll count as quiet).
+    last_now_ns: i64,
+    /// Recently looked-up (tokio id, index) pairs, by the id's low bits: a task's polls come
+    /// close together, and each would otherwise cost a lookup in the big table.
+    recent: Vec<(u64, i64)>,
 }
 
 /// One completed call as the task table sees it.
@@ -217,12 +253,23 @@ pub(crate) struct TaskCall {
     pub busy_ns: i64,
     pub region: u32,
     pub last_thread: u32,
+    /// Its close, raw ticks (see [`crate::flusher::assemble::RawCall::close`]).
+    pub hold: u64,
 }
 
+/// Entries of [`Tasks::recent`] (tokio ids are sequential, so live tasks rarely collide).
+const RECENT: usize = 4096;
+
+/// Map capacity kept however few tasks are left (a burst's table is given back above it).
+const KEEP_CAPACITY: usize = 4096;
+
 impl Tasks {
-    fn acc(&mut self, tokio_id: u64) -> &mut TaskAcc {
+    /// The task's accumulator and whether it was created now.
+    fn acc(&mut self, tokio_id: u64) -> (&mut TaskAcc, bool) {
         let next = &mut self.next_index;
-        self.by_id.entry(tokio_id).or_insert_with(|| {
+        let mut created = false;
+        let acc = self.by_id.entry(tokio_id).or_insert_with(|| {
+            created = true;
             *next += 1;
             TaskAcc {
                 totals: TaskTotals {
@@ -236,85 +283,146 @@ impl Tasks {
                     suspended_ns: 0,
                     root_region: u32::MAX,
                 },
-                pending: Vec::new(),
                 last_end_ns: i64::MIN,
-                dirty: false,
+                pending: 0,
                 generation: 0,
             }
-        })
+        });
+        (acc, created)
     }
 
-    /// The dense index of a Tokio task id (assigned on first sight in this phase).
+    /// The dense index of a Tokio task id (assigned on first sight in this phase). A task
+    /// first seen through a poll counts as quiet until a call of it comes (so one whose call
+    /// is dropped still retires).
     pub(crate) fn index(&mut self, tokio_id: u64) -> i64 {
-        self.acc(tokio_id).totals.index
+        if self.recent.is_empty() {
+            self.recent = vec![(0, -1); RECENT];
+        }
+        let slot = tokio_id as usize % RECENT;
+        if self.recent[slot].0 == tokio_id {
+            return self.recent[slot].1;
+        }
+        let now = self.last_now_ns;
+        let (acc, created) = self.acc(tokio_id);
+        let index = acc.totals.index;
+        if created {
+            self.quiet.push_back((tokio_id, 0, now));
+        }
+        self.recent[slot] = (tokio_id, index);
+        index
     }
 
     /// Accounts one completed call of a task; returns its dense index. `contained`: an open
     /// call of the task is known to contain it (then it is no root).
     pub(crate) fn add_call(&mut self, contained: bool, c: &TaskCall) -> i64 {
-        let drain = self.drain;
-        let acc = self.acc(c.tokio_id);
+        let (acc, _) = self.acc(c.tokio_id);
         if c.end_ns >= acc.last_end_ns {
             acc.last_end_ns = c.end_ns;
             acc.totals.thread_index = c.last_thread;
         }
         acc.generation += 1;
+        let index = acc.totals.index;
         if contained {
-            return acc.totals.index;
+            return index;
         }
-        if acc.pending.capacity() == 0 {
-            acc.pending.reserve_exact(1);
-        }
-        acc.pending.push(Root {
+        acc.pending += 1;
+        self.pending.push(Root {
+            tokio_id: c.tokio_id,
             start_ns: c.start_ns,
             end_ns: c.end_ns,
-            polls: c.polls,
             busy_ns: c.busy_ns,
+            polls: c.polls,
             region: c.region,
-            drain,
+            hold: c.hold,
         });
-        let index = acc.totals.index;
-        if !acc.dirty {
-            acc.dirty = true;
-            self.dirty.push(c.tokio_id);
-        }
         index
     }
 
-    /// Ends a complete drain: settles the pending roots of earlier drains (all of them when
-    /// `force`), and retires tasks quiet since before `now_ns - QUIET_NS` or beyond
-    /// [`QUIET_CAP`]. `open` gives the earliest start (ns) of a still open call of a task.
-    pub(crate) fn settle(&mut self, now_ns: i64, force: bool, open: impl Fn(u64) -> Option<i64>) {
-        let drain = self.drain;
-        self.drain += 1;
-        for id in std::mem::take(&mut self.dirty) {
+    /// After the calls up to the watermark `wm` (raw ticks) were added: settles the pending
+    /// roots whose close it has passed (all of them when `force`), and retires tasks quiet
+    /// since before `now_ns - QUIET_NS` or beyond [`QUIET_CAP`]. `open` gives the earliest
+    /// start (ns) of a still open call of a task. Work: O(p log p) for the p pending roots,
+    /// which are the calls of the window between the lanes' read positions.
+    pub(crate) fn settle(
+        &mut self,
+        now_ns: i64,
+        wm: u64,
+        force: bool,
+        open: impl Fn(u64) -> Option<i64>,
+    ) {
+        self.last_now_ns = now_ns;
+        let mut pending = std::mem::take(&mut self.pending);
+        // By task, then start ascending, end descending: within a task a root is contained
+        // iff an earlier one ends later.
+        pending.sort_unstable_by(|a, b| {
+            (a.tokio_id, a.start_ns)
+                .cmp(&(b.tokio_id, b.start_ns))
+                .then(b.end_ns.cmp(&a.end_ns))
+        });
+        let mut kept = 0;
+        let mut i = 0;
+        while i < pending.len() {
+            let id = pending[i].tokio_id;
+            let mut j = i;
+            while j < pending.len() && pending[j].tokio_id == id {
+                j += 1;
+            }
+            let earliest_open = open(id);
             let Some(acc) = self.by_id.get_mut(&id) else {
+                i = j;
                 continue;
             };
-            let earliest_open = open(id);
-            settle_task(acc, drain, force, earliest_open);
-            if !acc.pending.is_empty() {
-                self.dirty.push(id);
-                continue;
+            let mut max_end = i64::MIN;
+            for k in i..j {
+                let r = pending[k];
+                let nested = r.end_ns <= max_end;
+                max_end = max_end.max(r.end_ns);
+                if nested || earliest_open.is_some_and(|s| s <= r.start_ns) {
+                    acc.pending -= 1; // contained in another root or in an open call
+                } else if force || r.hold <= wm {
+                    acc.totals.fold(&r);
+                    acc.pending -= 1;
+                } else {
+                    pending[kept] = r;
+                    kept += 1;
+                }
             }
-            acc.dirty = false;
-            if earliest_open.is_none() {
+            if acc.pending == 0 && earliest_open.is_none() {
                 self.quiet.push_back((id, acc.generation, now_ns));
             }
+            i = j;
         }
+        pending.truncate(kept);
+        self.pending = pending;
         while let Some(&(id, generation, since)) = self.quiet.front() {
             if now_ns - since < QUIET_NS && self.quiet.len() <= QUIET_CAP {
                 break;
             }
             self.quiet.pop_front();
-            let retire = self
-                .by_id
-                .get(&id)
-                .is_some_and(|a| a.generation == generation && !a.dirty && open(id).is_none());
+            let retire = self.by_id.get(&id).is_some_and(|a| {
+                a.generation == generation && a.pending == 0 && open(id).is_none()
+            });
             if retire {
                 let acc = self.by_id.remove(&id).expect("checked above");
                 self.finished.push(acc.totals);
+                // A retired task that runs again gets a new index.
+                if let Some(r) = self.recent.get_mut(id as usize % RECENT) {
+                    if r.0 == id {
+                        *r = (0, -1);
+                    }
+                }
             }
+        }
+        // A burst (a flusher far behind) leaves a huge table behind; give it back.
+        if self.by_id.capacity() > KEEP_CAPACITY.max(8 * self.by_id.len()) {
+            self.by_id
+                .shrink_to(KEEP_CAPACITY.max(2 * self.by_id.len()));
+        }
+        if self.pending.capacity() > KEEP_CAPACITY.max(8 * self.pending.len()) {
+            self.pending.shrink_to(KEEP_CAPACITY);
+        }
+        if self.quiet.capacity() > 4 * QUIET_CAP.max(self.quiet.len()) {
+            self.quiet.shrink_to(2 * QUIET_CAP.max(self.quiet.len()));
         }
     }
 
@@ -331,7 +439,7 @@ impl Tasks {
         open: impl Fn(u64) -> Option<i64>,
         region_name: impl Fn(u32) -> String,
     ) -> Vec<TaskRow> {
-        self.settle(now_ns, true, &open);
+        self.settle(now_ns, u64::MAX, true, &open);
         let mut rows: Vec<TaskRow> = self
             .finished
             .drain(..)
@@ -343,9 +451,10 @@ impl Tasks {
                 .map(|(id, acc)| acc.totals.row(open(id).is_some(), &region_name)),
         );
         rows.sort_by_key(|r| r.index);
-        self.dirty.clear();
+        self.pending.clear();
         self.quiet.clear();
         self.next_index = 0;
+        self.recent.clear();
         rows
     }
 
@@ -356,146 +465,5 @@ impl Tasks {
     }
 }
 
-/// Drops pending roots contained in another pending root or in an open call; folds those of
-/// drains before `drain` (or all when `force`) that nothing contains.
-fn settle_task(acc: &mut TaskAcc, drain: u64, force: bool, earliest_open: Option<i64>) {
-    let pending = &mut acc.pending;
-    if pending.len() > 1 {
-        // Start ascending, end descending: a root is contained iff an earlier one ends later.
-        pending.sort_unstable_by(|a, b| a.start_ns.cmp(&b.start_ns).then(b.end_ns.cmp(&a.end_ns)));
-        let mut max_end = i64::MIN;
-        pending.retain(|r| {
-            let keep = r.end_ns > max_end;
-            max_end = max_end.max(r.end_ns);
-            keep
-        });
-    }
-    let totals = &mut acc.totals;
-    pending.retain(|r| {
-        if earliest_open.is_some_and(|s| s <= r.start_ns) {
-            return false; // an open call of the task contains it
-        }
-        if force || r.drain < drain {
-            totals.fold(r);
-            return false;
-        }
-        true
-    });
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn call(id: u64, s: i64, e: i64, polls: u32, busy: i64, region: u32) -> TaskCall {
-        TaskCall {
-            tokio_id: id,
-            start_ns: s,
-            end_ns: e,
-            polls,
-            busy_ns: busy,
-            region,
-            last_thread: region,
-        }
-    }
-
-    #[test]
-    fn outermost_calls_make_the_task_row() {
-        let mut t = Tasks::default();
-        let none = |_| None;
-        // Inner call completes first, then the outer one that contains it, then a second
-        // sequential root.
-        assert_eq!(t.add_call(false, &call(77, 20, 30, 1, 10, 1)), 0);
-        t.settle(0, false, none);
-        assert_eq!(t.add_call(false, &call(77, 10, 100, 6, 40, 0)), 0);
-        assert_eq!(t.add_call(false, &call(5, 1, 2, 1, 1, 0)), 1);
-        t.settle(0, false, none);
-        t.add_call(false, &call(77, 200, 260, 2, 30, 2));
-        let rows = t.take_rows(0, none, |r| format!("r{r}"));
-        assert_eq!(rows.len(), 2);
-        let r = &rows[0];
-        assert_eq!((r.tokio_id, r.created_ns, r.done_ns), (77, 10, 260));
-        assert_eq!((r.steps, r.running_ns, r.suspended_ns), (8, 70, 50 + 30));
-        assert_eq!(r.root_region, "r0");
-        assert_eq!(r.thread_index, 2, "thread of the latest poll");
-        assert!(
-            t.take_rows(0, none, |_| String::new()).is_empty(),
-            "reset per phase"
-        );
-    }
-
-    #[test]
-    fn children_of_an_open_call_leave_nothing_behind() {
-        let mut t = Tasks::default();
-        // The connection's outer call started at 5 and stays open.
-        let open = |id| (id == 9).then_some(5);
-        for k in 0..10_000 {
-            t.add_call(false, &call(9, 10 + 10 * k, 15 + 10 * k, 1, 5, 1));
-            t.settle(0, false, open);
-            assert!(t.by_id[&9].pending.len() <= 1, "at most one drain pending");
-        }
-        let rows = t.take_rows(0, open, |_| "x".into());
-        assert_eq!(rows.len(), 1);
-        assert_eq!(
-            (rows[0].steps, rows[0].done_ns),
-            (0, -1),
-            "only the open root counts"
-        );
-    }
-
-    #[test]
-    fn quiet_tasks_retire_and_keep_their_rows() {
-        let mut t = Tasks::default();
-        let none = |_| None;
-        let n = QUIET_CAP as u64 + 1000;
-        for id in 1..=n {
-            t.add_call(false, &call(id, 1, 3, 1, 2, 0));
-            t.settle(0, false, none);
-            t.settle(0, false, none);
-        }
-        assert!(t.in_memory() <= QUIET_CAP + 1, "{}", t.in_memory());
-        let mut retired = t.take_finished();
-        assert!(retired.len() >= 999);
-        // Time makes the rest retire too.
-        t.settle(QUIET_NS, false, none);
-        retired.extend(t.take_finished());
-        assert_eq!(retired.len() as u64, n);
-        assert_eq!(t.in_memory(), 0);
-        retired.sort_by_key(|r| r.index);
-        assert!(retired
-            .iter()
-            .enumerate()
-            .all(|(i, r)| r.index == i as i64 && r.steps == 1 && r.tokio_id == i as u64 + 1));
-    }
-
-    #[test]
-    fn open_starts_switch_to_a_map_and_complete_in_any_order() {
-        let mut o = OpenStarts::default();
-        for k in 0..1000 {
-            o.insert(7, 100 + k);
-        }
-        assert_eq!(o.earliest(7), Some(100));
-        for k in 0..999 {
-            o.remove(7, 100 + k); // first-in first-out
-            assert_eq!(o.earliest(7), Some(101 + k));
-        }
-        o.remove(7, 1099);
-        assert_eq!(o.earliest(7), None);
-    }
-
-    #[test]
-    fn open_starts_track_the_earliest() {
-        let mut o = OpenStarts::default();
-        o.insert(1, 10);
-        o.insert(1, 5);
-        o.insert(1, 20);
-        assert_eq!(o.earliest(1), Some(5));
-        o.remove(1, 5);
-        assert_eq!(o.earliest(1), Some(10));
-        o.remove(1, 20);
-        o.remove(1, 10);
-        assert_eq!(o.earliest(1), None);
-        o.insert(0, 3);
-        assert_eq!(o.earliest(0), None, "no task");
-    }
-}
+mod tests;

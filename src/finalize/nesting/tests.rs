@@ -90,3 +90,38 @@ fn zero_length_calls_nest_at_their_own_start() {
     // One of them is the parent of the other.
     assert!(ids.contains(&(0, -1)) && ids.contains(&(1, 0)), "{ids:?}");
 }
+
+#[test]
+fn lanes_with_nothing_open_are_forgotten() {
+    // A task per request: 100 k lanes with one call each, plus one long-lived lane whose
+    // outer call stays open over all of them.
+    let names = ["conn", "request"];
+    let mut n = Nester::new(&names, 0, true, Some(100_001));
+    n.push(&Span {
+        start: 0,
+        end: 10_000_000,
+        lane: -2,
+        row: 0,
+        g: 0,
+    })
+    .unwrap();
+    for k in 0..100_000i64 {
+        let s = Span {
+            start: 10 + 10 * k,
+            end: 15 + 10 * k,
+            lane: k,
+            row: 1,
+            g: k as u32 + 1,
+        };
+        n.push(&s).unwrap();
+    }
+    assert!(
+        n.stacks.len() <= 2 * SWEEP_MIN + 1,
+        "{} lane stacks kept",
+        n.stacks.len()
+    );
+    assert!(n.lane_index.contains_key(&-2), "the open call's lane stays");
+    let nested = n.finish();
+    assert_eq!(nested.call_id(1), 1);
+    assert_eq!(nested.parent_id(1), -1, "a request is its own lane's root");
+}

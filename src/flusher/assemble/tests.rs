@@ -1,0 +1,316 @@
+use super::*;
+use tracing_core::{callsite::Callsite, Kind, Level, Metadata};
+
+struct Cs;
+impl Callsite for Cs {
+    fn set_interest(&self, _: tracing_core::Interest) {}
+    fn metadata(&self) -> &Metadata<'_> {
+        &META
+    }
+}
+static CS: Cs = Cs;
+static META: Metadata<'static> = tracing_core::metadata! {
+    name: "r",
+    target: "t",
+    level: Level::INFO,
+    fields: &[],
+    callsite: &CS,
+    kind: Kind::SPAN,
+};
+
+/// Every lane read to the end, the watermark past everything: completes every closed
+/// call.
+fn next_drain(a: &mut Assembler, out: &mut Vec<RawCall>) {
+    for lane in 0..4 {
+        a.caught_up(lane, u64::MAX - 1);
+    }
+    a.complete(u64::MAX, out);
+}
+
+/// An assembler that knows the test callsite.
+fn assembler() -> Assembler {
+    let callsites = Arc::new(Callsites::default());
+    callsites.register(&META);
+    Assembler::new(callsites)
+}
+
+fn new(id: u64, t: u64) -> Record {
+    Record::new_span(id, t, &META)
+}
+fn enter(id: u64, t: u64) -> Record {
+    Record::enter(id, t, 0)
+}
+fn exit(id: u64, t: u64) -> Record {
+    Record::plain(EXIT, id, t)
+}
+fn close(id: u64, t: u64) -> Record {
+    Record::plain(CLOSE, id, t)
+}
+
+#[test]
+fn five_enters_are_one_call() {
+    let mut a = assembler();
+    let mut out = vec![];
+    let mut recs = vec![new(1, 1)];
+    for k in 0..5 {
+        recs.push(enter(1, 10 + 10 * k));
+        recs.push(exit(1, 15 + 10 * k));
+    }
+    recs.push(close(1, 100));
+    a.feed(0, &recs, &mut out);
+    a.complete(u64::MAX, &mut out);
+    assert!(
+        out.is_empty(),
+        "a close has no time until its lane shows one"
+    );
+    // The lane was read to its end at tick 100: its close is no later.
+    a.caught_up(0, 100);
+    a.complete(99, &mut out);
+    assert!(
+        out.is_empty(),
+        "completed once the watermark passes its close"
+    );
+    a.complete(100, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        (out[0].start, out[0].end, out[0].busy, out[0].polls),
+        (10, 55, 25, 5)
+    );
+}
+
+#[test]
+fn cross_lane_call_waits_for_the_watermark() {
+    let mut a = assembler();
+    let mut out = vec![];
+    a.feed(0, &[new(7, 1)], &mut out);
+    a.feed(1, &[enter(7, 5), exit(7, 9)], &mut out);
+    // Close on a third lane, while a poll's exit on lane 1 is not drained yet.
+    a.feed(2, &[close(7, 30)], &mut out);
+    a.caught_up(2, 30);
+    // Lane 1 was read up to tick 9 only: the watermark is there.
+    a.complete(9, &mut out);
+    assert!(out.is_empty());
+    a.feed(1, &[enter(7, 20), exit(7, 25)], &mut out);
+    a.complete(30, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        (out[0].start, out[0].end, out[0].busy, out[0].polls),
+        (5, 25, 9, 2)
+    );
+    assert_eq!(a.in_flight(), 0);
+}
+
+#[test]
+fn a_replayed_later_poll_does_not_hide_the_first_one() {
+    let mut a = assembler();
+    let mut out = vec![];
+    // Lane 0 (drained first) has the span's second poll; lane 1 created it and ran the
+    // first poll. The stashed second poll is replayed when the NEW arrives, before lane 1's
+    // own (earlier) poll is fed.
+    a.feed(0, &[enter(6, 10), exit(6, 20)], &mut out);
+    a.feed(1, &[new(6, 1), enter(6, 2), exit(6, 5)], &mut out);
+    a.feed(0, &[close(6, 21)], &mut out);
+    a.complete(0, &mut out);
+    next_drain(&mut a, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        (out[0].start, out[0].end, out[0].busy, out[0].polls),
+        (2, 20, 13, 2)
+    );
+    assert_eq!((out[0].lane, out[0].last_lane), (1, 0));
+}
+
+#[test]
+fn a_close_takes_the_next_tick_of_its_lane() {
+    let mut a = assembler();
+    let mut out = vec![];
+    a.feed(
+        0,
+        &[
+            new(1, 0),
+            enter(1, 10),
+            exit(1, 15),
+            enter(1, 18),
+            exit(1, 20),
+            close(1, 0),
+            new(2, 0),
+        ],
+        &mut out,
+    );
+    a.feed(0, &[enter(2, 50)], &mut out);
+    a.complete(49, &mut out);
+    assert!(out.is_empty(), "the close may have come as late as tick 50");
+    a.complete(50, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].start, out[0].end, out[0].close), (10, 20, 50));
+    assert_eq!(a.in_flight(), 1, "span 2 is still open");
+}
+
+#[test]
+fn a_replayed_close_completes_without_its_lane() {
+    let mut a = assembler();
+    let mut out = vec![];
+    // A worker lane closes span 5 before the lane that created it is read; the worker
+    // then exits (its lane is never read again).
+    a.feed(1, &[enter(5, 10), exit(5, 12), close(5, 0)], &mut out);
+    a.feed(0, &[new(5, 0)], &mut out);
+    a.caught_up(0, u64::MAX - 1);
+    a.complete(u64::MAX - 1, &mut out);
+    assert_eq!(out.len(), 1, "the close took the tick it was stashed with");
+    assert_eq!((out[0].start, out[0].end, out[0].lane), (10, 12, 1));
+    assert_eq!((a.in_flight(), a.orphans), (0, 0));
+}
+
+#[test]
+fn the_contiguous_shape_completes_at_once() {
+    let mut a = assembler();
+    let mut out = vec![];
+    a.feed(
+        0,
+        &[new(3, 1), enter(3, 2), exit(3, 4), close(3, 5)],
+        &mut out,
+    );
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].start, out[0].end, out[0].busy), (2, 4, 2));
+}
+
+#[test]
+fn never_entered_span_is_no_call_and_orphans_are_counted() {
+    let mut a = assembler();
+    let mut out = vec![];
+    a.feed(0, &[new(1, 1), close(1, 2), exit(9, 3)], &mut out);
+    a.complete(2, &mut out);
+    assert_eq!(
+        a.orphans, 0,
+        "an unknown record waits for its NEW until the watermark passes it"
+    );
+    next_drain(&mut a, &mut out);
+    assert!(out.is_empty());
+    assert_eq!(a.orphans, 1);
+}
+
+#[test]
+fn polls_drained_before_their_new_are_replayed() {
+    let mut a = assembler();
+    let mut out = vec![];
+    // A worker lane is drained before the spawning lane that created the span.
+    a.feed(1, &[enter(4, 10), exit(4, 12), enter(4, 20)], &mut out);
+    a.feed(0, &[new(4, 5)], &mut out);
+    a.feed(1, &[exit(4, 26), close(4, 27)], &mut out);
+    a.complete(0, &mut out);
+    next_drain(&mut a, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        (out[0].start, out[0].end, out[0].busy, out[0].polls),
+        (10, 26, 8, 2)
+    );
+    assert_eq!(a.orphans, 0);
+}
+
+fn lost(id: u64, closed: bool) -> Record {
+    Record::lost(id, closed)
+}
+
+#[test]
+fn a_call_with_a_lost_record_is_dropped_whole() {
+    let mut a = assembler();
+    let mut out = vec![];
+    // Span 5 lost its exit; span 6 is intact.
+    a.feed(
+        0,
+        &[new(5, 1), enter(5, 2), new(6, 3), enter(6, 4), exit(6, 5)],
+        &mut out,
+    );
+    a.feed(0, &[lost(5, false), close(5, 9), close(6, 10)], &mut out);
+    a.complete(0, &mut out);
+    next_drain(&mut a, &mut out);
+    assert_eq!(out.len(), 1, "only the intact call");
+    assert_eq!(out[0].start, 4);
+    assert_eq!((a.dropped_calls, a.in_flight()), (1, 0));
+    // The reused id is a new instance, untouched by the old loss.
+    a.feed(
+        0,
+        &[new(5, 20), enter(5, 21), exit(5, 22), close(5, 23)],
+        &mut out,
+    );
+    assert_eq!(out.len(), 2);
+}
+
+#[test]
+fn a_lost_close_ends_the_call_and_drops_it() {
+    let mut a = assembler();
+    let mut out = vec![];
+    a.feed(
+        0,
+        &[new(8, 1), enter(8, 2), exit(8, 3), lost(8, true)],
+        &mut out,
+    );
+    a.complete(0, &mut out);
+    next_drain(&mut a, &mut out);
+    assert!(out.is_empty());
+    assert_eq!((a.in_flight(), a.dropped_calls), (0, 1));
+}
+
+#[test]
+fn a_lost_new_orphans_its_records_as_one_dropped_call() {
+    let mut a = assembler();
+    let mut out = vec![];
+    // Span 9's NEW was lost; its later records arrive with the marker before them.
+    a.feed(
+        0,
+        &[lost(9, false), enter(9, 2), exit(9, 3), close(9, 4)],
+        &mut out,
+    );
+    a.complete(0, &mut out);
+    next_drain(&mut a, &mut out);
+    assert!(out.is_empty());
+    assert_eq!((a.dropped_calls, a.orphans), (1, 4));
+}
+
+#[test]
+fn same_lane_records_before_a_new_belong_to_an_earlier_instance() {
+    let mut a = assembler();
+    let mut out = vec![];
+    // Lane 0: a lost NEW of id 4 (marker, enter, exit, close), then id 4 reused by a new,
+    // intact span in the same drain. The stashed records must not join the new instance.
+    a.feed(
+        0,
+        &[
+            lost(4, false),
+            enter(4, 2),
+            exit(4, 3),
+            close(4, 4),
+            new(4, 5),
+            enter(4, 6),
+        ],
+        &mut out,
+    );
+    a.feed(0, &[exit(4, 8), close(4, 9)], &mut out);
+    a.complete(0, &mut out);
+    next_drain(&mut a, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].start, out[0].end, out[0].polls), (6, 8, 1));
+    assert_eq!((a.dropped_calls, a.orphans), (1, 4));
+}
+
+#[test]
+fn corrupt_records_are_counted_not_followed() {
+    let mut a = assembler();
+    let mut out = vec![];
+    // A creation record whose callsite word points nowhere the layer registered, and a
+    // record with an impossible kind: neither is dereferenced.
+    let bogus = Record {
+        id: 1,
+        tsc: 0,
+        word: 0x88,
+    };
+    let bad_kind = Record {
+        id: 2,
+        tsc: 0,
+        word: 7,
+    };
+    a.feed(0, &[bogus, enter(1, 2), exit(1, 3), close(1, 4)], &mut out);
+    a.feed(0, &[bad_kind], &mut out);
+    assert!(out.is_empty());
+    assert_eq!(a.corrupt, 5);
+}

@@ -1,0 +1,182 @@
+//! The flusher's folding step: assembled calls into the phase's statistics and calls
+//! (streamed to the spool with an output file), polls, and the task table, which is settled
+//! up to the watermark (see [`crate::flusher::task`]).
+
+use super::{Flusher, PhaseRegion, BATCH_KEEP, MEMORY_CALL_CAP};
+use crate::flusher::task::TaskCall;
+use crate::output::model::{CallRecord, PollRecord};
+
+impl Flusher {
+    /// Folds assembled calls into the phase: statistics always, the calls themselves in
+    /// time-only mode.
+    pub(super) fn fold(&mut self) {
+        let clock = self.shared.clock;
+        let n_regions = self.asm.regions.regions().len();
+        if self.phase.len() < n_regions {
+            self.phase.resize_with(n_regions, PhaseRegion::default);
+        }
+        if let Some(spool) = &mut self.spool {
+            for (id, info) in self.asm.regions.regions()[self.spooled_regions..]
+                .iter()
+                .enumerate()
+            {
+                let id = (self.spooled_regions + id) as u32;
+                spool.region(
+                    id,
+                    info.name,
+                    info.file.unwrap_or(""),
+                    info.line.map_or(-1, i64::from),
+                );
+            }
+            self.spooled_regions = n_regions;
+        }
+        let track_tasks = self.shared.config.track_async;
+        let pauses = self.shared.pause.windows();
+        for c in self.scratch.drain(..) {
+            if crate::recording::pause::overlaps(&pauses, c.start, c.end) {
+                self.paused_calls += 1;
+                continue;
+            }
+            let start_ns = clock.to_ns(c.start);
+            let dur_ns = (clock.to_ns(c.end) - start_ns).max(0);
+            // Busy time on the same rounding as the duration: a one-poll call has exactly 0 ns
+            // of await time.
+            let busy_ns = if c.busy >= c.end - c.start {
+                dur_ns
+            } else {
+                (clock.to_ns(c.start + c.busy) - start_ns).clamp(0, dur_ns)
+            };
+            if self.shared.config.line_timing {
+                let info = &self.asm.regions.regions()[c.region as usize];
+                let ticks_to_ns = |t: u64| (clock.to_ns(c.start + t) - start_ns) as f64;
+                self.lines.add_call(
+                    c.region,
+                    info.file,
+                    info.line,
+                    busy_ns,
+                    c.lines.as_deref(),
+                    ticks_to_ns,
+                    &self.shared.lines,
+                );
+            }
+            let task = if track_tasks && c.task != 0 {
+                // An open call of the task that started no later contains this one: it is no
+                // root, and needs no settling (a connection's commands).
+                let contained = self
+                    .asm
+                    .task_open
+                    .earliest(c.task)
+                    .is_some_and(|s| s <= c.start);
+                self.tasks.add_call(
+                    contained,
+                    &TaskCall {
+                        tokio_id: c.task,
+                        start_ns,
+                        end_ns: start_ns + dur_ns,
+                        polls: c.polls,
+                        busy_ns,
+                        region: c.region,
+                        last_thread: c.last_lane,
+                        hold: c.close,
+                    },
+                )
+            } else {
+                -1
+            };
+            let gpu_ns = match &self.shared.sinks {
+                Some(sinks) if !c.aux.is_empty() => sinks.resolve(&c.aux).unwrap_or(-1),
+                _ => -1,
+            };
+            let end_ns = start_ns + dur_ns;
+            self.span_ns = Some(match self.span_ns {
+                Some((s, e)) => (s.min(start_ns), e.max(end_ns)),
+                None => (start_ns, end_ns),
+            });
+            let p = &mut self.phase[c.region as usize];
+            p.stats.add(dur_ns as u64);
+            p.lifetime += 1;
+            if gpu_ns >= 0 {
+                p.gpu_count += 1;
+                p.gpu_total += gpu_ns;
+            }
+            let record = CallRecord {
+                start_ns,
+                dur_ns,
+                thread: c.lane,
+                task,
+                await_ns: dur_ns - busy_ns,
+                gpu_ns,
+                call_id: -1,
+                parent_id: -1,
+            };
+            if !self.keep_calls {
+                continue;
+            }
+            if let Some(spool) = &mut self.spool {
+                spool.call(c.region, record);
+            } else if self.kept_calls < MEMORY_CALL_CAP {
+                self.kept_calls += 1;
+                p.calls.push(record);
+            } else {
+                self.calls_truncated = true;
+            }
+        }
+        self.polls();
+        // A round after a burst can hold many calls and polls;
+        // give that memory back instead of keeping the batch vectors at their peak.
+        if self.scratch.capacity() > BATCH_KEEP {
+            self.scratch.shrink_to(BATCH_KEEP);
+        }
+        if self.asm.polls.capacity() > BATCH_KEEP {
+            self.asm.polls.shrink_to(BATCH_KEEP);
+        }
+    }
+
+    /// Folds the drained polls (streamed to the spool with an output file).
+    pub(super) fn polls(&mut self) {
+        let clock = self.shared.clock;
+        let pauses = self.shared.pause.windows();
+        for p in self.asm.polls.drain(..) {
+            if crate::recording::pause::overlaps(&pauses, p.start, p.end) {
+                continue;
+            }
+            let start_ns = clock.to_ns(p.start);
+            let record = PollRecord {
+                region: p.region,
+                start_ns,
+                dur_ns: (clock.to_ns(p.end) - start_ns).max(0),
+                thread: p.lane,
+                task: if p.task != 0 {
+                    self.tasks.index(p.task)
+                } else {
+                    -1
+                },
+            };
+            match &mut self.spool {
+                Some(spool) => spool.poll(record),
+                None => self.polls.push(record),
+            }
+        }
+    }
+
+    /// At the end of a round: settles the task table up to the watermark `wm` (see [`crate::flusher::task`]); rows of
+    /// retired tasks go to the spool (or stay in memory without an output file).
+    pub(super) fn settle_tasks(&mut self, wm: u64) {
+        if !self.shared.config.track_async {
+            return;
+        }
+        let clock = self.shared.clock;
+        let open = &self.asm.task_open;
+        self.tasks.settle(clock.now_ns(), wm, false, |t| {
+            open.earliest(t).map(|s| clock.to_ns(s))
+        });
+        let finished = self.tasks.take_finished();
+        if finished.is_empty() {
+            return;
+        }
+        match &mut self.spool {
+            Some(spool) => spool.tasks(&finished),
+            None => self.finished_tasks.extend(finished),
+        }
+    }
+}

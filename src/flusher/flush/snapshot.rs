@@ -1,0 +1,132 @@
+//! What a finalize hands from the flusher to the guard: the phase's regions, lane tables and
+//! spool file, and the counters of what was lost.
+
+use std::sync::atomic::Ordering;
+
+use super::Flusher;
+use crate::flusher::region::RegionInfo;
+use crate::output::model::{PollRecord, RegionRow, TaskRow, ThreadRow};
+
+/// One region as seen at a finalize.
+#[derive(Clone, Debug)]
+pub(crate) struct RegionSnapshot {
+    /// The region's id (its id in the spool too).
+    pub id: u32,
+    /// This phase's calls and statistics.
+    pub row: RegionRow,
+    /// Calls completed since `build()`.
+    pub lifetime_calls: u64,
+}
+
+/// What a finalize hands to the guard.
+#[derive(Debug, Default)]
+pub(crate) struct Snapshot {
+    /// Every region with at least one call since `build()`, in region-id order.
+    pub regions: Vec<RegionSnapshot>,
+    /// Every thread that recorded, in index order.
+    pub threads: Vec<ThreadRow>,
+    /// Tasks with calls this phase.
+    pub tasks: Vec<TaskRow>,
+    /// Polls of this phase (when tasks are tracked).
+    pub polls: Vec<PollRecord>,
+    /// Every region name, by region id (what `PollRecord::region` indexes).
+    pub region_names: Vec<String>,
+    /// The spool file holding this phase's calls (when writing a file).
+    pub spool_phase: Option<std::path::PathBuf>,
+    /// Why the spool could not be written, if it could not (the spool keeps what it has).
+    pub spool_error: Option<std::io::Error>,
+    /// Whether this phase's calls were kept only in part (in-memory mode above its cap).
+    pub calls_truncated: bool,
+    /// Calls entered and not yet closed.
+    pub in_flight: u64,
+    /// Records lost so far by the recording side (lanes, thread teardown, unmatched and
+    /// corrupt records); the spool's losses are `spool_lost`.
+    pub dropped: u64,
+    /// Line tables of this phase (line timing), by region id.
+    pub lines: Vec<(u32, crate::flusher::lines::RegionLines)>,
+    /// Calls left out this phase because they overlapped a pause.
+    pub paused_calls: u64,
+    /// Calls dropped whole so far because a record of theirs could not be buffered.
+    pub dropped_calls: u64,
+    /// Times a recording thread waited for the flusher so far (backpressure).
+    pub waits: u64,
+    /// Total time recording threads waited, ns.
+    pub wait_ns: u64,
+    /// Records rejected as corrupt so far (never followed).
+    pub corrupt: u64,
+    /// Calls the spool could not take since `build()` (after a write error).
+    pub spool_lost: u64,
+    /// Earliest start and latest end of this phase's calls (`None` without calls).
+    pub span_ns: Option<(i64, i64)>,
+}
+
+impl Flusher {
+    /// Catches up with everything recorded before now and hands the phase over.
+    pub(super) fn finalize(&mut self) -> Snapshot {
+        self.catch_up();
+        let infos: Vec<RegionInfo> = self.asm.regions.regions().to_vec();
+        let mut regions = Vec::new();
+        for (id, (info, p)) in infos.iter().zip(self.phase.iter_mut()).enumerate() {
+            if p.lifetime == 0 {
+                continue;
+            }
+            regions.push(RegionSnapshot {
+                id: id as u32,
+                row: RegionRow {
+                    name: info.name.to_owned(),
+                    file: info.file.unwrap_or("").to_owned(),
+                    line: info.line.map_or(-1, i64::from),
+                    stats: std::mem::take(&mut p.stats),
+                    calls: std::mem::take(&mut p.calls),
+                    gpu_count: std::mem::take(&mut p.gpu_count),
+                    gpu_total: std::mem::take(&mut p.gpu_total),
+                    exclusive_ns: -1,
+                },
+                lifetime_calls: p.lifetime,
+            });
+        }
+        let region_names: Vec<String> = infos.iter().map(|i| i.name.to_owned()).collect();
+        let (clock, open) = (self.shared.clock, &self.asm.task_open);
+        let name = |r: u32| region_names[r as usize].clone();
+        let mut tasks = self.tasks.take_rows(
+            clock.now_ns(),
+            |t| open.earliest(t).map(|s| clock.to_ns(s)),
+            name,
+        );
+        if !self.finished_tasks.is_empty() {
+            tasks.extend(self.finished_tasks.drain(..).map(|t| t.row(false, name)));
+            tasks.sort_by_key(|r| r.index);
+        }
+        let threads = self.threads();
+        let agg = self.aggregate_stats();
+        self.phase_no += 1;
+        let (spool_phase, spool_error) = match &mut self.spool {
+            None => (None, None),
+            Some(spool) => match spool.rotate(self.phase_no, &threads, &agg) {
+                Ok(p) => (Some(p), None),
+                Err(e) => (None, Some(e)),
+            },
+        };
+        self.kept_calls = 0;
+        Snapshot {
+            regions,
+            threads,
+            tasks,
+            polls: std::mem::take(&mut self.polls),
+            region_names,
+            spool_phase,
+            spool_error,
+            calls_truncated: std::mem::take(&mut self.calls_truncated),
+            in_flight: self.asm.in_flight(),
+            dropped: self.dropped(),
+            spool_lost: self.spool.as_ref().map_or(0, |s| s.lost_calls),
+            span_ns: self.span_ns.take(),
+            lines: self.lines.take(),
+            paused_calls: std::mem::take(&mut self.paused_calls),
+            dropped_calls: self.dropped_calls(),
+            waits: self.shared.pool.waits.load(Ordering::Relaxed),
+            wait_ns: self.shared.pool.wait_ns.load(Ordering::Relaxed),
+            corrupt: self.asm.corrupt,
+        }
+    }
+}
