@@ -325,7 +325,7 @@ struct Combined {
     header: spool::Header,
     threads: Vec<ThreadRow>,
     torn_bytes: u64,
-    names: Vec<(String, String, i64)>,
+    names: Vec<spool::SpoolRegion>,
     counts: Vec<u64>,
     aggregate: Vec<Stats>,
     /// Earliest start and latest end of the calls.
@@ -386,7 +386,7 @@ impl Combined {
     fn rows(&self) -> (Vec<RegionRow>, Vec<u32>, u64) {
         let mut rows: Vec<RegionRow> = Vec::new();
         let mut row_of = vec![u32::MAX; self.names.len()];
-        if !self.names.iter().any(|(n, _, _)| n == SESSION_REGION) {
+        if !self.names.iter().any(|r| r.name == SESSION_REGION) {
             let session_thread = self
                 .threads
                 .iter()
@@ -401,7 +401,7 @@ impl Combined {
             ));
         }
         let mut calls = 0;
-        for (id, (name, file, line)) in self.names.iter().enumerate() {
+        for (id, region) in self.names.iter().enumerate() {
             let stats = if self.header.aggregate {
                 self.aggregate[id]
             } else {
@@ -416,10 +416,10 @@ impl Combined {
             calls += stats.count;
             row_of[id] = rows.len() as u32;
             rows.push(RegionRow {
-                file: file.clone(),
-                line: *line,
+                file: region.file.clone(),
+                line: region.line,
                 stats,
-                ..RegionRow::new(name.clone())
+                ..RegionRow::new(region.name.clone())
             });
         }
         (rows, row_of, calls)
@@ -431,7 +431,7 @@ fn write(output: &Path, spools: &[Pass0], no_replace: bool) -> Result<Recovered,
     let all = Combined::of(spools);
     let (rows, row_of, calls) = all.rows();
     // The synthetic session row (added when the spools have none) is not a recovered region.
-    let synthetic = !all.names.iter().any(|(n, _, _)| n == SESSION_REGION);
+    let synthetic = !all.names.iter().any(|r| r.name == SESSION_REGION);
     let regions = rows.len() - usize::from(synthetic);
     let layout = all.layout();
     let data = PhaseData {

@@ -63,6 +63,16 @@ pub(crate) struct Header {
     pub aggregate: bool,
 }
 
+/// A region as the spool declares it (frame 1): its id is its position.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SpoolRegion {
+    pub name: String,
+    /// Source file, "" when unknown.
+    pub file: String,
+    /// Source line, -1 when unknown.
+    pub line: i64,
+}
+
 /// The flusher's writing end.
 pub(crate) struct SpoolWriter {
     path: PathBuf,
@@ -71,7 +81,7 @@ pub(crate) struct SpoolWriter {
     buf: Vec<u8>,
     pending: Vec<Vec<CallRecord>>,
     pending_polls: Vec<PollRecord>,
-    regions: Vec<(String, String, i64)>,
+    regions: Vec<SpoolRegion>,
     written_regions: usize,
     /// The first I/O error; once set, nothing more is written.
     error: Option<io::Error>,
@@ -146,7 +156,11 @@ impl SpoolWriter {
     /// Declares region `id` (ids are dense and declared in order).
     pub(crate) fn region(&mut self, id: u32, name: &str, file: &str, line: i64) {
         debug_assert_eq!(id as usize, self.regions.len());
-        self.regions.push((name.to_owned(), file.to_owned(), line));
+        self.regions.push(SpoolRegion {
+            name: name.to_owned(),
+            file: file.to_owned(),
+            line,
+        });
         self.pending.push(Vec::new());
     }
 
@@ -244,12 +258,12 @@ impl SpoolWriter {
 
     fn put_region_frames(&mut self) {
         while self.written_regions < self.regions.len() {
-            let (name, file, line) = &self.regions[self.written_regions];
+            let r = &self.regions[self.written_regions];
             let mut p = Vec::new();
             p.extend_from_slice(&(self.written_regions as u32).to_le_bytes());
-            p.extend_from_slice(&line.to_le_bytes());
-            put_str(&mut p, name);
-            put_str(&mut p, file);
+            p.extend_from_slice(&r.line.to_le_bytes());
+            put_str(&mut p, &r.name);
+            put_str(&mut p, &r.file);
             frame(&mut self.buf, TAG_REGION, &p);
             self.written_regions += 1;
         }

@@ -7,8 +7,8 @@ use std::io::{self, BufReader, Read};
 use std::path::Path;
 
 use super::{
-    Header, MAGIC, TAG_AGGREGATE, TAG_CALLS, TAG_HEADER, TAG_POLLS, TAG_REGION, TAG_TASKS,
-    TAG_THREADS,
+    Header, SpoolRegion, MAGIC, TAG_AGGREGATE, TAG_CALLS, TAG_HEADER, TAG_POLLS, TAG_REGION,
+    TAG_TASKS, TAG_THREADS,
 };
 use crate::flusher::stats::Stats;
 use crate::output::model::{CallRecord, PollRecord, TaskRow, ThreadRow};
@@ -43,8 +43,8 @@ fn get_varint(d: &[u8], at: &mut usize) -> Option<i64> {
 #[derive(Debug, Default)]
 pub(crate) struct SpoolContents {
     pub header: Header,
-    /// (name, file, line) by region id.
-    pub regions: Vec<(String, String, i64)>,
+    /// The regions, by id.
+    pub regions: Vec<SpoolRegion>,
     /// Calls per region id, in spool order.
     #[cfg(test)]
     pub calls: Vec<Vec<CallRecord>>,
@@ -79,7 +79,7 @@ pub(crate) fn read(path: &Path) -> io::Result<SpoolContents> {
 /// Reads a spool (tolerating a torn last frame) one frame at a time, handing the calls of
 /// every calls frame to `on_calls` with their region id; returns everything else it holds
 /// (`calls` stays empty; tasks and polls only with `keep_lanes`). Memory: one frame, plus the
-/// polls when kept.
+/// polls when kept. One function per frame tag below, mirroring the writer's `put_*`.
 pub(crate) fn scan(
     path: &Path,
     keep_lanes: bool,
@@ -104,7 +104,7 @@ pub(crate) fn scan(
             break;
         }
         let tag = head[0];
-        let len = u32::from_le_bytes(head[1..5].try_into().expect("4 bytes")) as usize;
+        let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
         payload.clear();
         let got = (&mut input).take(len as u64).read_to_end(&mut payload)?;
         if got < len {
@@ -114,151 +114,21 @@ pub(crate) fn scan(
         let mut r = Cursor { d: &payload, at: 0 };
         match tag {
             TAG_HEADER => {
-                if r.take(8).ok_or_else(|| bad("short header"))? != MAGIC {
-                    return Err(bad("not a scope-profiler spool (bad magic)"));
-                }
-                out.header = Header {
-                    start_time_ns: r.i64().ok_or_else(|| bad("header"))?,
-                    timestamp: r.str().ok_or_else(|| bad("header"))?,
-                    label: Some(r.str().ok_or_else(|| bad("header"))?).filter(|l| !l.is_empty()),
-                    track_threads: r.u8().ok_or_else(|| bad("header"))? != 0,
-                    track_async: r.u8().ok_or_else(|| bad("header"))? != 0,
-                    aggregate: r.u8().ok_or_else(|| bad("header"))? != 0,
-                };
+                out.header = header(&mut r).map_err(&bad)?;
                 saw_header = true;
             }
-            TAG_REGION => {
-                let id = r.u32().ok_or_else(|| bad("region"))? as usize;
-                let line = r.i64().ok_or_else(|| bad("region"))?;
-                let name = r.str().ok_or_else(|| bad("region"))?;
-                let file = r.str().ok_or_else(|| bad("region"))?;
-                if out.regions.len() <= id {
-                    out.regions.resize(id + 1, Default::default());
-                }
-                out.regions[id] = (name, file, line);
-            }
+            TAG_REGION => region(&mut r, &mut out.regions).ok_or_else(|| bad("region"))?,
             TAG_CALLS => {
-                let region = r.u32().ok_or_else(|| bad("calls"))? as usize;
-                let n = r.u32().ok_or_else(|| bad("calls"))? as usize;
-                if region >= out.regions.len() {
-                    return Err(bad("calls of an undeclared region"));
-                }
-                let (d, mut at) = (r.d, r.at);
-                let mut previous = 0i64;
-                frame_calls.clear();
-                frame_calls.reserve(n);
-                for _ in 0..n {
-                    let mut next = || get_varint(d, &mut at);
-                    let c = (|| {
-                        let start_ns = previous.wrapping_add(next()?);
-                        Some(CallRecord {
-                            start_ns,
-                            dur_ns: next()?,
-                            thread: u32::try_from(next()?).ok()?,
-                            task: next()?,
-                            await_ns: next()?,
-                            gpu_ns: next()?,
-                            call_id: -1,
-                            parent_id: -1,
-                        })
-                    })()
-                    .ok_or_else(|| bad("calls"))?;
-                    previous = c.start_ns;
-                    frame_calls.push(c);
-                }
-                on_calls(region as u32, &frame_calls);
+                let region = calls(&mut r, out.regions.len(), &mut frame_calls).map_err(&bad)?;
+                on_calls(region, &frame_calls);
             }
-            TAG_THREADS => {
-                let n = r.u32().ok_or_else(|| bad("threads"))?;
-                out.threads.clear();
-                for _ in 0..n {
-                    let t = (|| {
-                        Some(ThreadRow {
-                            index: r.u32()?,
-                            native_id: r.i64()?,
-                            start_ns: r.i64()?,
-                            end_ns: r.i64()?,
-                            cpu_ns: r.i64()?,
-                            name: r.str()?,
-                        })
-                    })()
-                    .ok_or_else(|| bad("threads"))?;
-                    out.threads.push(t);
-                }
-            }
-            TAG_AGGREGATE => {
-                let n = r.u32().ok_or_else(|| bad("aggregate"))?;
-                out.aggregate.clear();
-                for _ in 0..n {
-                    let s = (|| {
-                        let region = r.u32()?;
-                        Some((
-                            region,
-                            Stats {
-                                count: r.u64()?,
-                                total: r.u64()?,
-                                min: r.u64()?,
-                                max: r.u64()?,
-                                mean: f64::from_bits(r.u64()?),
-                                m2: f64::from_bits(r.u64()?),
-                            },
-                        ))
-                    })()
-                    .ok_or_else(|| bad("aggregate"))?;
-                    out.aggregate.push(s);
-                }
-            }
+            TAG_THREADS => out.threads = threads(&mut r).ok_or_else(|| bad("threads"))?,
+            TAG_AGGREGATE => out.aggregate = aggregate(&mut r).ok_or_else(|| bad("aggregate"))?,
             TAG_POLLS | TAG_TASKS if !keep_lanes => {}
-            TAG_POLLS => {
-                let n = r.u32().ok_or_else(|| bad("polls"))?;
-                let (d, mut at) = (r.d, r.at);
-                let mut previous = 0i64;
-                out.polls.reserve(n as usize);
-                for _ in 0..n {
-                    let mut next = || get_varint(d, &mut at);
-                    let p = (|| {
-                        let region = u32::try_from(next()?).ok()?;
-                        let start_ns = previous.wrapping_add(next()?);
-                        Some(PollRecord {
-                            region,
-                            start_ns,
-                            dur_ns: next()?,
-                            thread: u32::try_from(next()?).ok()?,
-                            task: next()?,
-                        })
-                    })()
-                    .ok_or_else(|| bad("polls"))?;
-                    previous = p.start_ns;
-                    out.polls.push(p);
-                }
-            }
+            TAG_POLLS => polls(&mut r, &mut out.polls).ok_or_else(|| bad("polls"))?,
             TAG_TASKS => {
-                let n = r.u32().ok_or_else(|| bad("tasks"))?;
-                let (d, mut at) = (r.d, r.at);
-                for _ in 0..n {
-                    let mut v = [0i64; 9];
-                    for x in &mut v {
-                        *x = get_varint(d, &mut at).ok_or_else(|| bad("tasks"))?;
-                    }
-                    let totals = crate::flusher::task::TaskTotals {
-                        index: v[0],
-                        tokio_id: v[1] as u64,
-                        thread_index: u32::try_from(v[2]).map_err(|_| bad("tasks"))?,
-                        created_ns: v[3],
-                        done_ns: v[4],
-                        steps: v[5],
-                        running_ns: v[6],
-                        suspended_ns: v[7],
-                        root_region: u32::try_from(v[8]).unwrap_or(u32::MAX),
-                    };
-                    let regions = &out.regions;
-                    out.tasks.push(totals.row(false, |id| {
-                        regions
-                            .get(id as usize)
-                            .map(|r| r.0.clone())
-                            .unwrap_or_default()
-                    }));
-                }
+                let rows = tasks(&mut r, &out.regions).ok_or_else(|| bad("tasks"))?;
+                out.tasks.extend(rows);
             }
             _ => return Err(bad(&format!("unknown frame tag {tag}"))),
         }
@@ -267,6 +137,166 @@ pub(crate) fn scan(
         return Err(bad("no header (empty or not a spool)"));
     }
     Ok(out)
+}
+
+/// Frame 0: the magic, then the run's header.
+fn header(r: &mut Cursor<'_>) -> Result<Header, &'static str> {
+    if r.take(8).ok_or("short header")? != MAGIC {
+        return Err("not a scope-profiler spool (bad magic)");
+    }
+    let mut read = || -> Option<Header> {
+        Some(Header {
+            start_time_ns: r.i64()?,
+            timestamp: r.str()?,
+            label: Some(r.str()?).filter(|l| !l.is_empty()),
+            track_threads: r.u8()? != 0,
+            track_async: r.u8()? != 0,
+            aggregate: r.u8()? != 0,
+        })
+    };
+    read().ok_or("header")
+}
+
+/// Frame 1: one region declared at its id.
+fn region(r: &mut Cursor<'_>, regions: &mut Vec<SpoolRegion>) -> Option<()> {
+    let id = r.u32()? as usize;
+    let line = r.i64()?;
+    let name = r.str()?;
+    let file = r.str()?;
+    if regions.len() <= id {
+        regions.resize(id + 1, Default::default());
+    }
+    regions[id] = SpoolRegion { name, file, line };
+    Some(())
+}
+
+/// Frame 2: calls of one declared region, start times delta-coded; returns the region.
+fn calls(
+    r: &mut Cursor<'_>,
+    declared: usize,
+    out: &mut Vec<CallRecord>,
+) -> Result<u32, &'static str> {
+    let region = r.u32().ok_or("calls")?;
+    let n = r.u32().ok_or("calls")? as usize;
+    if region as usize >= declared {
+        return Err("calls of an undeclared region");
+    }
+    let (d, mut at) = (r.d, r.at);
+    let mut previous = 0i64;
+    out.clear();
+    out.reserve(n);
+    for _ in 0..n {
+        let mut next = || get_varint(d, &mut at);
+        let c = (|| {
+            let start_ns = previous.wrapping_add(next()?);
+            Some(CallRecord {
+                start_ns,
+                dur_ns: next()?,
+                thread: u32::try_from(next()?).ok()?,
+                task: next()?,
+                await_ns: next()?,
+                gpu_ns: next()?,
+                call_id: -1,
+                parent_id: -1,
+            })
+        })()
+        .ok_or("calls")?;
+        previous = c.start_ns;
+        out.push(c);
+    }
+    Ok(region)
+}
+
+/// Frame 3: the whole thread table (the latest one wins).
+fn threads(r: &mut Cursor<'_>) -> Option<Vec<ThreadRow>> {
+    let n = r.u32()?;
+    let mut rows = Vec::with_capacity(n.min(1 << 16) as usize);
+    for _ in 0..n {
+        rows.push(ThreadRow {
+            index: r.u32()?,
+            native_id: r.i64()?,
+            start_ns: r.i64()?,
+            end_ns: r.i64()?,
+            cpu_ns: r.i64()?,
+            name: r.str()?,
+        });
+    }
+    Some(rows)
+}
+
+/// Frame 4: every region's aggregate statistics (the latest frame wins).
+fn aggregate(r: &mut Cursor<'_>) -> Option<Vec<(u32, Stats)>> {
+    let n = r.u32()?;
+    let mut all = Vec::with_capacity(n.min(1 << 16) as usize);
+    for _ in 0..n {
+        let region = r.u32()?;
+        all.push((
+            region,
+            Stats {
+                count: r.u64()?,
+                total: r.u64()?,
+                min: r.u64()?,
+                max: r.u64()?,
+                mean: f64::from_bits(r.u64()?),
+                m2: f64::from_bits(r.u64()?),
+            },
+        ));
+    }
+    Some(all)
+}
+
+/// Frame 6: polls, start times delta-coded.
+fn polls(r: &mut Cursor<'_>, out: &mut Vec<PollRecord>) -> Option<()> {
+    let n = r.u32()?;
+    let (d, mut at) = (r.d, r.at);
+    let mut previous = 0i64;
+    out.reserve(n as usize);
+    for _ in 0..n {
+        let mut next = || get_varint(d, &mut at);
+        let region = u32::try_from(next()?).ok()?;
+        let start_ns = previous.wrapping_add(next()?);
+        let p = PollRecord {
+            region,
+            start_ns,
+            dur_ns: next()?,
+            thread: u32::try_from(next()?).ok()?,
+            task: next()?,
+        };
+        previous = p.start_ns;
+        out.push(p);
+    }
+    Some(())
+}
+
+/// Frame 5: rows of retired tasks (their root region named from the declared regions).
+fn tasks(r: &mut Cursor<'_>, regions: &[SpoolRegion]) -> Option<Vec<TaskRow>> {
+    let n = r.u32()?;
+    let (d, mut at) = (r.d, r.at);
+    let mut rows = Vec::with_capacity(n.min(1 << 16) as usize);
+    for _ in 0..n {
+        let mut v = [0i64; 9];
+        for x in &mut v {
+            *x = get_varint(d, &mut at)?;
+        }
+        let totals = crate::flusher::task::TaskTotals {
+            index: v[0],
+            tokio_id: v[1] as u64,
+            thread_index: u32::try_from(v[2]).ok()?,
+            created_ns: v[3],
+            done_ns: v[4],
+            steps: v[5],
+            running_ns: v[6],
+            suspended_ns: v[7],
+            root_region: u32::try_from(v[8]).unwrap_or(u32::MAX),
+        };
+        rows.push(totals.row(false, |id| {
+            regions
+                .get(id as usize)
+                .map(|r| r.name.clone())
+                .unwrap_or_default()
+        }));
+    }
+    Some(rows)
 }
 
 /// Reads until `buf` is full or the input ends; returns the bytes read.

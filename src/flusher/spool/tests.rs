@@ -42,7 +42,14 @@ fn round_trip_and_rotation() {
     w.flush(std::slice::from_ref(&thread), &[]);
     let c = read(&path).unwrap();
     assert_eq!(c.header, header());
-    assert_eq!(c.regions[0], ("a b/ü".into(), "src/x.rs".into(), 12));
+    assert_eq!(
+        c.regions[0],
+        SpoolRegion {
+            name: "a b/ü".into(),
+            file: "src/x.rs".into(),
+            line: 12
+        }
+    );
     assert_eq!(c.calls[0].len(), 10_000);
     assert_eq!(c.calls[0][9_999], call(9_999, 5));
     assert_eq!(c.calls[1], vec![call(1, 2)]);
