@@ -268,7 +268,7 @@ impl Builder {
     }
 
     /// Bounds the memory of all recording threads' buffers together (default
-    /// [`DEFAULT_BUFFER_BUDGET`](crate::DEFAULT_BUFFER_BUDGET), 64 MiB; at least [`MIN_BUFFER_BUDGET`](crate::MIN_BUFFER_BUDGET)). Buffers are taken
+    /// [`DEFAULT_BUFFER_BUDGET`](crate::DEFAULT_BUFFER_BUDGET), 32 MiB; at least [`MIN_BUFFER_BUDGET`](crate::MIN_BUFFER_BUDGET)). Buffers are taken
     /// from and returned to one pool, so the bound holds for any number of threads, and those
     /// of exited threads are reused. When the budget is used up because the flusher is behind,
     /// a recording thread waits for it (see [`lossy`](Self::lossy)).

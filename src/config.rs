@@ -165,8 +165,8 @@ impl Default for Buffering {
     }
 }
 
-/// The default [`Builder::buffer_budget`](crate::Builder::buffer_budget): 64 MiB.
-pub const DEFAULT_BUFFER_BUDGET: usize = 64 << 20;
+/// The default [`Builder::buffer_budget`](crate::Builder::buffer_budget): 32 MiB.
+pub const DEFAULT_BUFFER_BUDGET: usize = 32 << 20;
 
 /// The smallest [`Builder::buffer_budget`](crate::Builder::buffer_budget) accepted: 1 MiB.
 pub const MIN_BUFFER_BUDGET: usize = 1 << 20;
