@@ -91,15 +91,35 @@ pub(crate) struct RawPoll {
     pub task: u64,
 }
 
+/// The earliest enter of an instance: where and when its call starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FirstEnter {
+    tsc: u64,
+    lane: u32,
+    /// Tokio task id at that enter (0 = none).
+    task: u64,
+}
+
+/// A poll in progress on one lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct OpenPoll {
+    lane: u32,
+    /// Nested enters of the span on this lane not yet exited (the poll ends at 0).
+    depth: u32,
+    start: u64,
+    /// Tokio task id at the enter (0 = none).
+    task: u64,
+}
+
 /// A span instance still being assembled.
 #[derive(Clone, Debug)]
 struct Inst {
     region: u32,
-    first_enter: Option<(u64, u32, u64)>,
+    first_enter: Option<FirstEnter>,
     last_exit: u64,
-    /// Polls in progress, one per lane: (lane, depth, start, task). Per lane, because a
-    /// lane's records may be replayed out of order with another lane's (see the module docs).
-    open_polls: Vec<(u32, u32, u64, u64)>,
+    /// Polls in progress, one per lane. Per lane, because a lane's records may be replayed
+    /// out of order with another lane's (see the module docs).
+    open_polls: Vec<OpenPoll>,
     last_lane: u32,
     busy: u64,
     polls: u32,
@@ -121,7 +141,11 @@ impl Inst {
         if self.tainted {
             return None;
         }
-        let (start, lane, task) = self.first_enter?;
+        let FirstEnter {
+            tsc: start,
+            lane,
+            task,
+        } = self.first_enter?;
         let end = self.last_exit.max(start);
         Some(RawCall {
             region: self.region,
@@ -299,29 +323,38 @@ impl Assembler {
         let inst = &mut insts[k];
         match r.kind() {
             ENTER => {
-                match inst.open_polls.iter_mut().find(|p| p.0 == lane) {
-                    Some(p) => p.1 += 1,
+                match inst.open_polls.iter_mut().find(|p| p.lane == lane) {
+                    Some(p) => p.depth += 1,
                     None => {
                         inst.open_polls.reserve_exact(1);
-                        inst.open_polls.push((lane, 1, r.tsc, r.task()));
+                        inst.open_polls.push(OpenPoll {
+                            lane,
+                            depth: 1,
+                            start: r.tsc,
+                            task: r.task(),
+                        });
                     }
                 }
                 // The earliest enter starts the call (records of other lanes may be replayed
                 // before this lane's earlier ones).
-                if inst.first_enter.is_none_or(|(t, _, _)| r.tsc < t) {
-                    if let Some((t, _, task)) = inst.first_enter {
-                        self.task_open.remove(task, t);
+                if inst.first_enter.is_none_or(|f| r.tsc < f.tsc) {
+                    if let Some(f) = inst.first_enter {
+                        self.task_open.remove(f.task, f.tsc);
                     }
                     self.task_open.insert(r.task(), r.tsc);
-                    inst.first_enter = Some((r.tsc, lane, r.task()));
+                    inst.first_enter = Some(FirstEnter {
+                        tsc: r.tsc,
+                        lane,
+                        task: r.task(),
+                    });
                 }
             }
             EXIT => {
-                if let Some(i) = inst.open_polls.iter().position(|p| p.0 == lane) {
+                if let Some(i) = inst.open_polls.iter().position(|p| p.lane == lane) {
                     let p = &mut inst.open_polls[i];
-                    p.1 -= 1;
-                    if p.1 == 0 {
-                        let (_, _, start, task) = inst.open_polls.swap_remove(i);
+                    p.depth -= 1;
+                    if p.depth == 0 {
+                        let OpenPoll { start, task, .. } = inst.open_polls.swap_remove(i);
                         inst.busy += r.tsc.saturating_sub(start);
                         inst.polls += 1;
                         if self.keep_polls {
@@ -342,8 +375,8 @@ impl Assembler {
             }
             AUX => inst.aux.push(r.payload()),
             EVENT => {
-                if let Some(p) = inst.open_polls.iter().find(|p| p.0 == lane) {
-                    LineAcc::event(&mut inst.lines, p.2, r.tsc, r.site());
+                if let Some(p) = inst.open_polls.iter().find(|p| p.lane == lane) {
+                    LineAcc::event(&mut inst.lines, p.start, r.tsc, r.site());
                 }
             }
             LOST if r.payload() == 0 => inst.lost = true,
@@ -462,8 +495,8 @@ impl Assembler {
                 kept += 1;
             }
             for inst in insts.drain(kept..) {
-                if let Some((t, _, task)) = inst.first_enter {
-                    self.task_open.remove(task, t);
+                if let Some(f) = inst.first_enter {
+                    self.task_open.remove(f.task, f.tsc);
                 }
                 if inst.lost {
                     dropped += 1;
