@@ -8,10 +8,9 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::Duration;
 
-use common::{dispatch, read};
+use common::{child, dispatch, read, status_kib, value};
 use scope_profiler::{Error, ScopeLayer};
 use tracing::info_span;
 
@@ -165,52 +164,6 @@ fn a_failing_flusher_does_not_take_the_program_down() {
     tracing::dispatcher::with_default(&d, || {
         let _g = info_span!("after the guard").entered();
     });
-}
-
-/// Runs the ignored test `name` of this binary in a child process and returns its
-/// `KEY=value` lines.
-fn child(name: &str, env: &[(&str, &str)]) -> Vec<(String, String)> {
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            name,
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{name} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-        .lines()
-        .filter_map(|l| l.split_once("RESULT ").map(|(_, r)| r))
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect()
-}
-
-fn value(r: &[(String, String)], key: &str) -> u64 {
-    r.iter()
-        .find(|(k, _)| k == key)
-        .unwrap_or_else(|| panic!("no {key} in {r:?}"))
-        .1
-        .parse()
-        .unwrap()
-}
-
-fn status_kib(key: &str) -> u64 {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap();
-    s.lines()
-        .find(|l| l.starts_with(key))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap()
 }
 
 #[test]

@@ -10,7 +10,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{dispatch, runtime};
+use common::{child, dispatch, runtime, status_kib, value};
 use scope_profiler::{Builder, ScopeLayer};
 use tracing::{info_span, Instrument};
 
@@ -241,52 +241,6 @@ fn short_tasks(d: &tracing::Dispatch, n: u64) {
 #[test]
 fn many_short_tasks() {
     check("short tasks", 20_000, true, |n| n, short_tasks);
-}
-
-/// Runs the ignored test `name` of this binary in a child process (its own memory figures)
-/// and returns its `RESULT key=value` lines.
-fn child(name: &str, env: &[(&str, &str)]) -> Vec<(String, String)> {
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            name,
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .envs(env.iter().copied())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{name} failed:\n{stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-        .lines()
-        .filter_map(|l| l.split_once("RESULT ").map(|(_, r)| r))
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_owned(), v.to_owned()))
-        .collect()
-}
-
-fn value(r: &[(String, String)], key: &str) -> u64 {
-    r.iter()
-        .find(|(k, _)| k == key)
-        .unwrap_or_else(|| panic!("no {key} in {r:?}"))
-        .1
-        .parse()
-        .unwrap()
-}
-
-fn status_kib(key: &str) -> u64 {
-    let s = std::fs::read_to_string("/proc/self/status").unwrap();
-    s.lines()
-        .find(|l| l.starts_with(key))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap()
 }
 
 /// Buffer budget of the memory test: small, so what is measured is what the flusher keeps,

@@ -108,3 +108,51 @@ pub(crate) fn kill_after(child: &mut std::process::Child, calls: u64) -> u64 {
     child.wait().expect("wait");
     reported
 }
+
+/// Runs the ignored test `name` of the current test binary in a child process (so memory
+/// figures are its own) and returns the `RESULT key=value` lines it printed.
+pub(crate) fn child(name: &str, env: &[(&str, &str)]) -> Vec<(String, String)> {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            name,
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{name} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .filter_map(|l| l.split_once("RESULT ").map(|(_, r)| r))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+/// The value of `key` among a child's results.
+pub(crate) fn value(r: &[(String, String)], key: &str) -> u64 {
+    r.iter()
+        .find(|(k, _)| k == key)
+        .unwrap_or_else(|| panic!("no {key} in {r:?}"))
+        .1
+        .parse()
+        .unwrap()
+}
+
+/// A `/proc/self/status` figure in KiB (`VmRSS:`, `VmHWM:`).
+pub(crate) fn status_kib(key: &str) -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    s.lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap()
+}
