@@ -1,8 +1,12 @@
-//! What one finalize hands to the writers: the regions with calls in this phase, their exact
-//! statistics and (in time-only mode) every call.
+//! What one finalize hands to the writers ([`PhaseData`]): the regions with calls in this
+//! phase and their exact statistics; in the columnar layout every call, held in memory
+//! (without an output file, up to a cap) or in the spool files the flusher wrote
+//! ([`SpooledCalls`], read back one frame at a time); the thread and task tables and the
+//! polls; and the extras (sources, line profiles, the profiler's own cost).
 //!
-//! This is the boundary between the flusher (which builds it) and the output formats (HDF5 file,
-//! text summary), so both sides can change independently.
+//! This is the boundary between the flusher and finalize, which build it, and the output
+//! formats (HDF5 file, text summary), which only read it, so both sides can change
+//! independently.
 
 use crate::flusher::stats::Stats;
 
