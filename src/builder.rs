@@ -318,6 +318,15 @@ impl Builder {
         self
     }
 
+    /// Test hook: the flusher reads no record until the first finalize (or until a thread
+    /// waits for a buffer), so a scaling test measures its work per call without the cost of
+    /// rounds paced by a slow producer. Not part of the stable API.
+    #[doc(hidden)]
+    pub fn __hold_flusher(mut self) -> Self {
+        self.config.buffering.hold_flusher = true;
+        self
+    }
+
     /// Validates the options, applies the environment overrides and starts the flusher.
     ///
     /// # Errors

@@ -152,6 +152,8 @@ pub(crate) struct Buffering {
     pub max_wait: Duration,
     /// Test-only fault injection: the flusher panics in this complete drain.
     pub fail_flusher_at: Option<u64>,
+    /// Test-only: no rounds before the first finalize (see `Builder::__hold_flusher`).
+    pub hold_flusher: bool,
 }
 
 impl Default for Buffering {
@@ -161,6 +163,7 @@ impl Default for Buffering {
             lossy: false,
             max_wait: Duration::from_millis(100),
             fail_flusher_at: None,
+            hold_flusher: false,
         }
     }
 }

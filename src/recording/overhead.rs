@@ -50,6 +50,7 @@ pub(crate) fn measure(config: &Config) -> Option<SelfCost> {
     probe.cuda_sync_on_exit = false;
     probe.capture_source = false;
     probe.buffering.fail_flusher_at = None;
+    probe.buffering.hold_flusher = false;
     // The probe is private to this process: never collective, never rotating.
     probe.mpi = false;
     probe.rotate_every = None;
