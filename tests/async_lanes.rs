@@ -323,3 +323,117 @@ impl<F: std::future::Future> InstrumentSpan for F {
         tracing::Instrument::instrument(self, info_span!("sleeper"))
     }
 }
+
+#[instrument]
+async fn request(k: u64) -> u64 {
+    tokio::task::yield_now().await;
+    k
+}
+
+#[instrument]
+async fn other(k: u64) -> u64 {
+    k
+}
+
+/// `n` short tasks (one span each), at most 500 alive at once; with `mixed`, every third
+/// task's root region is `other` instead of `request`.
+fn many_tasks(path: &std::path::Path, n: u64, mixed: bool) {
+    let (d, guard) = dispatch(ScopeLayer::builder().output(path).track_async(true));
+    let rt = runtime(&d, 2);
+    tracing::dispatcher::with_default(&d, || {
+        rt.block_on(async {
+            for batch in 0..n / 500 {
+                let hs: Vec<_> = (batch * 500..(batch + 1) * 500)
+                    .map(|k| {
+                        if mixed && k % 3 == 0 {
+                            tokio::spawn(other(k))
+                        } else {
+                            tokio::spawn(request(k))
+                        }
+                    })
+                    .collect();
+                for h in hs {
+                    h.await.unwrap();
+                }
+            }
+        })
+    });
+    drop(rt);
+    let report = guard.finalize().unwrap();
+    assert_eq!(report.dropped(), 0);
+}
+
+#[test]
+fn task_tables_of_thousands_of_rows_read_the_same_in_every_reader() {
+    // Above 1024 rows, a string column whose values are all equal is written as a fill value
+    // (no string per row): `kind` always, `coro_name` when every task has the same root. Both
+    // shapes, checked with the hdf5 crate and the Python reader.
+    let dir = tempfile::tempdir().unwrap();
+    for mixed in [false, true] {
+        let path = dir.path().join(format!("tasks-{mixed}.h5"));
+        many_tasks(&path, 3_000, mixed);
+        let f = hdf5::File::open(&path).unwrap();
+        let kind = read_strings(&f, "task_table/kind");
+        let name = read_strings(&f, "task_table/name");
+        let coro = read_strings(&f, "task_table/coro_name");
+        let tokio_id: Vec<u64> = read(&f, "task_table/tokio_id");
+        let index: Vec<i64> = read(&f, "task_table/index");
+        assert_eq!(kind.len(), 3_000, "one row per task");
+        // The fill-value form is what these shapes take (chunked, nothing written).
+        let chunked = |c: &str| f.dataset(c).unwrap().is_chunked();
+        assert!(chunked("task_table/kind"));
+        assert_eq!(chunked("task_table/coro_name"), !mixed);
+        assert!(
+            !chunked("task_table/name"),
+            "all different: written row by row"
+        );
+        assert!(kind.iter().all(|k| k == "task"), "kind");
+        assert_eq!(
+            index,
+            (0..3_000).collect::<Vec<i64>>(),
+            "rows in index order"
+        );
+        for (n, id) in name.iter().zip(&tokio_id) {
+            assert_eq!(n, &format!("Task-{id}"));
+        }
+        let others = coro.iter().filter(|c| *c == "other").count();
+        let requests = coro.iter().filter(|c| *c == "request").count();
+        assert_eq!(
+            (others, requests),
+            if mixed { (1_000, 2_000) } else { (0, 3_000) }
+        );
+        // The root region of each row is the region of that task's call.
+        let task_ids: Vec<i64> = read(&f, "events/task_ids");
+        for region in ["request", "other"] {
+            let Some(rows) = (mixed || region == "request").then(|| region_rows(&f, region)) else {
+                continue;
+            };
+            for k in rows {
+                assert_eq!(coro[task_ids[k] as usize], region, "call {k}");
+            }
+        }
+        // This crate's reader (which opens without HDF5's file lock: close ours first).
+        drop(f);
+        let p = scope_profiler::read::Profile::open(&path).unwrap();
+        assert_eq!(p.tasks().len(), 3_000);
+        let roots = p.tasks().iter().filter(|t| t.root == "request").count();
+        assert_eq!(roots, requests, "roots read back");
+        assert!(p.tasks().iter().all(|t| t.name.starts_with("Task-")));
+        let script = format!(
+            "import collections, scope_profiler as sp\n\
+             tasks = sp.read_h5({:?}).tasks[0]\n\
+             assert len(tasks) == 3000, len(tasks)\n\
+             assert {{t.kind for t in tasks}} == {{'task'}}, {{t.kind for t in tasks}}\n\
+             assert all(t.name.startswith('Task-') for t in tasks)\n\
+             print(sorted(collections.Counter(t.coro_name for t in tasks).items()))\n",
+            path.to_str().unwrap()
+        );
+        let out = common::py("python", &["-c", &script]);
+        let want = if mixed {
+            "[('other', 1000), ('request', 2000)]"
+        } else {
+            "[('request', 3000)]"
+        };
+        assert_eq!(out.trim_end().lines().last(), Some(want), "{out}");
+    }
+}

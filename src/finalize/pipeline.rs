@@ -1,12 +1,12 @@
 //! One finalize, as a straight pipeline:
-//! snapshot -> load -> nest -> sinks -> report -> publish -> print.
+//! snapshot -> load -> read back -> sinks -> report -> publish -> print.
 //!
 //! - **snapshot**: the flusher drains everything and hands over the phase: statistics per
 //!   region (by region id), lane tables, and the spool file holding the phase's calls.
 //! - **load**: the phase as the writers see it ([`PhaseData`]); the calls stay on disk, joined
 //!   to their rows by region id.
-//! - **nest**: the first pass over the calls (counts, summaries, nesting and the call tree);
-//!   see [`crate::output::events`].
+//! - **read back**: the first pass over the calls (counts, summaries, nesting and the call
+//!   tree; see [`crate::output::events`]) and, on a second thread, the task rows and polls.
 //! - **sinks**: perf totals, LIKWID results.
 //! - **report**: the [`Report`].
 //! - **publish**: the second pass writes the file, at a name that never replaces another
@@ -24,7 +24,9 @@ use crate::finalize::report::{Flat, RegionStats, Report};
 use crate::flusher::flush::{Command, Snapshot};
 use crate::output::events::{self, Scan};
 use crate::output::hdf5::WriteOptions;
-use crate::output::model::{Layout, PhaseData, RegionRow, SpooledCalls};
+use crate::output::model::{
+    append, Layout, PhaseData, PollRecord, RegionRow, SpooledCalls, TaskRow,
+};
 use crate::shared::Shared;
 use crate::{Error, Mode, SESSION_REGION};
 
@@ -140,20 +142,27 @@ pub(crate) fn run(
     let mut data = load(shared, snap, phase_start_ns, finalize_ns);
     // Sources, line profiles and the profiler's own cost (which nesting may compensate).
     data.extra = crate::output::source::phase_extra(shared, &data, lines);
-    let mut scan = match nest(shared, state, trigger, &data) {
+    let (scan, lanes) = read_back(shared, state.next_call_id, trigger, &data);
+    let scan = match scan {
         Ok(s) => s,
         Err(e) => {
             result = result.and(Err(e));
             Scan::default()
         }
     };
+    if let Some(n) = &scan.nested {
+        state.next_call_id = n.next_id();
+    }
     // Task rows retired and polls streamed to the spool during the phase.
-    if let Some((tasks, polls)) = scan.lanes.take() {
-        data.polls.extend(polls);
-        if !tasks.is_empty() {
-            data.tasks.extend(tasks);
-            data.tasks.sort_by_key(|t| t.index);
+    match lanes {
+        Ok((tasks, polls)) => {
+            append(&mut data.polls, polls);
+            if !tasks.is_empty() {
+                append(&mut data.tasks, tasks);
+                TaskRow::order(&mut data.tasks);
+            }
         }
+        Err(e) => result = result.and(Err(e)),
     }
     let mut warnings = sinks(shared, &mut data, &mut result, &facts);
     if paused_calls > 0 {
@@ -326,13 +335,44 @@ fn load(shared: &Shared, snap: Snapshot, phase_start_ns: i64, finalize_ns: i64) 
     }
 }
 
-/// Step 3: the first pass over the calls, nesting them when the file or the summary wants it.
-fn nest(
+/// The lanes a spool holds: task rows and polls.
+type Lanes = (Vec<TaskRow>, Vec<PollRecord>);
+
+/// Step 3: what the spool holds, read back in two passes on two threads: the calls (counts,
+/// summaries, nesting; [`nest`]) on a helper thread, the lanes (task rows and polls, with
+/// `track_async`) on this one. Both only read the spool file. In a task-per-request phase the
+/// lanes are as many as the calls, and on a second core they then cost no extra time.
+fn read_back(
     shared: &Shared,
-    state: &mut GuardState,
+    first_id: i64,
     trigger: Trigger,
     data: &PhaseData,
-) -> Result<Scan, Error> {
+) -> (Result<Scan, Error>, Result<Lanes, Error>) {
+    if !(data.track_async && data.spooled.is_some()) {
+        return (nest(shared, first_id, trigger, data), Ok(Lanes::default()));
+    }
+    std::thread::scope(|s| {
+        let calls = std::thread::Builder::new()
+            .name("scope-profiler-finalize".into())
+            .spawn_scoped(s, || nest(shared, first_id, trigger, data));
+        let lanes = data.read_lanes().map(|(mut tasks, polls)| {
+            TaskRow::order(&mut tasks);
+            (tasks, polls)
+        });
+        let scan = match calls {
+            Ok(h) => h
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            // No second thread: one after the other.
+            Err(_) => nest(shared, first_id, trigger, data),
+        };
+        (scan, lanes)
+    })
+}
+
+/// The first pass over the calls, nesting them when the file or the summary wants it (call ids
+/// from `first_id` on).
+fn nest(shared: &Shared, first_id: i64, trigger: Trigger, data: &PhaseData) -> Result<Scan, Error> {
     if data.layout != Layout::Columnar {
         return Ok(Scan::default());
     }
@@ -342,11 +382,7 @@ fn nest(
     let want = config.track_threads || config.summary;
     // The tree is for the printed summary, which automatic rotations do not print.
     let tree = config.summary && trigger != Trigger::Rotation;
-    let scan = events::scan(data, want.then_some((state.next_call_id, tree)))?;
-    if let Some(n) = &scan.nested {
-        state.next_call_id = n.next_id();
-    }
-    Ok(scan)
+    events::scan(data, want.then_some((first_id, tree)))
 }
 
 /// Step 4: the sinks' results; returns the warnings for the report.

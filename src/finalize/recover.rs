@@ -299,17 +299,22 @@ impl Pass0 {
 fn pass0(path: &Path) -> std::io::Result<Pass0> {
     let mut counts: Vec<u64> = Vec::new();
     let mut span: Option<(i64, i64)> = None;
-    let contents = spool::scan(path, false, &mut |region, calls| {
-        let r = region as usize;
-        if counts.len() <= r {
-            counts.resize(r + 1, 0);
-        }
-        counts[r] += calls.len() as u64;
-        for c in calls {
-            let end = c.start_ns + c.dur_ns.max(0);
-            span = Some(span.map_or((c.start_ns, end), |(s, e)| (s.min(c.start_ns), e.max(end))));
-        }
-    })?;
+    let contents = spool::scan(
+        path,
+        false,
+        Some(&mut |region, calls| {
+            let r = region as usize;
+            if counts.len() <= r {
+                counts.resize(r + 1, 0);
+            }
+            counts[r] += calls.len() as u64;
+            for c in calls {
+                let end = c.start_ns + c.dur_ns.max(0);
+                span =
+                    Some(span.map_or((c.start_ns, end), |(s, e)| (s.min(c.start_ns), e.max(end))));
+            }
+        }),
+    )?;
     Ok(Pass0 {
         path: path.to_path_buf(),
         contents,

@@ -183,7 +183,7 @@ pub(crate) struct TaskTotals {
 
 impl TaskTotals {
     /// The `task_table` row; `open` says a call of the task is still running.
-    pub(crate) fn row(&self, open: bool, region_name: impl Fn(u32) -> String) -> TaskRow {
+    pub(crate) fn row(&self, open: bool) -> TaskRow {
         let none = self.created_ns == i64::MAX;
         TaskRow {
             index: self.index,
@@ -194,11 +194,7 @@ impl TaskTotals {
             steps: self.steps,
             running_ns: self.running_ns,
             suspended_ns: self.suspended_ns,
-            root_region: if self.root_region == u32::MAX {
-                String::new()
-            } else {
-                region_name(self.root_region)
-            },
+            root_region: self.root_region,
         }
     }
 
@@ -437,20 +433,15 @@ impl Tasks {
         &mut self,
         now_ns: i64,
         open: impl Fn(u64) -> Option<i64>,
-        region_name: impl Fn(u32) -> String,
     ) -> Vec<TaskRow> {
         self.settle(now_ns, u64::MAX, true, &open);
-        let mut rows: Vec<TaskRow> = self
-            .finished
-            .drain(..)
-            .map(|t| t.row(false, &region_name))
-            .collect();
+        let mut rows: Vec<TaskRow> = self.finished.drain(..).map(|t| t.row(false)).collect();
         rows.extend(
             self.by_id
                 .drain()
-                .map(|(id, acc)| acc.totals.row(open(id).is_some(), &region_name)),
+                .map(|(id, acc)| acc.totals.row(open(id).is_some())),
         );
-        rows.sort_by_key(|r| r.index);
+        TaskRow::order(&mut rows);
         self.pending.clear();
         self.quiet.clear();
         self.next_index = 0;

@@ -19,7 +19,7 @@ use crate::error::Error;
 use crate::finalize::nesting::external::Runs;
 use crate::finalize::nesting::{Nested, Nester, Overlap, Span};
 use crate::flusher::stats::Stats;
-use crate::output::model::{CallRecord, PhaseData, PollRecord, TaskRow};
+use crate::output::model::{CallRecord, PhaseData};
 
 /// Calls buffered over all rows before every row's buffer is written out.
 pub(crate) const BUFFERED_CALLS: usize = 1 << 19;
@@ -79,9 +79,6 @@ pub(crate) struct Scan {
     pub nested: Option<Nested>,
     /// Why nesting was asked for but not done (an overlap, or the budget).
     pub not_nested: Option<NotNested>,
-    /// Task rows and polls the spool files held (with `track_async`), for the pipeline to add
-    /// to the phase before it is written.
-    pub lanes: Option<(Vec<TaskRow>, Vec<PollRecord>)>,
     /// Whether the in-memory calls carry ids of their own (set by `nesting::nest` in tests).
     own_ids: bool,
 }
@@ -251,7 +248,7 @@ pub(crate) fn scan(data: &PhaseData, nest: Option<(i64, bool)>) -> Result<Scan, 
     let mut first_thread = None;
     let mut own_ids = false;
     let mut g: u64 = 0;
-    let (tasks, polls) = data.for_each_call(data.track_async, |row, c| {
+    data.for_each_call(|row, c| {
         acc[row as usize].add(c);
         let first = *first_thread.get_or_insert(c.thread);
         want.threads |= c.thread != first;
@@ -273,7 +270,6 @@ pub(crate) fn scan(data: &PhaseData, nest: Option<(i64, bool)>) -> Result<Scan, 
         want,
         nested: None,
         not_nested: None,
-        lanes: Some((tasks, polls)).filter(|(t, p)| !t.is_empty() || !p.is_empty()),
         own_ids: own_ids && nest.is_none(),
     };
     if let Some((first_id, want_tree)) = nest {
@@ -400,7 +396,7 @@ pub(crate) fn write_events(
     }
     let mut g = 0usize;
     let mut failed = None;
-    data.for_each_call(false, |row, c| {
+    data.for_each_call(|row, c| {
         if failed.is_some() {
             return;
         }

@@ -80,7 +80,7 @@ pub(crate) struct ThreadRow {
 }
 
 /// One Tokio task (`task_table`), times absolute on the profiler clock.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct TaskRow {
     /// Dense task index (what `CallRecord::task` holds).
     pub index: i64,
@@ -98,8 +98,20 @@ pub(crate) struct TaskRow {
     pub running_ns: i64,
     /// Time its outermost calls were suspended in `.await` (ns).
     pub suspended_ns: i64,
-    /// Region name of its first outermost call.
-    pub root_region: String,
+    /// Region of its first outermost call: an index into [`PhaseData::region_names`]
+    /// (`u32::MAX` = none), like [`PollRecord::region`].
+    pub root_region: u32,
+}
+
+impl TaskRow {
+    /// Puts `rows` in index order (the order of `task_table`; rows come retired in
+    /// completion order).
+    pub(crate) fn order(rows: &mut [TaskRow]) {
+        // Stable sort: linear on a sorted run followed by a few live tasks' rows.
+        if !rows.is_sorted_by_key(|r| r.index) {
+            rows.sort_by_key(|r| r.index);
+        }
+    }
 }
 
 /// One poll: an enter -> exit interval of a span on one thread.
@@ -248,16 +260,13 @@ impl PhaseData {
 
     /// Hands every call to `f` with its row: first the calls held in memory, row by row, then
     /// those in the spool files in spool order. Every pass over a phase sees the same order.
-    /// With `keep_lanes`, returns the task rows and polls the spool files hold.
     ///
     /// # Errors
     /// A spool file cannot be read (the error names it).
     pub(crate) fn for_each_call(
         &self,
-        keep_lanes: bool,
         mut f: impl FnMut(u32, &CallRecord),
-    ) -> Result<(Vec<TaskRow>, Vec<PollRecord>), crate::Error> {
-        let mut lanes = (Vec::new(), Vec::new());
+    ) -> Result<(), crate::Error> {
         for (r, row) in self.regions.iter().enumerate() {
             for c in &row.calls {
                 f(r as u32, c);
@@ -265,7 +274,7 @@ impl PhaseData {
         }
         if let Some(sp) = &self.spooled {
             for file in &sp.files {
-                let c = crate::flusher::spool::scan(file, keep_lanes, &mut |region, calls| {
+                let mut on_calls = |region: u32, calls: &[CallRecord]| {
                     if let Some(&row) = sp.row_of.get(region as usize) {
                         if row != u32::MAX {
                             for c in calls {
@@ -273,17 +282,50 @@ impl PhaseData {
                             }
                         }
                     }
-                })
-                .map_err(|source| crate::Error::Io {
-                    context: "reading this phase's calls back from the spool".into(),
-                    path: file.clone(),
-                    source,
-                })?;
-                lanes.0.extend(c.tasks);
-                lanes.1.extend(c.polls);
+                };
+                crate::flusher::spool::scan(file, false, Some(&mut on_calls))
+                    .map_err(|e| spool_error(file, e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The task rows and polls the spool files hold (retired and streamed out during the
+    /// phase), read in a pass of their own that skips the calls: a finalize reads them on one
+    /// thread while another reads the calls ([`crate::finalize::pipeline`]).
+    ///
+    /// # Errors
+    /// A spool file cannot be read (the error names it).
+    pub(crate) fn read_lanes(&self) -> Result<(Vec<TaskRow>, Vec<PollRecord>), crate::Error> {
+        let mut lanes = (Vec::new(), Vec::new());
+        if let Some(sp) = &self.spooled {
+            for file in &sp.files {
+                let c = crate::flusher::spool::scan(file, true, None)
+                    .map_err(|e| spool_error(file, e))?;
+                append(&mut lanes.0, c.tasks);
+                append(&mut lanes.1, c.polls);
             }
         }
         Ok(lanes)
+    }
+}
+
+/// A spool file could not be read back.
+fn spool_error(file: &std::path::Path, source: std::io::Error) -> crate::Error {
+    crate::Error::Io {
+        context: "reading this phase's calls back from the spool".into(),
+        path: file.to_path_buf(),
+        source,
+    }
+}
+
+/// Appends `more` to `to`, without a copy when `to` is empty (the usual case: millions of polls
+/// read back from the spool, and none left in memory).
+pub(crate) fn append<T>(to: &mut Vec<T>, mut more: Vec<T>) {
+    if to.is_empty() {
+        std::mem::swap(to, &mut more);
+    } else {
+        to.append(&mut more);
     }
 }
 
@@ -358,4 +400,57 @@ pub(crate) struct LikwidRegion {
     pub events: Vec<Vec<f64>>,
     /// Metric values, `metrics[m][t]`.
     pub metrics: Vec<Vec<f64>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TaskRow;
+
+    fn rows(indices: &[i64]) -> Vec<TaskRow> {
+        indices
+            .iter()
+            .map(|&index| TaskRow {
+                index,
+                tokio_id: index.wrapping_add(100) as u64,
+                thread_index: 0,
+                created_ns: index,
+                done_ns: -1,
+                steps: 1,
+                running_ns: 0,
+                suspended_ns: 0,
+                root_region: 0,
+            })
+            .collect()
+    }
+
+    fn indices(rows: &[TaskRow]) -> Vec<i64> {
+        rows.iter().map(|r| r.index).collect()
+    }
+
+    #[test]
+    fn task_rows_are_put_in_index_order_whatever_their_indices() {
+        // A permutation, rows travelling with their index.
+        let mut r = rows(&[3, 0, 4, 1, 2]);
+        TaskRow::order(&mut r);
+        assert_eq!(indices(&r), [0, 1, 2, 3, 4]);
+        assert!(
+            r.iter().all(|t| t.tokio_id == t.index as u64 + 100),
+            "rows move whole"
+        );
+        // Gaps, repeats and negative indices.
+        for input in [
+            &[5, 1, 9][..],
+            &[2, 0, 2, 1],
+            &[1, 1],
+            &[-1, 0],
+            &[0, 2, 1, 2],
+        ] {
+            let mut r = rows(input);
+            TaskRow::order(&mut r);
+            let mut want = input.to_vec();
+            want.sort_unstable();
+            assert_eq!(indices(&r), want, "{input:?}");
+        }
+        TaskRow::order(&mut []);
+    }
 }

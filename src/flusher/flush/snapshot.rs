@@ -87,15 +87,12 @@ impl Flusher {
         }
         let region_names: Vec<String> = infos.iter().map(|i| i.name.to_owned()).collect();
         let (clock, open) = (self.shared.clock, &self.asm.task_open);
-        let name = |r: u32| region_names[r as usize].clone();
-        let mut tasks = self.tasks.take_rows(
-            clock.now_ns(),
-            |t| open.earliest(t).map(|s| clock.to_ns(s)),
-            name,
-        );
+        let mut tasks = self
+            .tasks
+            .take_rows(clock.now_ns(), |t| open.earliest(t).map(|s| clock.to_ns(s)));
         if !self.finished_tasks.is_empty() {
-            tasks.extend(self.finished_tasks.drain(..).map(|t| t.row(false, name)));
-            tasks.sort_by_key(|r| r.index);
+            tasks.extend(self.finished_tasks.drain(..).map(|t| t.row(false)));
+            TaskRow::order(&mut tasks);
         }
         let threads = self.threads();
         let agg = self.aggregate_stats();

@@ -64,26 +64,34 @@ pub(crate) struct SpoolContents {
 #[cfg(test)]
 pub(crate) fn read(path: &Path) -> io::Result<SpoolContents> {
     let mut calls: Vec<Vec<CallRecord>> = Vec::new();
-    let mut out = scan(path, true, &mut |region, c| {
-        let region = region as usize;
-        if calls.len() <= region {
-            calls.resize_with(region + 1, Vec::new);
-        }
-        calls[region].extend_from_slice(c);
-    })?;
+    let mut out = scan(
+        path,
+        true,
+        Some(&mut |region, c| {
+            let region = region as usize;
+            if calls.len() <= region {
+                calls.resize_with(region + 1, Vec::new);
+            }
+            calls[region].extend_from_slice(c);
+        }),
+    )?;
     calls.resize_with(out.regions.len().max(calls.len()), Vec::new);
     out.calls = calls;
     Ok(out)
 }
 
+/// What [`scan`] hands the calls of each calls frame to, with their region id.
+pub(crate) type OnCalls<'a> = dyn FnMut(u32, &[CallRecord]) + 'a;
+
 /// Reads a spool (tolerating a torn last frame) one frame at a time, handing the calls of
-/// every calls frame to `on_calls` with their region id; returns everything else it holds
-/// (`calls` stays empty; tasks and polls only with `keep_lanes`). Memory: one frame, plus the
-/// polls when kept. One function per frame tag below, mirroring the writer's `put_*`.
+/// every calls frame to `on_calls` with their region id (`None`: calls frames are skipped
+/// undecoded); returns everything else it holds (`calls` stays empty; tasks and polls only
+/// with `keep_lanes`). Memory: one frame, plus the lanes when kept. One function per frame tag
+/// below, mirroring the writer's `put_*`.
 pub(crate) fn scan(
     path: &Path,
     keep_lanes: bool,
-    on_calls: &mut dyn FnMut(u32, &[CallRecord]),
+    mut on_calls: Option<&mut OnCalls<'_>>,
 ) -> io::Result<SpoolContents> {
     let mut frame_calls: Vec<CallRecord> = Vec::new();
     let mut input = BufReader::with_capacity(1 << 20, File::open(path)?);
@@ -119,15 +127,18 @@ pub(crate) fn scan(
             }
             TAG_REGION => region(&mut r, &mut out.regions).ok_or_else(|| bad("region"))?,
             TAG_CALLS => {
-                let region = calls(&mut r, out.regions.len(), &mut frame_calls).map_err(&bad)?;
-                on_calls(region, &frame_calls);
+                if let Some(on_calls) = on_calls.as_mut() {
+                    let declared = out.regions.len();
+                    let region = calls(&mut r, declared, &mut frame_calls).map_err(&bad)?;
+                    on_calls(region, &frame_calls);
+                }
             }
             TAG_THREADS => out.threads = threads(&mut r).ok_or_else(|| bad("threads"))?,
             TAG_AGGREGATE => out.aggregate = aggregate(&mut r).ok_or_else(|| bad("aggregate"))?,
             TAG_POLLS | TAG_TASKS if !keep_lanes => {}
             TAG_POLLS => polls(&mut r, &mut out.polls).ok_or_else(|| bad("polls"))?,
             TAG_TASKS => {
-                let rows = tasks(&mut r, &out.regions).ok_or_else(|| bad("tasks"))?;
+                let rows = tasks(&mut r).ok_or_else(|| bad("tasks"))?;
                 out.tasks.extend(rows);
             }
             _ => return Err(bad(&format!("unknown frame tag {tag}"))),
@@ -268,8 +279,8 @@ fn polls(r: &mut Cursor<'_>, out: &mut Vec<PollRecord>) -> Option<()> {
     Some(())
 }
 
-/// Frame 5: rows of retired tasks (their root region named from the declared regions).
-fn tasks(r: &mut Cursor<'_>, regions: &[SpoolRegion]) -> Option<Vec<TaskRow>> {
+/// Frame 5: rows of retired tasks (their root region by region id).
+fn tasks(r: &mut Cursor<'_>) -> Option<Vec<TaskRow>> {
     let n = r.u32()?;
     let (d, mut at) = (r.d, r.at);
     let mut rows = Vec::with_capacity(n.min(1 << 16) as usize);
@@ -289,12 +300,7 @@ fn tasks(r: &mut Cursor<'_>, regions: &[SpoolRegion]) -> Option<Vec<TaskRow>> {
             suspended_ns: v[7],
             root_region: u32::try_from(v[8]).unwrap_or(u32::MAX),
         };
-        rows.push(totals.row(false, |id| {
-            regions
-                .get(id as usize)
-                .map(|r| r.name.clone())
-                .unwrap_or_default()
-        }));
+        rows.push(totals.row(false));
     }
     Some(rows)
 }

@@ -16,6 +16,9 @@ pub(crate) const MAX_ATTR_CHARS: usize = 60_000;
 pub(crate) const TRUNCATION_MARKER: &str = "...[truncated]";
 /// Largest chunk, in elements, of a compressed dataset.
 const MAX_CHUNK: usize = 65_536;
+/// Shortest string column written as a fill value when all its values are equal
+/// ([`Ctx::constant_strings`]); shorter ones are written element by element, as h5py would.
+const CONSTANT_MIN_ROWS: usize = 1024;
 
 /// Maps HDF5 errors to [`Error::Hdf5`] for one target file.
 pub(crate) struct Ctx<'a> {
@@ -63,15 +66,101 @@ impl Ctx<'_> {
         self.h5(&context, created).map(drop)
     }
 
+    /// Writes a 1-D dataset `group/name` of `f(row)` for every row, uncompressed, through one
+    /// small reused buffer: a lane table or the polls can have millions of rows, and a fresh
+    /// full-length vector per column costs more in page faults than the write itself.
+    pub(crate) fn column<R, T: H5Type + Copy>(
+        &self,
+        group: &Group,
+        name: &str,
+        rows: &[R],
+        f: impl Fn(&R) -> T,
+    ) -> Result<(), Error> {
+        /// Rows per write: a 128 KiB buffer of i64, below glibc's mmap threshold.
+        const BLOCK: usize = 16_384;
+        let context = format!("{}/{name}", group.name().trim_start_matches('/'));
+        let ds = self.h5(
+            &context,
+            group.new_dataset::<T>().shape(rows.len()).create(name),
+        )?;
+        let mut buf: Vec<T> = Vec::with_capacity(BLOCK.min(rows.len()));
+        for (k, block) in rows.chunks(BLOCK).enumerate() {
+            buf.clear();
+            buf.extend(block.iter().map(&f));
+            let at = k * BLOCK;
+            self.h5(&context, ds.write_slice(&buf[..], at..at + block.len()))?;
+        }
+        Ok(())
+    }
+
     /// Writes a 1-D variable-length UTF-8 string dataset.
+    ///
+    /// Fast for long columns (a task table has a row per task): the strings are copied once
+    /// into one NUL-separated arena, a value equal to the previous one is not copied again, and
+    /// HDF5 reads them through pointers into it ([`StrPtr`]); no allocation per string. What
+    /// remains per string is HDF5's own global-heap insert.
     pub(crate) fn strings<'s>(
         &self,
         group: &Group,
         name: &str,
         values: impl IntoIterator<Item = &'s str>,
     ) -> Result<(), Error> {
-        let values: Vec<VarLenUnicode> = values.into_iter().map(vlen).collect();
-        self.dataset(group, name, &values, None)
+        let mut arena: Vec<u8> = Vec::new();
+        let mut offsets: Vec<usize> = Vec::new();
+        let mut previous: Option<&str> = None;
+        for v in values {
+            if previous == Some(v) {
+                offsets.push(*offsets.last().unwrap_or(&0));
+                continue;
+            }
+            previous = Some(v);
+            offsets.push(arena.len());
+            if v.contains('\0') {
+                arena.extend_from_slice(v.replace('\0', "\u{FFFD}").as_bytes());
+            } else {
+                arena.extend_from_slice(v.as_bytes());
+            }
+            arena.push(0);
+        }
+        if offsets.len() >= CONSTANT_MIN_ROWS && offsets.iter().all(|&o| o == 0) {
+            return self.constant_strings(group, name, &arena[..arena.len() - 1], offsets.len());
+        }
+        // The arena is complete: pointers into it stay valid until it is dropped below.
+        let base = arena.as_ptr();
+        // SAFETY: every offset is the start of a string inside `arena` (pushed above), so the
+        // pointer stays within the allocation.
+        let ptrs: Vec<StrPtr> = offsets
+            .iter()
+            .map(|&o| StrPtr(unsafe { base.add(o) }))
+            .collect();
+        let written = self.dataset(group, name, &ptrs, None);
+        drop(arena);
+        written
+    }
+
+    /// A string column of `n` copies of `value`: chunked, with `value` as its fill value and no
+    /// chunk ever written, so a reader gets `value` for every element (HDF5 returns the fill
+    /// value for unallocated chunks) and HDF5 stores no string per element. A column whose
+    /// values are all equal (`task_table/kind` always is) then costs nothing per row.
+    ///
+    /// Only ever whole columns: HDF5 1.10 cannot read a variable-length column with a fill
+    /// value that has some chunks written and others not from a read-only file.
+    fn constant_strings(
+        &self,
+        group: &Group,
+        name: &str,
+        value: &[u8],
+        n: usize,
+    ) -> Result<(), Error> {
+        let context = format!("{}/{name}", group.name().trim_start_matches('/'));
+        let value = vlen(std::str::from_utf8(value).unwrap_or_default());
+        let created = group
+            .new_dataset::<VarLenUnicode>()
+            .shape(n)
+            .chunk(n.min(MAX_CHUNK))
+            .fill_value(value)
+            .create(name);
+        self.h5(&context, created).map(drop)
     }
 
     /// Writes a scalar attribute of any fixed type.
@@ -145,6 +234,24 @@ impl Ctx<'_> {
                 }
             });
         self.h5(&context, written)
+    }
+}
+
+/// A borrowed NUL-terminated UTF-8 string: what HDF5 reads for a variable-length string
+/// element in memory, without the ownership (and the allocation per string) of
+/// [`VarLenUnicode`]. Only [`Ctx::strings`] makes them, pointing into an arena that outlives
+/// the write.
+#[repr(transparent)]
+#[derive(Clone, Copy)]
+struct StrPtr(*const u8);
+
+// SAFETY: `StrPtr` has the memory layout HDF5 expects of a variable-length UTF-8 string
+// element (one `char*` to a NUL-terminated string, exactly `VarLenUnicode`'s layout), which is
+// what the descriptor declares. HDF5 only reads through the pointers while writing; it never
+// frees or keeps them. Reading into a `StrPtr` is never done.
+unsafe impl H5Type for StrPtr {
+    fn type_descriptor() -> ::hdf5::types::TypeDescriptor {
+        ::hdf5::types::TypeDescriptor::VarLenUnicode
     }
 }
 

@@ -26,58 +26,52 @@ pub(super) fn write_lanes(ctx: &Ctx<'_>, file: &File, data: &PhaseData) -> Resul
     let rel = |t: i64| if t < 0 { -1 } else { t - origin };
     if data.track_threads && !data.threads.is_empty() {
         let t = ctx.group(file, "thread_table")?;
-        let n = data.threads.len();
-        let col = |f: &dyn Fn(&crate::output::model::ThreadRow) -> i64| -> Vec<i64> {
-            data.threads.iter().map(f).collect()
-        };
-        ctx.dataset(&t, "ranks", &vec![0u32; n], None)?;
-        ctx.dataset(&t, "index", &col(&|r| i64::from(r.index)), None)?;
-        ctx.dataset(&t, "ident", &col(&|r| r.native_id), None)?;
-        ctx.dataset(&t, "native_id", &col(&|r| r.native_id), None)?;
-        ctx.dataset(&t, "daemon", &vec![0i8; n], None)?;
-        ctx.dataset(&t, "start_ns", &col(&|r| r.start_ns - origin), None)?;
-        ctx.dataset(&t, "end_ns", &col(&|r| rel(r.end_ns)), None)?;
-        ctx.dataset(&t, "cpu_ns", &col(&|r| r.cpu_ns), None)?;
-        ctx.strings(&t, "name", data.threads.iter().map(|r| r.name.as_str()))?;
+        let rows = &data.threads[..];
+        ctx.column(&t, "ranks", rows, |_| 0u32)?;
+        ctx.column(&t, "index", rows, |r| i64::from(r.index))?;
+        ctx.column(&t, "ident", rows, |r| r.native_id)?;
+        ctx.column(&t, "native_id", rows, |r| r.native_id)?;
+        ctx.column(&t, "daemon", rows, |_| 0i8)?;
+        ctx.column(&t, "start_ns", rows, |r| r.start_ns - origin)?;
+        ctx.column(&t, "end_ns", rows, |r| rel(r.end_ns))?;
+        ctx.column(&t, "cpu_ns", rows, |r| r.cpu_ns)?;
+        ctx.strings(&t, "name", rows.iter().map(|r| r.name.as_str()))?;
     }
     if data.track_async && !data.tasks.is_empty() {
         let t = ctx.group(file, "task_table")?;
-        let n = data.tasks.len();
-        let col = |f: &dyn Fn(&crate::output::model::TaskRow) -> i64| -> Vec<i64> {
-            data.tasks.iter().map(f).collect()
-        };
-        ctx.dataset(&t, "ranks", &vec![0u32; n], None)?;
-        ctx.dataset(&t, "index", &col(&|r| r.index), None)?;
-        ctx.dataset(
-            &t,
-            "thread_index",
-            &col(&|r| i64::from(r.thread_index)),
-            None,
-        )?;
-        ctx.dataset(&t, "created_ns", &col(&|r| rel(r.created_ns)), None)?;
-        ctx.dataset(&t, "done_ns", &col(&|r| rel(r.done_ns)), None)?;
-        ctx.dataset(&t, "steps", &col(&|r| r.steps), None)?;
-        ctx.dataset(&t, "running_ns", &col(&|r| r.running_ns), None)?;
-        ctx.dataset(&t, "suspended_ns", &col(&|r| r.suspended_ns), None)?;
+        let rows = &data.tasks[..];
+        ctx.column(&t, "ranks", rows, |_| 0u32)?;
+        ctx.column(&t, "index", rows, |r| r.index)?;
+        ctx.column(&t, "thread_index", rows, |r| i64::from(r.thread_index))?;
+        ctx.column(&t, "created_ns", rows, |r| rel(r.created_ns))?;
+        ctx.column(&t, "done_ns", rows, |r| rel(r.done_ns))?;
+        ctx.column(&t, "steps", rows, |r| r.steps)?;
+        ctx.column(&t, "running_ns", rows, |r| r.running_ns)?;
+        ctx.column(&t, "suspended_ns", rows, |r| r.suspended_ns)?;
         // Not in the schema (the Python reader ignores it): Tokio's own task id per row.
-        ctx.dataset(
-            &t,
-            "tokio_id",
-            &data.tasks.iter().map(|r| r.tokio_id).collect::<Vec<u64>>(),
-            None,
-        )?;
-        ctx.strings(&t, "kind", data.tasks.iter().map(|_| "task"))?;
-        let names: Vec<String> = data
-            .tasks
-            .iter()
-            .map(|r| format!("Task-{}", r.tokio_id))
-            .collect();
-        ctx.strings(&t, "name", names.iter().map(String::as_str))?;
+        ctx.column(&t, "tokio_id", rows, |r| r.tokio_id)?;
+        // Always "task" (written as a fill value, see `Ctx::strings`).
+        ctx.strings(&t, "kind", rows.iter().map(|_| "task"))?;
+        // `Task-<tokio id>`, formatted into one buffer (a task table can have millions of rows).
+        let mut names = String::with_capacity(rows.len() * 12);
+        let mut ends = Vec::with_capacity(rows.len());
+        for r in rows {
+            use std::fmt::Write as _;
+            let _ = write!(names, "Task-{}", r.tokio_id);
+            ends.push(names.len());
+        }
+        let mut start = 0;
         ctx.strings(
             &t,
-            "coro_name",
-            data.tasks.iter().map(|r| r.root_region.as_str()),
+            "name",
+            ends.iter().map(|&end| {
+                let s = &names[start..end];
+                start = end;
+                s
+            }),
         )?;
+        let region = |r: u32| data.region_names.get(r as usize).map_or("", String::as_str);
+        ctx.strings(&t, "coro_name", rows.iter().map(|r| region(r.root_region)))?;
     }
     if !data.polls.is_empty() {
         let own = ctx.group(file, OWN_GROUP)?;
@@ -87,37 +81,12 @@ pub(super) fn write_lanes(ctx: &Ctx<'_>, file: &File, data: &PhaseData) -> Resul
             data.region_names.iter().map(String::as_str),
         )?;
         let polls = ctx.h5("scope_profiler_rs/polls", own.create_group("polls"))?;
-        let p = &data.polls;
-        ctx.dataset(
-            &polls,
-            "region_ids",
-            &p.iter().map(|x| x.region).collect::<Vec<u32>>(),
-            None,
-        )?;
-        ctx.dataset(
-            &polls,
-            "start_ns",
-            &p.iter().map(|x| x.start_ns).collect::<Vec<i64>>(),
-            None,
-        )?;
-        ctx.dataset(
-            &polls,
-            "durations",
-            &p.iter().map(|x| x.dur_ns).collect::<Vec<i64>>(),
-            None,
-        )?;
-        ctx.dataset(
-            &polls,
-            "thread_ids",
-            &p.iter().map(|x| i64::from(x.thread)).collect::<Vec<i64>>(),
-            None,
-        )?;
-        ctx.dataset(
-            &polls,
-            "task_ids",
-            &p.iter().map(|x| x.task).collect::<Vec<i64>>(),
-            None,
-        )?;
+        let p = &data.polls[..];
+        ctx.column(&polls, "region_ids", p, |x| x.region)?;
+        ctx.column(&polls, "start_ns", p, |x| x.start_ns)?;
+        ctx.column(&polls, "durations", p, |x| x.dur_ns)?;
+        ctx.column(&polls, "thread_ids", p, |x| i64::from(x.thread))?;
+        ctx.column(&polls, "task_ids", p, |x| x.task)?;
     }
     Ok(())
 }
