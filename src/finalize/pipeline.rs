@@ -23,10 +23,10 @@ use std::sync::mpsc::{self, Sender};
 use crate::finalize::report::{Flat, RegionStats, Report};
 use crate::flusher::flush::{Command, Snapshot};
 use crate::output::events::{self, Scan};
+use crate::output::hdf5::lanes::Lanes;
+use crate::output::hdf5::staged::Staged;
 use crate::output::hdf5::WriteOptions;
-use crate::output::model::{
-    append, Layout, PhaseData, PollRecord, RegionRow, SpooledCalls, TaskRow,
-};
+use crate::output::model::{Layout, PhaseData, PollRecord, RegionRow, SpooledCalls, TaskRow};
 use crate::shared::Shared;
 use crate::{Error, Mode, SESSION_REGION};
 
@@ -142,7 +142,20 @@ pub(crate) fn run(
     let mut data = load(shared, snap, phase_start_ns, finalize_ns);
     // Sources, line profiles and the profiler's own cost (which nesting may compensate).
     data.extra = crate::output::source::phase_extra(shared, &data, lines);
-    let (scan, lanes) = read_back(shared, state.next_call_id, trigger, &data);
+    let target = match config.mode {
+        Mode::Disabled => None,
+        _ => target(shared, state, to),
+    };
+    // Single-rank, a sound phase's file is begun with its lane tables while the calls are read.
+    let stage_at = target
+        .as_ref()
+        .filter(|_| result.is_ok() && crate::mpi::rank_of(shared).is_none())
+        .map(|(path, _)| path.as_path());
+    let ReadBack {
+        scan,
+        lanes,
+        staged,
+    } = read_back(shared, state.next_call_id, trigger, &data, stage_at);
     let scan = match scan {
         Ok(s) => s,
         Err(e) => {
@@ -153,16 +166,11 @@ pub(crate) fn run(
     if let Some(n) = &scan.nested {
         state.next_call_id = n.next_id();
     }
-    // Task rows retired and polls streamed to the spool during the phase.
+    // With the task rows retired and the polls streamed to the spool during the phase.
     match lanes {
-        Ok((tasks, polls)) => {
-            append(&mut data.polls, polls);
-            if !tasks.is_empty() {
-                append(&mut data.tasks, tasks);
-                TaskRow::order(&mut data.tasks);
-            }
-        }
-        Err(e) => result = result.and(Err(e)),
+        None => {}
+        Some(Ok((tasks, polls))) => (data.tasks, data.polls) = (tasks, polls),
+        Some(Err(e)) => result = result.and(Err(e)),
     }
     let mut warnings = sinks(shared, &mut data, &mut result, &facts);
     if paused_calls > 0 {
@@ -175,12 +183,11 @@ pub(crate) fn run(
     if config.mode == Mode::Disabled {
         return Ok(Some(report));
     }
-    let target = target(shared, state, to);
     // Multi-rank, a rank whose phase failed still takes part in the (collective) publish.
     let collective = crate::mpi::rank_of(shared).is_some();
     if let (true, Some((path, numbered))) = (result.is_ok() || collective, &target) {
         let ok = result.is_ok();
-        match publish(shared, state, path, *numbered, &data, &scan, ok) {
+        match publish(shared, state, path, *numbered, (&data, &scan, staged), ok) {
             Ok(written) => report.file = Some(written),
             Err(e) => result = result.and(Err(e)),
         }
@@ -330,35 +337,57 @@ fn load(shared: &Shared, snap: Snapshot, phase_start_ns: i64, finalize_ns: i64) 
         spooled: snap.spool_phase.map(|f| SpooledCalls {
             files: vec![f],
             row_of,
+            lanes: snap.spooled_lanes,
         }),
         extra: Default::default(),
     }
 }
 
-/// The lanes a spool holds: task rows and polls.
-type Lanes = (Vec<TaskRow>, Vec<PollRecord>);
+/// A phase's task rows (in index order) and polls.
+type LaneRows = (Vec<TaskRow>, Vec<PollRecord>);
+
+/// What [`read_back`] gives.
+struct ReadBack {
+    /// The calls' first pass.
+    scan: Result<Scan, Error>,
+    /// Every task row and poll of the phase (those held in memory and those in the spool),
+    /// when the spool has lanes (`None`: the phase's own are all there is).
+    lanes: Option<Result<LaneRows, Error>>,
+    /// The file, begun with the lane tables.
+    staged: Option<Staged>,
+}
 
 /// Step 3: what the spool holds, read back in two passes on two threads: the calls (counts,
-/// summaries, nesting; [`nest`]) on a helper thread, the lanes (task rows and polls, with
-/// `track_async`) on this one. Both only read the spool file. In a task-per-request phase the
-/// lanes are as many as the calls, and on a second core they then cost no extra time.
+/// summaries, nesting; [`nest`]) on a helper thread; on this one the lanes (task rows and
+/// polls, with `track_async`), which it then writes into the file begun at `stage_at`
+/// ([`Staged`]). In a task-per-request phase the lanes are as many as the calls and most of
+/// the file's HDF5 time; on a second core they then cost little more than the calls do.
 fn read_back(
     shared: &Shared,
     first_id: i64,
     trigger: Trigger,
     data: &PhaseData,
-) -> (Result<Scan, Error>, Result<Lanes, Error>) {
+    stage_at: Option<&Path>,
+) -> ReadBack {
     if !(data.track_async && data.spooled.is_some()) {
-        return (nest(shared, first_id, trigger, data), Ok(Lanes::default()));
+        return ReadBack {
+            scan: nest(shared, first_id, trigger, data),
+            lanes: None,
+            staged: None,
+        };
     }
     std::thread::scope(|s| {
         let calls = std::thread::Builder::new()
             .name("scope-profiler-finalize".into())
             .spawn_scoped(s, || nest(shared, first_id, trigger, data));
-        let lanes = data.read_lanes().map(|(mut tasks, polls)| {
-            TaskRow::order(&mut tasks);
-            (tasks, polls)
-        });
+        let lanes = data.read_lanes();
+        // A file that cannot be begun here is written whole at publish, which reports why.
+        let staged = match (&lanes, stage_at) {
+            (Ok((tasks, polls)), Some(at)) if data.layout == Layout::Columnar => {
+                Staged::begin(at, data, Lanes { tasks, polls }).ok()
+            }
+            _ => None,
+        };
         let scan = match calls {
             Ok(h) => h
                 .join()
@@ -366,7 +395,11 @@ fn read_back(
             // No second thread: one after the other.
             Err(_) => nest(shared, first_id, trigger, data),
         };
-        (scan, lanes)
+        ReadBack {
+            scan,
+            lanes: Some(lanes),
+            staged,
+        }
     })
 }
 
@@ -468,18 +501,18 @@ fn target(shared: &Shared, state: &mut GuardState, to: Option<&Path>) -> Option<
         .map(|p| (p.to_path_buf(), false))
 }
 
-/// Step 6: the second pass writes the file; returns where it went.
+/// Step 6: the second pass writes the file (completing the staged one, if any); returns where
+/// it went.
 fn publish(
     shared: &Shared,
     state: &mut GuardState,
     path: &Path,
     numbered: bool,
-    data: &PhaseData,
-    scan: &Scan,
+    (data, scan, staged): (&PhaseData, &Scan, Option<Staged>),
     ok: bool,
 ) -> Result<PathBuf, Error> {
     let config = &shared.config;
-    let mut write = crate::mpi::phase_writer(shared, path, data, scan, ok);
+    let mut write = crate::mpi::phase_writer(shared, path, data, scan, ok, staged);
     let mut opts = WriteOptions {
         gzip: config.gzip,
         durable: config.durable,

@@ -449,6 +449,7 @@ fn write(output: &Path, spools: &[Pass0], no_replace: bool) -> Result<Recovered,
         spooled: Some(SpooledCalls {
             files: spools.iter().map(|p| p.path.clone()).collect(),
             row_of,
+            lanes: Default::default(),
         }),
         ..PhaseData::new(layout, rows)
     };
@@ -460,7 +461,7 @@ fn write(output: &Path, spools: &[Pass0], no_replace: bool) -> Result<Recovered,
         no_replace,
         ..WriteOptions::default()
     };
-    crate::output::hdf5::write_scanned(output, &data, &scan, &opts)?;
+    crate::output::hdf5::write_scanned(output, &data, &scan, &opts, None)?;
     Ok(Recovered {
         output: output.to_path_buf(),
         spools: spools.iter().map(|p| p.path.clone()).collect(),

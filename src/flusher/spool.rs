@@ -89,8 +89,17 @@ pub(crate) struct SpoolWriter {
     pub(crate) lost_calls: u64,
     /// Calls spooled since the spool was created or last rotated.
     pub(crate) unpublished: u64,
+    /// Task rows and polls spooled since then (what reading them back reserves room for).
+    pub(crate) lanes: LaneCounts,
     /// fsync every write (`Builder::durable`).
     durable: bool,
+}
+
+/// How many task rows and polls a spool phase holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LaneCounts {
+    pub tasks: u64,
+    pub polls: u64,
 }
 
 /// Creates a spool file: never through a link, mode 0600, locked against a second process.
@@ -119,6 +128,7 @@ impl SpoolWriter {
             error: None,
             lost_calls: 0,
             unpublished: 0,
+            lanes: LaneCounts::default(),
             durable,
         };
         if durable {
@@ -199,6 +209,7 @@ impl SpoolWriter {
         if self.pending_polls.is_empty() {
             return;
         }
+        self.lanes.polls += self.pending_polls.len() as u64;
         let at = self.buf.len();
         self.buf.push(TAG_POLLS);
         self.buf.extend_from_slice(&[0; 4]);
@@ -224,6 +235,7 @@ impl SpoolWriter {
             return;
         }
         self.put_region_frames();
+        self.lanes.tasks += rows.len() as u64;
         let at = self.buf.len();
         self.buf.push(TAG_TASKS);
         self.buf.extend_from_slice(&[0; 4]);
@@ -363,13 +375,13 @@ impl SpoolWriter {
 
     /// Ends the current phase: flushes, moves the spool aside to `<spool>.<phase>` and starts
     /// a fresh spool (header and region table) for the next phase. Returns the moved file,
-    /// which the caller publishes and then deletes.
+    /// which the caller publishes and then deletes, and how many task rows and polls it holds.
     pub(crate) fn rotate(
         &mut self,
         phase: u64,
         threads: &[ThreadRow],
         aggregate: &[(u32, Stats)],
-    ) -> io::Result<PathBuf> {
+    ) -> io::Result<(PathBuf, LaneCounts)> {
         self.flush(threads, aggregate);
         if let Some(e) = self.error.take() {
             // Keep what is on disk; the caller reports where it is.
@@ -379,6 +391,7 @@ impl SpoolWriter {
         let moved = PathBuf::from(format!("{}.{phase}", self.path.display()));
         std::fs::rename(&self.path, &moved)?;
         self.unpublished = 0;
+        let lanes = std::mem::take(&mut self.lanes);
         match create_file(&self.path) {
             Ok(f) => {
                 self.file = f;
@@ -389,7 +402,7 @@ impl SpoolWriter {
             }
             Err(e) => self.error = Some(e),
         }
-        Ok(moved)
+        Ok((moved, lanes))
     }
 
     /// Removes the spool (at shutdown, when everything was published).
@@ -423,7 +436,7 @@ fn frame(buf: &mut Vec<u8>, tag: u8, payload: &[u8]) {
 mod read;
 #[cfg(test)]
 pub(crate) use read::read;
-pub(crate) use read::{scan, SpoolContents};
+pub(crate) use read::{scan, scan_into, SpoolContents};
 
 #[cfg(test)]
 mod tests;

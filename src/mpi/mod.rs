@@ -158,6 +158,8 @@ pub(crate) struct PhaseWriter<'a> {
     data: &'a crate::output::model::PhaseData,
     scan: &'a crate::output::events::Scan,
     ok: bool,
+    /// The file begun before the calls were read back (single-rank only), for the first write.
+    staged: Option<crate::output::hdf5::staged::Staged>,
     /// This rank's part file, once written (or why there is none).
     part: Option<Result<PathBuf, String>>,
     /// Rank 0: every rank's clock offset, once measured.
@@ -166,13 +168,15 @@ pub(crate) struct PhaseWriter<'a> {
 }
 
 /// The writer for one phase whose configured target is `target`; `ok`: this rank's phase
-/// is sound (else, multi-rank, it tells rank 0 it has no part).
+/// is sound (else, multi-rank, it tells rank 0 it has no part); `staged`: the file begun with
+/// the lane tables (single-rank).
 pub(crate) fn phase_writer<'a>(
     shared: &'a Shared,
     target: &'a Path,
     data: &'a crate::output::model::PhaseData,
     scan: &'a crate::output::events::Scan,
     ok: bool,
+    staged: Option<crate::output::hdf5::staged::Staged>,
 ) -> PhaseWriter<'a> {
     PhaseWriter {
         shared,
@@ -180,6 +184,7 @@ pub(crate) fn phase_writer<'a>(
         data,
         scan,
         ok,
+        staged,
         part: None,
         offsets: None,
     }
@@ -210,7 +215,7 @@ impl PhaseWriter<'_> {
                         no_replace: false,
                         ..*opts
                     };
-                    crate::output::hdf5::write_scanned(&p, self.data, self.scan, &part_opts)
+                    crate::output::hdf5::write_scanned(&p, self.data, self.scan, &part_opts, None)
                         .map(|_| p)
                         .map_err(|e| e.to_string())
                 } else {
@@ -230,8 +235,14 @@ impl PhaseWriter<'_> {
             return Ok((published, id));
         }
         let _ = (self.ok, self.target);
-        crate::output::hdf5::write_scanned(candidate, self.data, self.scan, opts)
-            .map(|id| (candidate.to_path_buf(), id))
+        crate::output::hdf5::write_scanned(
+            candidate,
+            self.data,
+            self.scan,
+            opts,
+            self.staged.take(),
+        )
+        .map(|id| (candidate.to_path_buf(), id))
     }
 }
 

@@ -230,6 +230,8 @@ pub(crate) struct SpooledCalls {
     pub files: Vec<std::path::PathBuf>,
     /// Row of each spool region id (`u32::MAX`: not written).
     pub row_of: Vec<u32>,
+    /// How many task rows and polls the files hold (room reserved when they are read back).
+    pub lanes: crate::flusher::spool::LaneCounts,
 }
 
 impl PhaseData {
@@ -290,23 +292,31 @@ impl PhaseData {
         Ok(())
     }
 
-    /// The task rows and polls the spool files hold (retired and streamed out during the
-    /// phase), read in a pass of their own that skips the calls: a finalize reads them on one
-    /// thread while another reads the calls ([`crate::finalize::pipeline`]).
+    /// Every task row and poll of the phase: those the spool files hold (retired and
+    /// streamed out during the phase), read in a pass of their own that skips the calls (a
+    /// finalize reads them on one thread while another reads the calls, see
+    /// [`crate::finalize::pipeline`]), then those still in memory; task rows in index order.
     ///
     /// # Errors
     /// A spool file cannot be read (the error names it).
     pub(crate) fn read_lanes(&self) -> Result<(Vec<TaskRow>, Vec<PollRecord>), crate::Error> {
-        let mut lanes = (Vec::new(), Vec::new());
+        let mut out = crate::flusher::spool::SpoolContents::default();
         if let Some(sp) = &self.spooled {
+            // Room for all of them at once: no copies while millions of rows come in.
+            out.tasks
+                .reserve(sp.lanes.tasks as usize + self.tasks.len());
+            out.polls
+                .reserve(sp.lanes.polls as usize + self.polls.len());
             for file in &sp.files {
-                let c = crate::flusher::spool::scan(file, true, None)
+                out = crate::flusher::spool::scan_into(file, true, None, out)
                     .map_err(|e| spool_error(file, e))?;
-                append(&mut lanes.0, c.tasks);
-                append(&mut lanes.1, c.polls);
             }
         }
-        Ok(lanes)
+        let (mut tasks, mut polls) = (out.tasks, out.polls);
+        tasks.extend_from_slice(&self.tasks);
+        polls.extend_from_slice(&self.polls);
+        TaskRow::order(&mut tasks);
+        Ok((tasks, polls))
     }
 }
 
@@ -316,16 +326,6 @@ fn spool_error(file: &std::path::Path, source: std::io::Error) -> crate::Error {
         context: "reading this phase's calls back from the spool".into(),
         path: file.to_path_buf(),
         source,
-    }
-}
-
-/// Appends `more` to `to`, without a copy when `to` is empty (the usual case: millions of polls
-/// read back from the spool, and none left in memory).
-pub(crate) fn append<T>(to: &mut Vec<T>, mut more: Vec<T>) {
-    if to.is_empty() {
-        std::mem::swap(to, &mut more);
-    } else {
-        to.append(&mut more);
     }
 }
 

@@ -33,6 +33,8 @@ pub(crate) struct Snapshot {
     pub region_names: Vec<String>,
     /// The spool file holding this phase's calls (when writing a file).
     pub spool_phase: Option<std::path::PathBuf>,
+    /// How many task rows and polls `spool_phase` holds.
+    pub spooled_lanes: crate::flusher::spool::LaneCounts,
     /// Why the spool could not be written, if it could not (the spool keeps what it has).
     pub spool_error: Option<std::io::Error>,
     /// Whether this phase's calls were kept only in part (in-memory mode above its cap).
@@ -100,9 +102,13 @@ impl Flusher {
         let (spool_phase, spool_error) = match &mut self.spool {
             None => (None, None),
             Some(spool) => match spool.rotate(self.phase_no, &threads, &agg) {
-                Ok(p) => (Some(p), None),
+                Ok(moved) => (Some(moved), None),
                 Err(e) => (None, Some(e)),
             },
+        };
+        let (spool_phase, spooled_lanes) = match spool_phase {
+            Some((p, lanes)) => (Some(p), lanes),
+            None => (None, Default::default()),
         };
         self.kept_calls = 0;
         Snapshot {
@@ -112,6 +118,7 @@ impl Flusher {
             polls: std::mem::take(&mut self.polls),
             region_names,
             spool_phase,
+            spooled_lanes,
             spool_error,
             calls_truncated: std::mem::take(&mut self.calls_truncated),
             in_flight: self.asm.in_flight(),

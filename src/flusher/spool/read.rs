@@ -91,7 +91,18 @@ pub(crate) type OnCalls<'a> = dyn FnMut(u32, &[CallRecord]) + 'a;
 pub(crate) fn scan(
     path: &Path,
     keep_lanes: bool,
+    on_calls: Option<&mut OnCalls<'_>>,
+) -> io::Result<SpoolContents> {
+    scan_into(path, keep_lanes, on_calls, SpoolContents::default())
+}
+
+/// [`scan`], adding to `out` (whose lanes may have room reserved) instead of a new value; the
+/// header, regions and thread table are replaced by this spool's.
+pub(crate) fn scan_into(
+    path: &Path,
+    keep_lanes: bool,
     mut on_calls: Option<&mut OnCalls<'_>>,
+    mut out: SpoolContents,
 ) -> io::Result<SpoolContents> {
     let mut frame_calls: Vec<CallRecord> = Vec::new();
     let mut input = BufReader::with_capacity(1 << 20, File::open(path)?);
@@ -101,7 +112,8 @@ pub(crate) fn scan(
             format!("spool {}: {what}", path.display()),
         )
     };
-    let mut out = SpoolContents::default();
+    out.regions.clear();
+    out.torn_bytes = 0;
     let mut saw_header = false;
     let mut payload = Vec::new();
     loop {
@@ -137,10 +149,7 @@ pub(crate) fn scan(
             TAG_AGGREGATE => out.aggregate = aggregate(&mut r).ok_or_else(|| bad("aggregate"))?,
             TAG_POLLS | TAG_TASKS if !keep_lanes => {}
             TAG_POLLS => polls(&mut r, &mut out.polls).ok_or_else(|| bad("polls"))?,
-            TAG_TASKS => {
-                let rows = tasks(&mut r).ok_or_else(|| bad("tasks"))?;
-                out.tasks.extend(rows);
-            }
+            TAG_TASKS => tasks(&mut r, &mut out.tasks).ok_or_else(|| bad("tasks"))?,
             _ => return Err(bad(&format!("unknown frame tag {tag}"))),
         }
     }
@@ -280,10 +289,10 @@ fn polls(r: &mut Cursor<'_>, out: &mut Vec<PollRecord>) -> Option<()> {
 }
 
 /// Frame 5: rows of retired tasks (their root region by region id).
-fn tasks(r: &mut Cursor<'_>) -> Option<Vec<TaskRow>> {
+fn tasks(r: &mut Cursor<'_>, rows: &mut Vec<TaskRow>) -> Option<()> {
     let n = r.u32()?;
     let (d, mut at) = (r.d, r.at);
-    let mut rows = Vec::with_capacity(n.min(1 << 16) as usize);
+    rows.reserve(n.min(1 << 16) as usize);
     for _ in 0..n {
         let mut v = [0i64; 9];
         for x in &mut v {
@@ -302,7 +311,7 @@ fn tasks(r: &mut Cursor<'_>) -> Option<Vec<TaskRow>> {
         };
         rows.push(totals.row(false));
     }
-    Some(rows)
+    Some(())
 }
 
 /// Reads until `buf` is full or the input ends; returns the bytes read.

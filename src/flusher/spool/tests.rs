@@ -56,7 +56,7 @@ fn round_trip_and_rotation() {
     assert_eq!(c.threads, vec![thread.clone()]);
     assert_eq!(c.torn_bytes, 0);
 
-    let moved = w.rotate(1, &[], &[]).unwrap();
+    let (moved, _) = w.rotate(1, &[], &[]).unwrap();
     assert_eq!(read(&moved).unwrap().calls[0].len(), 10_000);
     w.call(1, call(7, 1));
     w.flush(&[], &[]);

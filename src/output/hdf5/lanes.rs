@@ -14,14 +14,37 @@
 use ::hdf5::File;
 
 use super::ctx::Ctx;
-use crate::output::model::PhaseData;
+use crate::output::model::{PhaseData, PollRecord, TaskRow};
 use crate::Error;
 
 /// Name of this crate's own group.
 pub(crate) const OWN_GROUP: &str = "scope_profiler_rs";
 
-/// Writes the lane tables the configuration asks for and the poll records.
-pub(super) fn write_lanes(ctx: &Ctx<'_>, file: &File, data: &PhaseData) -> Result<(), Error> {
+/// The rows of a phase's lanes: its task rows (in index order) and polls.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Lanes<'a> {
+    pub tasks: &'a [TaskRow],
+    pub polls: &'a [PollRecord],
+}
+
+impl<'a> Lanes<'a> {
+    /// The lanes a phase holds.
+    pub(crate) fn of(data: &'a PhaseData) -> Lanes<'a> {
+        Lanes {
+            tasks: &data.tasks,
+            polls: &data.polls,
+        }
+    }
+}
+
+/// Writes the lane tables the configuration asks for and the poll records: the threads of
+/// `data`, the tasks and polls of `lanes`.
+pub(super) fn write_lanes(
+    ctx: &Ctx<'_>,
+    file: &File,
+    data: &PhaseData,
+    lanes: Lanes<'_>,
+) -> Result<(), Error> {
     let origin = data.start_time_ns;
     let rel = |t: i64| if t < 0 { -1 } else { t - origin };
     if data.track_threads && !data.threads.is_empty() {
@@ -37,9 +60,9 @@ pub(super) fn write_lanes(ctx: &Ctx<'_>, file: &File, data: &PhaseData) -> Resul
         ctx.column(&t, "cpu_ns", rows, |r| r.cpu_ns)?;
         ctx.strings(&t, "name", rows.iter().map(|r| r.name.as_str()))?;
     }
-    if data.track_async && !data.tasks.is_empty() {
+    if data.track_async && !lanes.tasks.is_empty() {
         let t = ctx.group(file, "task_table")?;
-        let rows = &data.tasks[..];
+        let rows = lanes.tasks;
         ctx.column(&t, "ranks", rows, |_| 0u32)?;
         ctx.column(&t, "index", rows, |r| r.index)?;
         ctx.column(&t, "thread_index", rows, |r| i64::from(r.thread_index))?;
@@ -73,7 +96,7 @@ pub(super) fn write_lanes(ctx: &Ctx<'_>, file: &File, data: &PhaseData) -> Resul
         let region = |r: u32| data.region_names.get(r as usize).map_or("", String::as_str);
         ctx.strings(&t, "coro_name", rows.iter().map(|r| region(r.root_region)))?;
     }
-    if !data.polls.is_empty() {
+    if !lanes.polls.is_empty() {
         let own = ctx.group(file, OWN_GROUP)?;
         ctx.strings(
             &own,
@@ -81,7 +104,7 @@ pub(super) fn write_lanes(ctx: &Ctx<'_>, file: &File, data: &PhaseData) -> Resul
             data.region_names.iter().map(String::as_str),
         )?;
         let polls = ctx.h5("scope_profiler_rs/polls", own.create_group("polls"))?;
-        let p = &data.polls[..];
+        let p = lanes.polls;
         ctx.column(&polls, "region_ids", p, |x| x.region)?;
         ctx.column(&polls, "start_ns", p, |x| x.start_ns)?;
         ctx.column(&polls, "durations", p, |x| x.dur_ns)?;

@@ -20,6 +20,7 @@ pub(crate) mod aux;
 pub(crate) mod ctx;
 pub(crate) mod lanes;
 pub(crate) mod lines;
+pub(crate) mod staged;
 
 use std::ffi::{CStr, OsStr};
 use std::io;
@@ -66,14 +67,15 @@ pub(crate) fn write_phase(path: &Path, data: &PhaseData, opts: &WriteOptions) ->
         Layout::Columnar => events::scan(data, None)?,
         Layout::Aggregate => Scan::default(),
     };
-    write_scanned(path, data, &scan, opts).map(drop)
+    write_scanned(path, data, &scan, opts, None).map(drop)
 }
 
 /// Writes `data` (whose calls `scan` describes) as a complete schema-3 profile and publishes it
 /// atomically at `path`; returns the published file's `(device, inode)`.
 ///
-/// The file is written as `.<name>.<pid>.<n>.tmp` in the target's directory, closed, checked
-/// to be the file HDF5 created and renamed over `path`. On any failure the temporary file is
+/// The file is written as `.<name>.<pid>.<n>.tmp` in the target's directory (or completed from
+/// `staged`, whose lane tables are already written, when it lies there), closed, checked to be
+/// the file HDF5 created and renamed over `path`. On any failure the temporary file is
 /// removed, `path` is left as it was, and the error names `path` and the step or HDF5 object
 /// that failed.
 ///
@@ -85,11 +87,18 @@ pub(crate) fn write_scanned(
     data: &PhaseData,
     scan: &Scan,
     opts: &WriteOptions,
+    staged: Option<staged::Staged>,
 ) -> Result<(u64, u64), Error> {
     let ctx = Ctx { path };
-    let (tmp, file) = create_temp(path)?;
-    let created = crate::output::files::identity(&tmp).ok();
-    let result = write_contents(&ctx, &file, data, scan, opts)
+    let (tmp, file, created, lanes_written) = match staged.and_then(|s| s.take_for(path)) {
+        Some(p) => (p.tmp, p.file, p.created, true),
+        None => {
+            let (tmp, file) = create_temp(path)?;
+            let created = crate::output::files::identity(&tmp).ok();
+            (tmp, file, created, false)
+        }
+    };
+    let result = write_contents(&ctx, &file, data, scan, opts, lanes_written)
         .and_then(|()| ctx.h5("the file (closing)", file.close()))
         .and_then(|()| publish(&tmp, created, path, opts));
     if result.is_err() {
@@ -105,7 +114,7 @@ pub(crate) fn write_scanned(
 /// (HDF5 opens it with `O_CREAT | O_EXCL`: a link planted at the name is never followed) and
 /// without HDF5 file locking (the file is private until the rename, and HDF5's lock lives on
 /// a descriptor without `O_CLOEXEC`, so a child process would keep the published file locked).
-fn create_temp(path: &Path) -> Result<(PathBuf, File), Error> {
+pub(super) fn create_temp(path: &Path) -> Result<(PathBuf, File), Error> {
     let output_err = |source| Error::OutputPath {
         path: path.to_path_buf(),
         source,
@@ -198,13 +207,15 @@ fn publish(
     Ok(())
 }
 
-/// Root attributes, `metadata`, `region_table`, `rank_region_index` and `events`.
+/// Root attributes, `metadata`, `region_table`, `rank_region_index`, `events` and (unless
+/// `lanes_written`: a staged file) the lane tables.
 fn write_contents(
     ctx: &Ctx<'_>,
     file: &File,
     data: &PhaseData,
     scan: &Scan,
     opts: &WriteOptions,
+    lanes_written: bool,
 ) -> Result<(), Error> {
     let layout = match data.layout {
         Layout::Columnar => "columnar",
@@ -227,7 +238,9 @@ fn write_contents(
     match data.layout {
         Layout::Columnar => {
             write_columnar(ctx, &index, &events, data, scan, opts)?;
-            crate::output::hdf5::lanes::write_lanes(ctx, file, data)?;
+            if !lanes_written {
+                lanes::write_lanes(ctx, file, data, lanes::Lanes::of(data))?;
+            }
         }
         Layout::Aggregate => write_aggregate(ctx, &index, &events, &data.regions)?,
     }

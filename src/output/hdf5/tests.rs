@@ -477,3 +477,65 @@ fn stale_temp_file_is_skipped() {
     write_phase(&path, &nested(), &WriteOptions::default()).unwrap();
     assert!(File::open(&path).is_ok());
 }
+
+#[test]
+fn a_staged_file_is_completed_at_its_target_or_removed() {
+    use crate::output::hdf5::lanes::Lanes;
+    use crate::output::hdf5::staged::Staged;
+    use crate::output::model::{PollRecord, TaskRow};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("staged.h5");
+    let mut data = nested();
+    data.track_async = true;
+    data.region_names = vec!["outer".into(), "inner".into()];
+    let tasks = [TaskRow {
+        index: 0,
+        tokio_id: 7,
+        thread_index: 0,
+        created_ns: 1_000,
+        done_ns: 2_000,
+        steps: 2,
+        running_ns: 500,
+        suspended_ns: 500,
+        root_region: 0,
+    }];
+    let polls = [PollRecord {
+        region: 0,
+        start_ns: 1_000,
+        dur_ns: 100,
+        thread: 0,
+        task: 0,
+    }];
+    let lanes = Lanes {
+        tasks: &tasks,
+        polls: &polls,
+    };
+    let scan = events::scan(&data, None).unwrap();
+    let opts = WriteOptions::default();
+    // Dropped unpublished (the phase failed): its temporary file goes.
+    let staged = Staged::begin(&path, &data, lanes).unwrap();
+    assert_eq!(dir_entries(dir.path()).len(), 1, "the temporary file");
+    drop(staged);
+    assert!(dir_entries(dir.path()).is_empty());
+    // Completed: the published file holds the lanes written first and the calls.
+    let staged = Staged::begin(&path, &data, lanes).unwrap();
+    write_scanned(&path, &data, &scan, &opts, Some(staged)).unwrap();
+    assert_eq!(dir_entries(dir.path()), ["staged.h5"]);
+    let f = File::open(&path).unwrap();
+    assert_eq!(ints::<u64>(&f, "task_table/tokio_id"), [7]);
+    assert_eq!(strs(&f, "task_table/coro_name"), ["outer"]);
+    assert_eq!(ints::<i64>(&f, "scope_profiler_rs/polls/durations"), [100]);
+    assert_eq!(ints::<u64>(&f, "rank_region_index/event_counts"), [1, 2]);
+    drop(f);
+    // Published elsewhere (another directory): written whole there from the phase's own
+    // lanes; the staged file goes.
+    let other = tempfile::tempdir().unwrap();
+    let moved = other.path().join("moved.h5");
+    (data.tasks, data.polls) = (tasks.to_vec(), polls.to_vec());
+    let staged = Staged::begin(&path, &data, lanes).unwrap();
+    write_scanned(&moved, &data, &scan, &opts, Some(staged)).unwrap();
+    assert_eq!(dir_entries(dir.path()), ["staged.h5"]);
+    assert_eq!(dir_entries(other.path()), ["moved.h5"]);
+    let f = File::open(&moved).unwrap();
+    assert_eq!(ints::<u64>(&f, "task_table/tokio_id"), [7]);
+}
