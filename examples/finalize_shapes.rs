@@ -12,7 +12,9 @@
 //! - `deep-recursion`: one recursion 100 k deep (tracing-subscriber's registry checks its span
 //!   stack at every enter, so recording this takes a few seconds: the producer's cost);
 //! - `one-span`: one span entered 1 M times inside a task (1 M polls of one call);
-//! - `short-tasks`: 1 M short tasks with one span each, 4 workers (a task per request).
+//! - `short-tasks`: 1 M short tasks with one span each, 4 workers (a task per request);
+//! - `idle`: a service with nothing to do for 2 s after one call (n: seconds; the flusher's
+//!   CPU per second of idling, over 2 runtime workers and this thread).
 
 use std::time::Instant;
 
@@ -133,15 +135,23 @@ fn short_tasks(rt: &tokio::runtime::Runtime, n: u64) {
     });
 }
 
+fn idle(rt: &tokio::runtime::Runtime, seconds: u64) {
+    rt.block_on(async move {
+        async {}.instrument(info_span!("once")).await;
+        tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
+    });
+}
+
 fn main() {
     let filter = std::env::args().nth(1).unwrap_or_default();
     let dir = tempfile::tempdir().expect("temp dir");
-    let shapes: [(&str, u64); 5] = [
+    let shapes: [(&str, u64); 6] = [
         ("open-connection", 1_000_000),
         ("live-tasks", 10_000),
         ("deep-recursion", 100_000),
         ("one-span", 1_000_000),
         ("short-tasks", 1_000_000),
+        ("idle", 2),
     ];
     println!("| shape | n | calls | dropped | recording | flusher CPU / n | finalize | drop |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
@@ -159,6 +169,7 @@ fn main() {
             "live-tasks" => live_tasks(&rt, n),
             "deep-recursion" => deep_recursion(&d, n),
             "one-span" => one_span(&rt, n),
+            "idle" => idle(&rt, n),
             _ => short_tasks(&rt, n),
         });
         let recording = t0.elapsed().as_secs_f64();
@@ -168,7 +179,7 @@ fn main() {
         let report = guard.finalize().expect("finalize");
         let finalize = t1.elapsed().as_secs_f64();
         let calls: u64 = report.regions().iter().map(|r| r.calls).sum();
-        // Per unit of n: a call, or for `one-span` a poll.
+        // Per unit of n: a call, for `one-span` a poll, for `idle` a second.
         let per_unit = guard.flusher_cpu_ns() as f64 / n as f64;
         let t2 = Instant::now();
         drop(guard);

@@ -73,7 +73,8 @@ impl Builder {
     /// How often the flusher writes the calls it has assembled to the spool file beside the
     /// output (default 1 s): what a crash can lose at most, since a later `build()` recovers
     /// the spool. Draining the recording threads' buffers does not depend on it: the flusher
-    /// drains every 2 ms, and at once when a thread waits for a buffer.
+    /// drains every 2 ms while records come (up to 32 ms apart while they do not), and at once
+    /// when a thread waits for a buffer.
     pub fn flush_interval(mut self, interval: Duration) -> Self {
         self.config.flush_interval = interval;
         self

@@ -48,7 +48,8 @@
 //! in the stream, so no call is ever written in part.
 //!
 //! **Flusher** (`flusher/`: `flush`, `assemble`, `region`, `task`, `lines`, `stats`, `spool`,
-//! `thread_rows`). One background thread drains every lane every 2 ms, gives the chunks back
+//! `thread_rows`). One background thread drains every lane every 2 ms (up to 32 ms apart
+//! while there is little to read), gives the chunks back
 //! to the pool, and *assembles* records into calls (first enter to last exit, across
 //! threads), polls and task rows. It folds each call into its region's exact statistics and
 //! appends it to a varint *spool* file beside the output (or keeps it in memory without a

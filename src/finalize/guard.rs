@@ -225,7 +225,7 @@ impl FlushGuard {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Complete drains the flusher has done so far (it drains every 2 ms, with or without
+    /// Complete drains the flusher has done so far (every 2 to 32 ms, with or without
     /// records); with [`flusher_cpu_ns`](Self::flusher_cpu_ns), separates the cost of
     /// polling from the cost per record. Not a stable API.
     #[doc(hidden)]

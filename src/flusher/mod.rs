@@ -1,6 +1,6 @@
 //! Stage 2, the flusher: one background thread that turns the lanes' records into calls.
 //!
-//! - `flush`: the thread's loop (drain every 2 ms, recycle chunks, fold, survive its own
+//! - `flush`: the thread's loop (drain every 2 to 32 ms, recycle chunks, fold, survive its own
 //!   panics) and the snapshot it hands to a finalize;
 //! - `assemble`: records -> calls and polls, across lanes and reused span ids;
 //! - `region`: callsite -> region registry (records are validated, never dereferenced);
