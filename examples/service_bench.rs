@@ -237,40 +237,40 @@ fn main() {
             }
         }
     }
-    if rounds == 0 {
-        tput.clear();
-    }
-    let bare = median(tput.get(name(Config::Bare)).cloned().unwrap_or(vec![0.0]));
-    println!(
-        "service_bench: {rounds} rounds x {clients} clients x {requests} requests, interleaved"
-    );
-    let bare_cpu = median(cpu.get(name(Config::Bare)).cloned().unwrap_or(vec![0.0]));
-    println!(
-        "| configuration | req/s (median) | vs. bare | process CPU per request (median) | vs. bare |"
-    );
-    println!("|---|---:|---:|---:|---:|");
-    for c in configs {
-        let m = median(tput.get(name(c)).cloned().unwrap_or(vec![0.0]));
-        let p = median(cpu.get(name(c)).cloned().unwrap_or(vec![0.0]));
+    // The interleaved rounds' table (none with `--rounds 0`).
+    if rounds > 0 {
+        let bare = median(tput.get(name(Config::Bare)).cloned().unwrap_or(vec![0.0]));
         println!(
-            "| {} | {:.0} | {:.3}x | {:.2} us | {:.3}x |",
-            name(c),
-            m,
-            m / bare,
-            p / 1e3,
-            p / bare_cpu
+            "service_bench: {rounds} rounds x {clients} clients x {requests} requests, interleaved"
+        );
+        let bare_cpu = median(cpu.get(name(Config::Bare)).cloned().unwrap_or(vec![0.0]));
+        println!(
+            "| configuration | req/s (median) | vs. bare | process CPU per request (median) | vs. bare |"
+        );
+        println!("|---|---:|---:|---:|---:|");
+        for c in configs {
+            let m = median(tput.get(name(c)).cloned().unwrap_or(vec![0.0]));
+            let p = median(cpu.get(name(c)).cloned().unwrap_or(vec![0.0]));
+            println!(
+                "| {} | {:.0} | {:.3}x | {:.2} us | {:.3}x |",
+                name(c),
+                m,
+                m / bare,
+                p / 1e3,
+                p / bare_cpu
+            );
+        }
+        println!(
+            "flusher CPU per request (layer): {:.0} ns (median); finalize + drop after the last \
+             request: {:.3} s (median)",
+            median(if flusher.is_empty() {
+                vec![0.0]
+            } else {
+                flusher
+            }),
+            median(if exit.is_empty() { vec![0.0] } else { exit })
         );
     }
-    println!(
-        "flusher CPU per request (layer): {:.0} ns (median); finalize + drop after the last \
-         request: {:.3} s (median)",
-        median(if flusher.is_empty() {
-            vec![0.0]
-        } else {
-            flusher
-        }),
-        median(if exit.is_empty() { vec![0.0] } else { exit })
-    );
     if one > 0 {
         let x = round(Config::Layer, 1, one, &dir, 999);
         println!(
