@@ -105,7 +105,11 @@ pub(crate) fn scan_into(
     mut out: SpoolContents,
 ) -> io::Result<SpoolContents> {
     let mut frame_calls: Vec<CallRecord> = Vec::new();
-    let mut input = BufReader::with_capacity(1 << 20, File::open(path)?);
+    let file = File::open(path)?;
+    // What a skipped frame is checked against (a spool read back is no longer written to).
+    let file_len = file.metadata()?.len();
+    let mut input = BufReader::with_capacity(1 << 20, file);
+    let mut pos = 0u64;
     let bad = |what: &str| {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -125,12 +129,30 @@ pub(crate) fn scan_into(
         }
         let tag = head[0];
         let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        pos += 5;
+        // Frames this pass does not want are skipped unread (a finalize reads the calls and
+        // the lanes of one spool in two passes, each skipping the other's frames).
+        let skip = match tag {
+            TAG_CALLS => on_calls.is_none(),
+            TAG_POLLS | TAG_TASKS => !keep_lanes,
+            _ => false,
+        };
+        if skip {
+            if pos + len as u64 > file_len {
+                out.torn_bytes = 5 + file_len.saturating_sub(pos);
+                break;
+            }
+            input.seek_relative(len as i64)?;
+            pos += len as u64;
+            continue;
+        }
         payload.clear();
         let got = (&mut input).take(len as u64).read_to_end(&mut payload)?;
         if got < len {
             out.torn_bytes = (5 + got) as u64;
             break;
         }
+        pos += len as u64;
         let mut r = Cursor { d: &payload, at: 0 };
         match tag {
             TAG_HEADER => {
@@ -145,11 +167,10 @@ pub(crate) fn scan_into(
                     on_calls(region, &frame_calls);
                 }
             }
+            TAG_POLLS if keep_lanes => polls(&mut r, &mut out.polls).ok_or_else(|| bad("polls"))?,
+            TAG_TASKS if keep_lanes => tasks(&mut r, &mut out.tasks).ok_or_else(|| bad("tasks"))?,
             TAG_THREADS => out.threads = threads(&mut r).ok_or_else(|| bad("threads"))?,
             TAG_AGGREGATE => out.aggregate = aggregate(&mut r).ok_or_else(|| bad("aggregate"))?,
-            TAG_POLLS | TAG_TASKS if !keep_lanes => {}
-            TAG_POLLS => polls(&mut r, &mut out.polls).ok_or_else(|| bad("polls"))?,
-            TAG_TASKS => tasks(&mut r, &mut out.tasks).ok_or_else(|| bad("tasks"))?,
             _ => return Err(bad(&format!("unknown frame tag {tag}"))),
         }
     }

@@ -118,3 +118,38 @@ fn polls_and_retired_task_rows_round_trip() {
     assert_eq!(c.polls, polls);
     assert_eq!(c.tasks, vec![task.row(false)]);
 }
+
+#[test]
+fn a_torn_frame_reads_the_same_whether_it_is_read_or_skipped() {
+    // The calls pass skips the lanes' frames unread and the lanes pass the calls' frames; a
+    // frame cut short is torn either way, and what precedes it is read the same.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let mut w = SpoolWriter::create(path.clone(), header(), false).unwrap();
+    w.region(0, "r", "", -1);
+    w.call(0, call(1, 1));
+    w.flush(&[], &[]);
+    for k in 0..100 {
+        w.poll(PollRecord {
+            region: 0,
+            start_ns: k,
+            dur_ns: 1,
+            thread: 0,
+            task: -1,
+        });
+    }
+    w.flush(&[], &[]);
+    assert_eq!(scan(&path, true, None).unwrap().polls.len(), 100);
+    let full = std::fs::read(&path).unwrap();
+    std::fs::write(&path, &full[..full.len() - 3]).unwrap();
+    let mut calls = 0;
+    let skipping_polls = scan(&path, false, Some(&mut |_, c| calls += c.len())).unwrap();
+    let skipping_calls = scan(&path, true, None).unwrap();
+    assert_eq!(calls, 1, "the calls frame before the torn one");
+    assert!(skipping_polls.torn_bytes > 5);
+    assert_eq!(skipping_polls.torn_bytes, skipping_calls.torn_bytes);
+    assert!(
+        skipping_calls.polls.is_empty(),
+        "the torn polls frame is not read"
+    );
+}
