@@ -16,5 +16,6 @@ pub(crate) mod guard;
 pub(crate) mod names;
 pub(crate) mod nesting;
 pub(crate) mod pipeline;
+mod read_back;
 pub(crate) mod recover;
 pub(crate) mod report;

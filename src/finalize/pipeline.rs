@@ -20,15 +20,19 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Sender};
 
+use super::read_back::{read_back, ReadBack};
 use crate::finalize::report::{Flat, RegionStats, Report};
 use crate::flusher::flush::{Command, Snapshot};
-use crate::output::events::{self, Scan};
-use crate::output::hdf5::lanes::Lanes;
+use crate::flusher::spool::LaneFollower;
+use crate::output::events::Scan;
 use crate::output::hdf5::staged::Staged;
 use crate::output::hdf5::WriteOptions;
-use crate::output::model::{Layout, PhaseData, PollRecord, RegionRow, SpooledCalls, TaskRow};
+use crate::output::model::{Layout, PhaseData, RegionRow, SpooledCalls};
 use crate::shared::Shared;
 use crate::{Error, Mode, SESSION_REGION};
+
+/// How often a finalize waiting for the flusher reads what the spool has gained.
+const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
 
 /// What asked for a finalize.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -93,7 +97,8 @@ pub(crate) fn run(
     to: Option<&Path>,
 ) -> Result<Option<Report>, Error> {
     let finalize_ns = shared.clock.now_ns();
-    let mut snap = match snapshot(shared, flusher) {
+    let mut follower = lane_follower(shared);
+    let mut snap = match snapshot(shared, flusher, follower.as_mut()) {
         Ok(s) => s,
         // Multi-rank, the other ranks still wait for this one's part: it tells them it has none.
         Err(e) => {
@@ -136,6 +141,13 @@ pub(crate) fn run(
         None => Ok(()),
     };
     let spool_phase = snap.spool_phase.clone();
+    // The follower read the phase's spool only if the snapshot renamed that same file.
+    let follower = follower.filter(|f| {
+        let phase = spool_phase
+            .as_deref()
+            .and_then(|p| crate::output::files::identity(p).ok());
+        phase.is_some_and(|(dev, ino, _)| f.identity().ok() == Some((dev, ino)))
+    });
     let facts = Facts::of(&snap);
     let lines = std::mem::take(&mut snap.lines);
     let paused_calls = snap.paused_calls;
@@ -155,7 +167,13 @@ pub(crate) fn run(
         scan,
         lanes,
         staged,
-    } = read_back(shared, state.next_call_id, trigger, &data, stage_at);
+    } = read_back(
+        shared,
+        (state.next_call_id, trigger),
+        &data,
+        follower,
+        stage_at,
+    );
     let scan = match scan {
         Ok(s) => s,
         Err(e) => {
@@ -209,9 +227,26 @@ pub(crate) fn run(
     result.map(|()| Some(report))
 }
 
+/// With tasks tracked into a file: a reader of the lanes the spool holds so far, which the
+/// finalize's thread runs while it waits for the flusher to catch up (see
+/// [`crate::flusher::spool::LaneFollower`]).
+fn lane_follower(shared: &Shared) -> Option<LaneFollower> {
+    let config = &shared.config;
+    if !config.track_async || config.mode == Mode::Disabled {
+        return None;
+    }
+    let spool = crate::flusher::spool::spool_path(config.output.as_deref()?);
+    LaneFollower::open(&spool).ok()
+}
+
 /// Step 1: the flusher's snapshot of the phase, waiting a bounded time; a failed flusher's
-/// cause becomes the error.
-fn snapshot(shared: &Shared, flusher: FlusherLink<'_>) -> Result<Snapshot, Error> {
+/// cause becomes the error. While it waits, `follower` reads the lanes written so far (it is
+/// dropped if that fails: the lanes are then read whole later).
+fn snapshot(
+    shared: &Shared,
+    flusher: FlusherLink<'_>,
+    follower: Option<&mut LaneFollower>,
+) -> Result<Snapshot, Error> {
     let Some(tx) = flusher.tx else {
         return Ok(Snapshot::default());
     };
@@ -229,7 +264,23 @@ fn snapshot(shared: &Shared, flusher: FlusherLink<'_>) -> Result<Snapshot, Error
     if let Some(t) = flusher.thread {
         t.unpark();
     }
-    match reply_rx.recv_timeout(flusher.limit) {
+    let deadline = std::time::Instant::now() + flusher.limit;
+    let mut follower = follower;
+    let reply = loop {
+        let Some(f) = follower.as_deref_mut() else {
+            break reply_rx
+                .recv_timeout(deadline.saturating_duration_since(std::time::Instant::now()));
+        };
+        match reply_rx.recv_timeout(FOLLOW_EVERY) {
+            Err(mpsc::RecvTimeoutError::Timeout) if std::time::Instant::now() < deadline => {
+                if f.read_available().is_err() {
+                    follower = None;
+                }
+            }
+            other => break other,
+        }
+    };
+    match reply {
         Ok(Ok(snap)) => Ok(snap),
         Ok(Err(cause)) => Err(Error::FlusherFailed { cause }),
         Err(mpsc::RecvTimeoutError::Disconnected) => Err(failed()),
@@ -341,81 +392,6 @@ fn load(shared: &Shared, snap: Snapshot, phase_start_ns: i64, finalize_ns: i64) 
         }),
         extra: Default::default(),
     }
-}
-
-/// A phase's task rows (in index order) and polls.
-type LaneRows = (Vec<TaskRow>, Vec<PollRecord>);
-
-/// What [`read_back`] gives.
-struct ReadBack {
-    /// The calls' first pass.
-    scan: Result<Scan, Error>,
-    /// Every task row and poll of the phase (those held in memory and those in the spool),
-    /// when the spool has lanes (`None`: the phase's own are all there is).
-    lanes: Option<Result<LaneRows, Error>>,
-    /// The file, begun with the lane tables.
-    staged: Option<Staged>,
-}
-
-/// Step 3: what the spool holds, read back in two passes on two threads: the calls (counts,
-/// summaries, nesting; [`nest`]) on a helper thread; on this one the lanes (task rows and
-/// polls, with `track_async`), which it then writes into the file begun at `stage_at`
-/// ([`Staged`]). In a task-per-request phase the lanes are as many as the calls and most of
-/// the file's HDF5 time; on a second core they then cost little more than the calls do.
-fn read_back(
-    shared: &Shared,
-    first_id: i64,
-    trigger: Trigger,
-    data: &PhaseData,
-    stage_at: Option<&Path>,
-) -> ReadBack {
-    if !(data.track_async && data.spooled.is_some()) {
-        return ReadBack {
-            scan: nest(shared, first_id, trigger, data),
-            lanes: None,
-            staged: None,
-        };
-    }
-    std::thread::scope(|s| {
-        let calls = std::thread::Builder::new()
-            .name("scope-profiler-finalize".into())
-            .spawn_scoped(s, || nest(shared, first_id, trigger, data));
-        let lanes = data.read_lanes();
-        // A file that cannot be begun here is written whole at publish, which reports why.
-        let staged = match (&lanes, stage_at) {
-            (Ok((tasks, polls)), Some(at)) if data.layout == Layout::Columnar => {
-                Staged::begin(at, data, Lanes { tasks, polls }).ok()
-            }
-            _ => None,
-        };
-        let scan = match calls {
-            Ok(h) => h
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-            // No second thread: one after the other.
-            Err(_) => nest(shared, first_id, trigger, data),
-        };
-        ReadBack {
-            scan,
-            lanes: Some(lanes),
-            staged,
-        }
-    })
-}
-
-/// The first pass over the calls, nesting them when the file or the summary wants it (call ids
-/// from `first_id` on).
-fn nest(shared: &Shared, first_id: i64, trigger: Trigger, data: &PhaseData) -> Result<Scan, Error> {
-    if data.layout != Layout::Columnar {
-        return Ok(Scan::default());
-    }
-    let config = &shared.config;
-    // Nesting feeds the call ids (written with track_threads), the exclusive totals and the
-    // summary's tree; skip it when none of them is wanted.
-    let want = config.track_threads || config.summary;
-    // The tree is for the printed summary, which automatic rotations do not print.
-    let tree = config.summary && trigger != Trigger::Rotation;
-    events::scan(data, want.then_some((first_id, tree)))
 }
 
 /// Step 4: the sinks' results; returns the warnings for the report.

@@ -433,7 +433,9 @@ fn frame(buf: &mut Vec<u8>, tag: u8, payload: &[u8]) {
     buf.extend_from_slice(payload);
 }
 
+mod follow;
 mod read;
+pub(crate) use follow::LaneFollower;
 #[cfg(test)]
 pub(crate) use read::read;
 pub(crate) use read::{scan, scan_into, SpoolContents};

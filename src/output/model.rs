@@ -296,11 +296,28 @@ impl PhaseData {
     /// streamed out during the phase), read in a pass of their own that skips the calls (a
     /// finalize reads them on one thread while another reads the calls, see
     /// [`crate::finalize::pipeline`]), then those still in memory; task rows in index order.
+    /// `follower` has read the first part of the (single) spool file already.
     ///
     /// # Errors
     /// A spool file cannot be read (the error names it).
-    pub(crate) fn read_lanes(&self) -> Result<(Vec<TaskRow>, Vec<PollRecord>), crate::Error> {
+    pub(crate) fn read_lanes(
+        &self,
+        follower: Option<crate::flusher::spool::LaneFollower>,
+    ) -> Result<(Vec<TaskRow>, Vec<PollRecord>), crate::Error> {
         let mut out = crate::flusher::spool::SpoolContents::default();
+        let one_file = self.spooled.as_ref().filter(|sp| sp.files.len() == 1);
+        if let (Some(f), Some(sp)) = (follower, one_file) {
+            let total = (
+                sp.lanes.tasks as usize + self.tasks.len(),
+                sp.lanes.polls as usize + self.polls.len(),
+            );
+            let (mut tasks, mut polls) =
+                f.finish(total).map_err(|e| spool_error(&sp.files[0], e))?;
+            tasks.extend_from_slice(&self.tasks);
+            polls.extend_from_slice(&self.polls);
+            TaskRow::order(&mut tasks);
+            return Ok((tasks, polls));
+        }
         if let Some(sp) = &self.spooled {
             // Room for all of them at once: no copies while millions of rows come in.
             out.tasks

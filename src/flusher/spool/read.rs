@@ -287,7 +287,7 @@ fn aggregate(r: &mut Cursor<'_>) -> Option<Vec<(u32, Stats)>> {
 }
 
 /// Frame 6: polls, start times delta-coded.
-fn polls(r: &mut Cursor<'_>, out: &mut Vec<PollRecord>) -> Option<()> {
+pub(super) fn polls(r: &mut Cursor<'_>, out: &mut Vec<PollRecord>) -> Option<()> {
     let n = r.u32()?;
     let (d, mut at) = (r.d, r.at);
     let mut previous = 0i64;
@@ -310,7 +310,7 @@ fn polls(r: &mut Cursor<'_>, out: &mut Vec<PollRecord>) -> Option<()> {
 }
 
 /// Frame 5: rows of retired tasks (their root region by region id).
-fn tasks(r: &mut Cursor<'_>, rows: &mut Vec<TaskRow>) -> Option<()> {
+pub(super) fn tasks(r: &mut Cursor<'_>, rows: &mut Vec<TaskRow>) -> Option<()> {
     let n = r.u32()?;
     let (d, mut at) = (r.d, r.at);
     rows.reserve(n.min(1 << 16) as usize);
@@ -349,9 +349,10 @@ fn read_full(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     Ok(n)
 }
 
-struct Cursor<'a> {
-    d: &'a [u8],
-    at: usize,
+/// A frame's payload being decoded.
+pub(super) struct Cursor<'a> {
+    pub(super) d: &'a [u8],
+    pub(super) at: usize,
 }
 
 impl Cursor<'_> {

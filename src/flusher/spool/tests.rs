@@ -153,3 +153,57 @@ fn a_torn_frame_reads_the_same_whether_it_is_read_or_skipped() {
         "the torn polls frame is not read"
     );
 }
+
+#[test]
+fn a_follower_reads_the_lanes_of_a_spool_while_it_grows() {
+    // A spool with calls, polls and task rows (one frame of them larger than the follower's
+    // 4 MiB block), replayed into a second file in pieces of odd sizes: the follower reads
+    // between pieces (frames cut anywhere) and ends with what a whole scan reads.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s");
+    let mut w = SpoolWriter::create(path.clone(), header(), false).unwrap();
+    w.region(0, "r", "", -1);
+    let task = |k: i64| crate::flusher::task::TaskTotals {
+        index: k,
+        tokio_id: 1_000_000_007 * k as u64,
+        thread_index: 1,
+        created_ns: 1_000_000_000 + k,
+        done_ns: 2_000_000_000 + k,
+        steps: 2,
+        running_ns: 600_000 + k,
+        suspended_ns: 400_000 + k,
+        root_region: 0,
+    };
+    for k in 0..20_000 {
+        w.call(0, call(k, 5));
+        w.poll(PollRecord {
+            region: 0,
+            start_ns: 1_000 + 7 * k,
+            dur_ns: 3,
+            thread: 0,
+            task: k,
+        });
+    }
+    w.tasks(&(0..10).map(task).collect::<Vec<_>>());
+    w.tasks(&(10..300_000).map(task).collect::<Vec<_>>());
+    w.flush(&[], &[]);
+    let full = std::fs::read(&path).unwrap();
+    assert!(full.len() > 5 << 20, "a frame above the block size");
+    let grown = dir.path().join("grown");
+    let mut out = std::fs::File::create(&grown).unwrap();
+    let mut f = LaneFollower::open(&grown).unwrap();
+    let (mut at, mut k) = (0, 0);
+    while at < full.len() {
+        let piece = [1, 4, 5, 3_000, 70_001, 1 << 20][k % 6].min(full.len() - at);
+        std::io::Write::write_all(&mut out, &full[at..at + piece]).unwrap();
+        at += piece;
+        k += 1;
+        f.read_available().unwrap();
+    }
+    let (tasks, polls) = f.finish((0, 0)).unwrap();
+    let whole = scan(&path, true, None).unwrap();
+    assert_eq!(polls.len(), 20_000);
+    assert_eq!(tasks.len(), 300_000);
+    assert_eq!(polls, whole.polls);
+    assert_eq!(tasks, whole.tasks);
+}
