@@ -208,7 +208,7 @@ impl FlushGuard {
     /// The output file cannot be written, or the spool could not be (its `io::Error` is the
     /// source); the report is still printed in that case, and the error says where the
     /// unpublished calls are kept (see [`recover`](crate::recover())). Multi-rank, also when
-    /// any rank's phase could not be written ([`Error::Mpi`](crate::Error::Mpi), on every rank).
+    /// any rank's phase could not be written ([`crate::Error::Mpi`], on every rank).
     pub fn finalize(&self) -> Result<Report, Error> {
         self.inner
             .finalize(Trigger::Explicit, None)

@@ -2,8 +2,11 @@
 //!
 //! - `guard`: [`FlushGuard`](crate::FlushGuard), the user's handle (finalize, pause, rotation,
 //!   drop);
-//! - `pipeline`: one finalize as named steps (snapshot, load, nest, sinks, report, publish,
-//!   print);
+//! - `pipeline`: one finalize as named steps (snapshot, load, read back, sinks, report,
+//!   publish, print);
+//! - `read_back`: the phase's calls and lanes read back from the spool on two threads, the
+//!   file begun with the lane tables meanwhile;
+//! - `publish`: where the phase's file goes, and writing it there;
 //! - `nesting`: call ids, parents, exclusive times and the call tree, in memory or by an
 //!   external sort;
 //! - `names`: where a phase goes (numbered, late and recovered file names);
@@ -16,6 +19,7 @@ pub(crate) mod guard;
 pub(crate) mod names;
 pub(crate) mod nesting;
 pub(crate) mod pipeline;
+mod publish;
 mod read_back;
 pub(crate) mod recover;
 pub(crate) mod report;

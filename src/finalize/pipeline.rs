@@ -2,31 +2,31 @@
 //! snapshot -> load -> read back -> sinks -> report -> publish -> print.
 //!
 //! - **snapshot**: the flusher drains everything and hands over the phase: statistics per
-//!   region (by region id), lane tables, and the spool file holding the phase's calls.
+//!   region (by region id), lane tables, and the spool file holding the phase's calls. While
+//!   it catches up, this thread reads the task rows and polls the spool holds so far.
 //! - **load**: the phase as the writers see it ([`PhaseData`]); the calls stay on disk, joined
 //!   to their rows by region id.
 //! - **read back**: the first pass over the calls (counts, summaries, nesting and the call
-//!   tree; see [`crate::output::events`]) and, on a second thread, the task rows and polls.
+//!   tree; see [`crate::output::events`]) on a second thread, while this one reads the rest
+//!   of the task rows and polls and begins the file with the lane tables.
 //! - **sinks**: perf totals, LIKWID results.
 //! - **report**: the [`Report`].
 //! - **publish**: the second pass writes the file, at a name that never replaces another
-//!   phase's file ([`names`]); then the phase's spool file goes.
+//!   phase's file ([`super::names`]); then the phase's spool file goes.
 //! - **print**: the summary on stderr.
 //!
 //! Memory stays bounded whatever the phase's length: see [`crate::output::events`].
 
-use super::names;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Sender};
 
+use super::publish::{publish, target};
 use super::read_back::{read_back, ReadBack};
 use crate::finalize::report::{Flat, RegionStats, Report};
 use crate::flusher::flush::{Command, Snapshot};
 use crate::flusher::spool::LaneFollower;
 use crate::output::events::Scan;
-use crate::output::hdf5::staged::Staged;
-use crate::output::hdf5::WriteOptions;
 use crate::output::model::{Layout, PhaseData, RegionRow, SpooledCalls};
 use crate::shared::Shared;
 use crate::{Error, Mode, SESSION_REGION};
@@ -461,97 +461,6 @@ fn report(
         overhead: None,
         ranks: Vec::new(),
     }
-}
-
-/// Where this phase goes (see [`names`]) and whether it is a numbered file; `None` without
-/// an output.
-fn target(shared: &Shared, state: &mut GuardState, to: Option<&Path>) -> Option<(PathBuf, bool)> {
-    let config = &shared.config;
-    if config.rotate_every.is_some() && to.is_none() {
-        let output = config.output.as_deref()?;
-        let n = state.next_number;
-        state.next_number += 1;
-        return Some((names::numbered(output, n), true));
-    }
-    to.or(config.output.as_deref())
-        .map(|p| (p.to_path_buf(), false))
-}
-
-/// Step 6: the second pass writes the file (completing the staged one, if any); returns where
-/// it went.
-fn publish(
-    shared: &Shared,
-    state: &mut GuardState,
-    path: &Path,
-    numbered: bool,
-    (data, scan, staged): (&PhaseData, &Scan, Option<Staged>),
-    ok: bool,
-) -> Result<PathBuf, Error> {
-    let config = &shared.config;
-    let mut write = crate::mpi::phase_writer(shared, path, data, scan, ok, staged);
-    let mut opts = WriteOptions {
-        gzip: config.gzip,
-        durable: config.durable,
-        no_replace: false,
-    };
-    let taken = state.published.iter().any(|(p, _)| p == path);
-    let written = if taken {
-        // Never replace a file this guard published: the first free late name.
-        opts.no_replace = true;
-        let mut last = None;
-        let mut written = None;
-        for candidate in names::candidates(path, "late", 1).take(1000) {
-            if std::fs::symlink_metadata(&candidate).is_ok() && !write.collective() {
-                continue;
-            }
-            match write.write(&candidate, &opts) {
-                Ok(w) => {
-                    written = Some(w);
-                    break;
-                }
-                Err(e) if is_exists(&e) => last = Some(e),
-                Err(e) => return Err(e),
-            }
-        }
-        match (written, last) {
-            (Some(w), _) => w,
-            (None, Some(e)) => return Err(e),
-            (None, None) => {
-                return Err(Error::OutputPath {
-                    path: path.to_path_buf(),
-                    source: std::io::Error::new(
-                        std::io::ErrorKind::AlreadyExists,
-                        "no free late name beside it",
-                    ),
-                })
-            }
-        }
-    } else {
-        write.write(path, &opts)?
-    };
-    drop(write);
-    let (written, id) = written;
-    state.last_was_late = taken;
-    // The inode HDF5 created (rename keeps it), for a later reopen.
-    state.published.push((written.clone(), id));
-    if numbered && !taken {
-        state.numbered.push_back(written.clone());
-        if let Some(keep) = config.max_files {
-            while state.numbered.len() > keep {
-                if let Some(old) = state.numbered.pop_front() {
-                    let _ = std::fs::remove_file(&old);
-                }
-            }
-        }
-    }
-    Ok(written)
-}
-
-fn is_exists(e: &Error) -> bool {
-    use std::error::Error as _;
-    e.source()
-        .and_then(|s| s.downcast_ref::<std::io::Error>())
-        .is_some_and(|io| io.kind() == std::io::ErrorKind::AlreadyExists)
 }
 
 /// Step 7: the summary on stderr (not for automatic rotations), and a line when late calls

@@ -47,7 +47,7 @@ const OPTIONAL_EVENTS: [(&str, i64); 6] = [
     ("await_ns", 0),
 ];
 
-/// What [`merge_ranks`](crate::merge_ranks) wrote.
+/// What [`crate::merge_ranks`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Merged {
