@@ -10,7 +10,9 @@
 //! (`rank_region_index/aggregate_*`) and the per-call columns stay empty.
 //!
 //! Every string is a variable-length UTF-8 string (`VarLenUnicode`), as the Python writer stores
-//! them; the reader ignores `storage_layout = "aggregate"` unless it is one. Files are published
+//! them; the reader ignores `storage_layout = "aggregate"` unless it is one. A string column of
+//! more than 1024 equal values is a chunked dataset whose fill value is that string and whose
+//! chunks are never written ([`ctx::Ctx::strings`]): same type, same values for every reader. Files are published
 //! atomically: HDF5 creates a temporary file beside the target (`O_EXCL`, so never through a
 //! planted link; mode `0666 & !umask`), the calls are streamed into it ([`super::events`]), and
 //! once closed and checked to still be the file HDF5 created, it is renamed over the target, so
