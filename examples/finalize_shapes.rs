@@ -8,7 +8,7 @@
 //!
 //! Shapes (each with `track_async(true)` and a file output, default settings otherwise):
 //! - `open-connection`: one task whose outer call stays open over 1 M child calls;
-//! - `live-tasks`: 10 k tasks alive at once, each with a call open over a yield;
+//! - `live-tasks`: 10 k tasks alive at once, each a call over ten child calls (n = 100 k);
 //! - `deep-recursion`: one recursion 100 k deep (tracing-subscriber's registry checks its span
 //!   stack at every enter, so recording this takes a few seconds: the producer's cost);
 //! - `one-span`: one span entered 1 M times inside a task (1 M polls of one call);
@@ -22,123 +22,32 @@ use scope_profiler::ScopeLayer;
 use tracing::{info_span, Instrument};
 use tracing_subscriber::prelude::*;
 
-/// A fresh profiler, and a multi-thread runtime whose workers record into it.
-fn setup(
-    path: &std::path::Path,
-    workers: usize,
-) -> (
-    tracing::Dispatch,
-    scope_profiler::FlushGuard,
-    tokio::runtime::Runtime,
-) {
+/// The shapes of `tests/scaling.rs`, shared with it.
+#[path = "../tests/common/shapes.rs"]
+mod shapes;
+
+/// A fresh profiler and a dispatcher with it.
+fn setup(path: &std::path::Path) -> (tracing::Dispatch, scope_profiler::FlushGuard) {
     let (layer, guard) = ScopeLayer::builder()
         .output(path)
         .track_async(true)
         .summary(false)
         .build()
         .expect("build");
-    let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
-    let d2 = d.clone();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .enable_all()
-        .on_thread_start(move || std::mem::forget(tracing::dispatcher::set_default(&d2)))
-        .build()
-        .expect("runtime");
-    (d, guard, rt)
+    (
+        tracing::Dispatch::new(tracing_subscriber::registry().with(layer)),
+        guard,
+    )
 }
 
-fn open_connection(rt: &tokio::runtime::Runtime, n: u64) {
-    rt.block_on(async move {
-        tokio::spawn(
-            async move {
-                for _ in 0..n {
-                    async { tokio::task::yield_now().await }
-                        .instrument(info_span!("cmd"))
-                        .await;
-                }
-            }
-            .instrument(info_span!("conn")),
-        )
-        .await
-        .expect("task");
-    });
-}
-
-fn live_tasks(rt: &tokio::runtime::Runtime, n: u64) {
-    rt.block_on(async move {
-        let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(n as usize));
-        let hs: Vec<_> = (0..n)
-            .map(|_| {
-                let b = barrier.clone();
-                tokio::spawn(
-                    async move {
-                        b.wait().await;
-                        tokio::task::yield_now().await;
-                    }
-                    .instrument(info_span!("live")),
-                )
-            })
-            .collect();
-        for h in hs {
-            h.await.expect("task");
-        }
-    });
-}
-
-fn recurse(depth: u64) {
-    if depth > 0 {
-        info_span!("rec").in_scope(|| recurse(depth - 1));
-    }
-}
-
-fn deep_recursion(d: &tracing::Dispatch, n: u64) {
-    let d = d.clone();
-    std::thread::Builder::new()
-        .stack_size(4 << 30)
-        .spawn(move || tracing::dispatcher::with_default(&d, || recurse(n)))
-        .expect("thread")
-        .join()
-        .expect("recursion");
-}
-
-fn one_span(rt: &tokio::runtime::Runtime, n: u64) {
-    rt.block_on(async move {
-        tokio::spawn(async move {
-            let span = info_span!("hot");
-            for _ in 0..n {
-                let _e = span.enter();
-            }
+/// One call, then nothing for `seconds`.
+fn idle(d: &tracing::Dispatch, seconds: u64) {
+    let rt = shapes::runtime(d, 2);
+    tracing::dispatcher::with_default(d, || {
+        rt.block_on(async move {
+            async {}.instrument(info_span!("once")).await;
+            tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
         })
-        .await
-        .expect("task");
-    });
-}
-
-fn short_tasks(rt: &tokio::runtime::Runtime, n: u64) {
-    rt.block_on(async move {
-        let mut left = n;
-        while left > 0 {
-            let batch = left.min(1000);
-            left -= batch;
-            let hs: Vec<_> = (0..batch)
-                .map(|_| {
-                    tokio::spawn(
-                        async { tokio::task::yield_now().await }.instrument(info_span!("request")),
-                    )
-                })
-                .collect();
-            for h in hs {
-                h.await.expect("task");
-            }
-        }
-    });
-}
-
-fn idle(rt: &tokio::runtime::Runtime, seconds: u64) {
-    rt.block_on(async move {
-        async {}.instrument(info_span!("once")).await;
-        tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
     });
 }
 
@@ -147,7 +56,7 @@ fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
     let shapes: [(&str, u64); 6] = [
         ("open-connection", 1_000_000),
-        ("live-tasks", 10_000),
+        ("live-tasks", 100_000),
         ("deep-recursion", 100_000),
         ("one-span", 1_000_000),
         ("short-tasks", 1_000_000),
@@ -160,20 +69,18 @@ fn main() {
             continue;
         }
         let path = dir.path().join(format!("{shape}.h5"));
-        let workers = if shape == "short-tasks" { 4 } else { 2 };
-        let (d, guard, rt) = setup(&path, workers);
+        let (d, guard) = setup(&path);
         let t0 = Instant::now();
-        // Spans created here (outside the workers) record too.
-        tracing::dispatcher::with_default(&d, || match shape {
-            "open-connection" => open_connection(&rt, n),
-            "live-tasks" => live_tasks(&rt, n),
-            "deep-recursion" => deep_recursion(&d, n),
-            "one-span" => one_span(&rt, n),
-            "idle" => idle(&rt, n),
-            _ => short_tasks(&rt, n),
-        });
+        // Each shape shuts its runtime down before it returns.
+        match shape {
+            "open-connection" => shapes::open_connection(&d, n),
+            "live-tasks" => shapes::live_tasks(&d, n),
+            "deep-recursion" => shapes::deep_recursion(&d, n),
+            "one-span" => shapes::one_span_many_polls(&d, n),
+            "idle" => idle(&d, n),
+            _ => shapes::short_tasks_on(&d, n, 4),
+        }
         let recording = t0.elapsed().as_secs_f64();
-        drop(rt);
         // The clock starts after the last call (and the runtime's shutdown).
         let t1 = Instant::now();
         let report = guard.finalize().expect("finalize");

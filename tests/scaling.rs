@@ -8,11 +8,11 @@
 
 mod common;
 
-use std::sync::Arc;
-
-use common::{child, dispatch, runtime, status_kib, value};
+use common::shapes::{
+    deep_recursion, live_tasks, one_span_many_polls, open_connection, short_tasks,
+};
+use common::{child, dispatch, status_kib, value};
 use scope_profiler::{Builder, ScopeLayer};
-use tracing::{info_span, Instrument};
 
 /// Most a per-call figure may grow from n to 10 n.
 const MAX_GROWTH: f64 = 1.5;
@@ -124,85 +124,16 @@ fn check_with(
     );
 }
 
-/// `n` calls of `cmd` (one yield each) inside one `conn` call that stays open, in one task.
-fn open_connection(d: &tracing::Dispatch, n: u64) {
-    let rt = runtime(d, 2);
-    tracing::dispatcher::with_default(d, || {
-        rt.block_on(async {
-            tokio::spawn(
-                async move {
-                    for _ in 0..n {
-                        async { tokio::task::yield_now().await }
-                            .instrument(info_span!("cmd"))
-                            .await;
-                    }
-                }
-                .instrument(info_span!("conn")),
-            )
-            .await
-            .unwrap();
-        })
-    });
-}
-
 #[test]
 fn one_task_with_an_outer_call_open_over_all_its_children() {
     // The shape of a server connection: the task table must not keep the children.
     check("open connection", 20_000, true, |n| n + 1, open_connection);
 }
 
-/// `n / 10` tasks alive at once (all wait on one barrier inside their outer call), then ten
-/// child calls each.
-fn live_tasks(d: &tracing::Dispatch, n: u64) {
-    let tasks = (n / 10) as usize;
-    let rt = runtime(d, 2);
-    tracing::dispatcher::with_default(d, || {
-        rt.block_on(async {
-            let barrier = Arc::new(tokio::sync::Barrier::new(tasks));
-            let handles: Vec<_> = (0..tasks)
-                .map(|_| {
-                    let b = barrier.clone();
-                    tokio::spawn(
-                        async move {
-                            b.wait().await;
-                            for _ in 0..10 {
-                                async { tokio::task::yield_now().await }
-                                    .instrument(info_span!("child"))
-                                    .await;
-                            }
-                        }
-                        .instrument(info_span!("task")),
-                    )
-                })
-                .collect();
-            for h in handles {
-                h.await.unwrap();
-            }
-        })
-    });
-}
-
 #[test]
 fn thousands_of_live_tasks() {
     // 2 k live tasks against 20 k.
     check("live tasks", 20_000, true, |n| n + n / 10, live_tasks);
-}
-
-fn recurse(depth: u64) {
-    if depth > 0 {
-        info_span!("rec").in_scope(|| recurse(depth - 1));
-    }
-}
-
-/// One recursion `n` deep, on a thread with a stack large enough for it.
-fn deep_recursion(d: &tracing::Dispatch, n: u64) {
-    let d = d.clone();
-    std::thread::Builder::new()
-        .stack_size(1 << 30)
-        .spawn(move || tracing::dispatcher::with_default(&d, || recurse(n)))
-        .unwrap()
-        .join()
-        .unwrap();
 }
 
 #[test]
@@ -215,23 +146,6 @@ fn deep_recursion_of_one_region() {
     // "growth" that was the producer's. The flusher is therefore held until the finalize, which
     // then does all of its work on the whole backlog (0.95-1.01x in six runs).
     check_with("deep recursion", 2_000, false, true, |n| n, deep_recursion);
-}
-
-/// One span entered `n` times (n polls of one call), inside a task.
-fn one_span_many_polls(d: &tracing::Dispatch, n: u64) {
-    let rt = runtime(d, 1);
-    tracing::dispatcher::with_default(d, || {
-        rt.block_on(async move {
-            tokio::spawn(async move {
-                let span = info_span!("hot");
-                for _ in 0..n {
-                    let _e = span.enter();
-                }
-            })
-            .await
-            .unwrap();
-        })
-    });
 }
 
 #[test]
@@ -249,31 +163,6 @@ fn one_span_entered_many_times() {
         growth <= MAX_GROWTH,
         "flusher CPU per poll grew {growth:.2}x"
     );
-}
-
-/// `n` short tasks with one call each, at most 1000 alive at a time.
-fn short_tasks(d: &tracing::Dispatch, n: u64) {
-    let rt = runtime(d, 2);
-    tracing::dispatcher::with_default(d, || {
-        rt.block_on(async move {
-            let mut left = n;
-            while left > 0 {
-                let batch = left.min(1000);
-                left -= batch;
-                let handles: Vec<_> = (0..batch)
-                    .map(|_| {
-                        tokio::spawn(
-                            async { tokio::task::yield_now().await }
-                                .instrument(info_span!("request")),
-                        )
-                    })
-                    .collect();
-                for h in handles {
-                    h.await.unwrap();
-                }
-            }
-        })
-    });
 }
 
 #[test]

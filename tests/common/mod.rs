@@ -3,6 +3,11 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod shapes;
+
+#[allow(unused_imports)]
+pub(crate) use shapes::runtime;
+
 use std::process::Command;
 
 use scope_profiler::{Builder, FlushGuard};
@@ -15,17 +20,6 @@ pub(crate) fn dispatch(builder: Builder) -> (tracing::Dispatch, FlushGuard) {
         tracing::Dispatch::new(tracing_subscriber::registry().with(layer)),
         guard,
     )
-}
-
-/// A multi-thread runtime whose worker (and blocking) threads all record into `d`.
-pub(crate) fn runtime(d: &tracing::Dispatch, workers: usize) -> tokio::runtime::Runtime {
-    let d = d.clone();
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .enable_all()
-        .on_thread_start(move || std::mem::forget(tracing::dispatcher::set_default(&d)))
-        .build()
-        .expect("runtime")
 }
 
 /// A 1-D dataset of a profile file.
