@@ -66,14 +66,20 @@ fn round_trip_and_rotation() {
     assert_eq!(fresh.calls[1], vec![call(7, 1)]);
 }
 
-#[test]
-fn a_torn_last_frame_is_ignored() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s");
+/// A spool at `dir/s` holding one call of region `r`, flushed.
+fn one_call(dir: &Path) -> (PathBuf, SpoolWriter) {
+    let path = dir.join("s");
     let mut w = SpoolWriter::create(path.clone(), header(), false).unwrap();
     w.region(0, "r", "", -1);
     w.call(0, call(1, 1));
     w.flush(&[], &[]);
+    (path, w)
+}
+
+#[test]
+fn a_torn_last_frame_is_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, _w) = one_call(dir.path());
     let full = std::fs::read(&path).unwrap();
     std::fs::write(&path, &full[..full.len() - 3]).unwrap();
     let c = read(&path).unwrap();
@@ -124,11 +130,7 @@ fn a_torn_frame_reads_the_same_whether_it_is_read_or_skipped() {
     // The calls pass skips the lanes' frames unread and the lanes pass the calls' frames; a
     // frame cut short is torn either way, and what precedes it is read the same.
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("s");
-    let mut w = SpoolWriter::create(path.clone(), header(), false).unwrap();
-    w.region(0, "r", "", -1);
-    w.call(0, call(1, 1));
-    w.flush(&[], &[]);
+    let (path, mut w) = one_call(dir.path());
     for k in 0..100 {
         w.poll(PollRecord {
             region: 0,
