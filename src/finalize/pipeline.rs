@@ -235,7 +235,9 @@ fn lane_follower(shared: &Shared) -> Option<LaneFollower> {
     if !config.track_async || config.mode == Mode::Disabled {
         return None;
     }
-    let spool = crate::flusher::spool::spool_path(config.output.as_deref()?);
+    // Where the guard created it (multi-rank: a base of this rank's own).
+    let base = crate::mpi::spool_base(shared, config.output.as_deref()?);
+    let spool = crate::flusher::spool::spool_path(&base);
     LaneFollower::open(&spool).ok()
 }
 
