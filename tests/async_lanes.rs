@@ -437,3 +437,43 @@ fn task_tables_of_thousands_of_rows_read_the_same_in_every_reader() {
         assert_eq!(out.trim_end().lines().last(), Some(want), "{out}");
     }
 }
+
+#[test]
+fn a_late_phase_with_tasks_is_written_whole_at_its_own_name() {
+    // With tasks tracked the file is begun with its lane tables while the calls are read
+    // back: a phase after the explicit finalize lands whole at the late name, the first file
+    // stays as it was, and no temporary file is left behind.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("app.h5");
+    let (d, guard) = dispatch(ScopeLayer::builder().output(&out).track_async(true));
+    let rt = runtime(&d, 2);
+    let run = |n: u64| {
+        tracing::dispatcher::with_default(&d, || {
+            rt.block_on(async {
+                for k in 0..n {
+                    tokio::spawn(request(k)).await.unwrap();
+                }
+            })
+        })
+    };
+    run(50);
+    assert_eq!(
+        guard.finalize().unwrap().region("request").unwrap().calls,
+        50
+    );
+    run(7);
+    drop(rt);
+    drop(guard);
+    let rows = |p: &std::path::Path| read::<i64>(&hdf5::File::open(p).unwrap(), "task_table/index");
+    assert_eq!(rows(&out).len(), 50);
+    assert_eq!(
+        rows(&dir.path().join("app.late.h5")),
+        (0..7).collect::<Vec<_>>()
+    );
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["app.h5", "app.late.h5"]);
+}
