@@ -2,14 +2,15 @@
 //! and keeps the calls of the current phase, so the instrumented threads only ever append.
 //!
 //! Every [`POLL`] (at once while a recording thread waits for a buffer, or while a lane has
-//! more; up to [`POLL_IDLE`] apart while rounds find almost nothing) it runs a *round*: it reads at most [`DRAIN_BATCH`] chunks of every lane that is not
-//! ahead of the others in time (the full chunks they handed over, then the published part of
-//! the chunks being written), gives the chunks back to the pool, and completes the calls the
-//! **watermark** has passed: the earliest, over all lanes, of the tick up to which that lane
-//! is known to be read (see [`crate::flusher::assemble`]). Each round's work is bounded, and what waits
-//! for the watermark is the window between the lanes' read positions, not the backlog, so a
-//! flusher far behind holds no more state than one that keeps up. A finalize runs rounds until
-//! the watermark has passed the moment it was asked for, so a call that closed before
+//! more; up to [`POLL_IDLE`] apart while rounds find almost nothing) it runs a *round*: it
+//! reads at most [`DRAIN_BATCH`] chunks of every lane that is not ahead of the others in time
+//! (the full chunks they handed over, then the published part of the chunks being written),
+//! gives the chunks back to the pool, and completes the calls the **watermark** has passed:
+//! the earliest, over all lanes, of the tick up to which that lane is known to be read (see
+//! [`crate::flusher::assemble`]). Each round's work is bounded, and what waits for the
+//! watermark is the window between the lanes' read positions, not the backlog, so a flusher
+//! far behind holds no more state than one that keeps up. A finalize runs rounds until the
+//! watermark has passed the moment it was asked for, so a call that closed before
 //! `finalize()` was called is always in its report. Lanes of exited threads are dropped once
 //! drained; their thread rows stay.
 //!
@@ -55,6 +56,14 @@ fn next_pause(pause: Duration, records: usize) -> Duration {
     } else {
         (pause * 2).min(POLL_IDLE)
     }
+}
+
+/// What one round did.
+struct Round {
+    /// A lane has more to read now.
+    more: bool,
+    /// Records it read (what sets the pause before the next round).
+    records: usize,
 }
 
 /// Chunks the flusher reads from one lane per round before it folds them and gives them back.
@@ -110,8 +119,6 @@ pub(crate) struct Flusher {
     /// Calls dropped whole by dropped lanes.
     exited_dropped_calls: u64,
     drains: u64,
-    /// Records read in the current round (what sets the pause before the next).
-    round_records: usize,
     asm: Assembler,
     scratch: Vec<RawCall>,
     phase: Vec<PhaseRegion>,
@@ -157,7 +164,6 @@ impl Flusher {
             exited_dropped: 0,
             exited_dropped_calls: 0,
             drains: 0,
-            round_records: 0,
             asm,
             scratch: Vec::new(),
             phase: Vec::new(),
@@ -234,13 +240,13 @@ impl Flusher {
                     continue;
                 }
                 Err(TryRecvError::Empty) => {
-                    let more = self.round();
+                    let round = self.round();
                     self.note_cpu();
-                    if more {
+                    if round.more {
                         pause = POLL;
                         continue; // a backlog: the next round now
                     }
-                    pause = next_pause(pause, self.round_records);
+                    pause = next_pause(pause, round.records);
                 }
             }
             // A thread waiting for a buffer wants the next round now; otherwise pause (the
@@ -308,16 +314,16 @@ impl Flusher {
 
     fn rounds_until(&mut self, target: u64) {
         while self.watermark < target {
-            if !self.round() {
+            if !self.round().more {
                 std::thread::yield_now();
             }
         }
     }
 
     /// One round (see the module docs); returns whether a lane has more to read now.
-    fn round(&mut self) -> bool {
+    fn round(&mut self) -> Round {
         self.drains += 1;
-        self.round_records = 0;
+        let mut records = 0;
         if self.shared.config.buffering.fail_flusher_at == Some(self.drains) {
             panic!(
                 "injected flusher fault (test hook) in drain {}",
@@ -346,7 +352,8 @@ impl Flusher {
                 i += 1;
                 continue;
             }
-            let (finished, lane_more) = self.drain_lane(i);
+            let (finished, lane_more, fed) = self.drain_lane(i);
+            records += fed;
             more |= lane_more;
             if finished {
                 // The thread is gone and all it recorded is in: keep its row, drop the lane.
@@ -372,7 +379,7 @@ impl Flusher {
         self.fold();
         self.settle_tasks(passed);
         self.asm.shrink();
-        more
+        Round { more, records }
     }
 
     /// After the profiler paused: calls open now may miss records, so none of them is reported.
@@ -385,8 +392,9 @@ impl Flusher {
     }
 
     /// Reads at most [`DRAIN_BATCH`] chunks of lane `i` and folds them; moves the lane's
-    /// read tick. Returns whether the lane is finished, and whether it has more now.
-    fn drain_lane(&mut self, i: usize) -> (bool, bool) {
+    /// read tick. Returns whether the lane is finished, whether it has more now, and the
+    /// records read.
+    fn drain_lane(&mut self, i: usize) -> (bool, bool, usize) {
         let lane = self.lanes[i].0.clone();
         let (mut cursor, mut read) = (self.lanes[i].1, self.lanes[i].2);
         let started = self.shared.clock.raw();
@@ -407,7 +415,6 @@ impl Flusher {
             asm.feed(index, records, scratch)
         });
         debug_assert!(d.chunks <= DRAIN_BATCH);
-        self.round_records += fed;
         if !d.more {
             // Everything the lane published before this drain started has been read, and
             // what it read was written before now.
@@ -418,7 +425,7 @@ impl Flusher {
         self.lanes[i].1 = cursor;
         self.lanes[i].2 = read;
         self.fold();
-        (d.finished, d.more)
+        (d.finished, d.more, fed)
     }
 
     /// The thread table: every lane, live threads' CPU time sampled now, in index order.

@@ -305,32 +305,29 @@ impl PhaseData {
         &self,
         follower: Option<crate::flusher::spool::LaneFollower>,
     ) -> Result<(Vec<TaskRow>, Vec<PollRecord>), crate::Error> {
-        let mut out = crate::flusher::spool::SpoolContents::default();
-        let one_file = self.spooled.as_ref().filter(|sp| sp.files.len() == 1);
-        if let (Some(f), Some(sp)) = (follower, one_file) {
-            let total = (
-                sp.lanes.tasks as usize + self.tasks.len(),
-                sp.lanes.polls as usize + self.polls.len(),
-            );
-            let (mut tasks, mut polls) =
-                f.finish(total).map_err(|e| spool_error(&sp.files[0], e))?;
-            tasks.extend_from_slice(&self.tasks);
-            polls.extend_from_slice(&self.polls);
-            TaskRow::order(&mut tasks);
-            return Ok((tasks, polls));
-        }
-        if let Some(sp) = &self.spooled {
-            // Room for all of them at once: no copies while millions of rows come in.
-            out.tasks
-                .reserve(sp.lanes.tasks as usize + self.tasks.len());
-            out.polls
-                .reserve(sp.lanes.polls as usize + self.polls.len());
-            for file in &sp.files {
-                out = crate::flusher::spool::scan_into(file, true, None, out)
-                    .map_err(|e| spool_error(file, e))?;
+        let (mut tasks, mut polls) = match &self.spooled {
+            None => (Vec::new(), Vec::new()),
+            Some(sp) => {
+                // Room for all of them at once: no copies while millions of rows come in.
+                let total = (
+                    sp.lanes.tasks as usize + self.tasks.len(),
+                    sp.lanes.polls as usize + self.polls.len(),
+                );
+                match follower.filter(|_| sp.files.len() == 1) {
+                    Some(f) => f.finish(total).map_err(|e| spool_error(&sp.files[0], e))?,
+                    None => {
+                        let mut out = crate::flusher::spool::SpoolContents::default();
+                        out.tasks.reserve(total.0);
+                        out.polls.reserve(total.1);
+                        for file in &sp.files {
+                            out = crate::flusher::spool::scan_into(file, true, None, out)
+                                .map_err(|e| spool_error(file, e))?;
+                        }
+                        (out.tasks, out.polls)
+                    }
+                }
             }
-        }
-        let (mut tasks, mut polls) = (out.tasks, out.polls);
+        };
         tasks.extend_from_slice(&self.tasks);
         polls.extend_from_slice(&self.polls);
         TaskRow::order(&mut tasks);

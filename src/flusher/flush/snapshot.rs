@@ -99,16 +99,12 @@ impl Flusher {
         let threads = self.threads();
         let agg = self.aggregate_stats();
         self.phase_no += 1;
-        let (spool_phase, spool_error) = match &mut self.spool {
-            None => (None, None),
+        let (spool_phase, spooled_lanes, spool_error) = match &mut self.spool {
+            None => (None, Default::default(), None),
             Some(spool) => match spool.rotate(self.phase_no, &threads, &agg) {
-                Ok(moved) => (Some(moved), None),
-                Err(e) => (None, Some(e)),
+                Ok((moved, lanes)) => (Some(moved), lanes, None),
+                Err(e) => (None, Default::default(), Some(e)),
             },
-        };
-        let (spool_phase, spooled_lanes) = match spool_phase {
-            Some((p, lanes)) => (Some(p), lanes),
-            None => (None, Default::default()),
         };
         self.kept_calls = 0;
         Snapshot {
