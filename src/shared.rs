@@ -65,6 +65,10 @@ impl Shared {
                 max_wait: b.max_wait,
             },
         );
+        if config.mode != crate::Mode::Disabled {
+            // The first free buffers, made here rather than on a recording thread.
+            pool.prefill();
+        }
         Shared {
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             config,

@@ -215,6 +215,56 @@ impl FlushGuard {
             .map(|r| r.unwrap_or_default())
     }
 
+    /// Waits until every call that completed before this call is assembled, folded into its
+    /// region's statistics and handed to the spool; the phase goes on (nothing is written
+    /// to the output, nothing is reset). For benchmarks that must count the flusher's work
+    /// on what they recorded, and for programs about to do something risky that want the
+    /// spool (see [`recover`](crate::recover())) to hold everything so far. Returns at once
+    /// in [`Mode::Disabled`].
+    ///
+    /// ```
+    /// # use scope_profiler::ScopeLayer;
+    /// # use tracing_subscriber::prelude::*;
+    /// let (layer, guard) = ScopeLayer::builder().no_output().summary(false).build()?;
+    /// let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    /// tracing::dispatcher::with_default(&dispatch, || {
+    ///     tracing::info_span!("work").in_scope(|| ());
+    /// });
+    /// guard.sync()?; // the flusher has folded the call
+    /// assert_eq!(guard.finalize()?.region("work").unwrap().calls, 1);
+    /// # Ok::<(), scope_profiler::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// The flusher failed ([`Error::FlusherFailed`]), is gone, or did not answer within 30 s
+    /// ([`Error::FlusherStalled`]).
+    pub fn sync(&self) -> Result<(), Error> {
+        let Some(tx) = &self.inner.tx else {
+            return Ok(());
+        };
+        let failed = || match self.inner.shared.failure.lock() {
+            Ok(cause) => cause.clone(),
+            Err(e) => e.into_inner().clone(),
+        };
+        let (reply_tx, reply_rx) = mpsc::channel();
+        if tx.send(Command::Sync(reply_tx)).is_err() {
+            return Err(failed().map_or(Error::FlusherGone, |cause| Error::FlusherFailed { cause }));
+        }
+        if let Some(t) = &self.inner.flusher_thread {
+            t.unpark();
+        }
+        match reply_rx.recv_timeout(FLUSHER_REPLY_LIMIT) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(cause)) => Err(Error::FlusherFailed { cause }),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                Err(failed().map_or(Error::FlusherGone, |cause| Error::FlusherFailed { cause }))
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::FlusherStalled {
+                waited: FLUSHER_REPLY_LIMIT,
+            }),
+        }
+    }
+
     /// CPU time (ns) the profiler's flusher thread has used so far, as of its latest drain
     /// (every finalize ends with one). For scaling tests and benchmarks; not a stable API.
     #[doc(hidden)]

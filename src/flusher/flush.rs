@@ -29,7 +29,7 @@ use crate::flusher::spool::SpoolWriter;
 use crate::flusher::stats::Stats;
 use crate::flusher::task::{TaskTotals, Tasks};
 use crate::output::model::{CallRecord, PollRecord, ThreadRow};
-use crate::recording::lane::{Cursor, Lane};
+use crate::recording::lane::{DrainState, Lane};
 use crate::shared::Shared;
 use crate::Mode;
 
@@ -88,6 +88,9 @@ pub(crate) enum Command {
     /// Drain everything, hand over the phase and start a new one (or say why the flusher
     /// failed).
     Finalize(Sender<Result<Snapshot, String>>),
+    /// Drain everything recorded before now, fold it and hand it to the spool, then answer
+    /// (the phase goes on; see `FlushGuard::sync`).
+    Sync(Sender<Result<(), String>>),
     /// Stop the thread (after a last drain).
     Shutdown,
 }
@@ -106,7 +109,7 @@ pub(crate) struct Flusher {
     shared: Arc<Shared>,
     /// Every live lane: where the flusher stands in it, and the tick before which it has read
     /// everything the lane recorded.
-    lanes: Vec<(Arc<Lane>, Cursor, u64)>,
+    lanes: Vec<(Arc<Lane>, DrainState, u64)>,
     /// The latest watermark (raw ticks): every call that closed before it is assembled.
     watermark: u64,
     /// Ticks of [`MARGIN_NS`] and [`AHEAD_NS`].
@@ -228,6 +231,13 @@ impl Flusher {
                     self.note_cpu();
                     let _ = reply.send(Ok(snap));
                 }
+                Ok(Command::Sync(reply)) => {
+                    self.catch_up();
+                    self.flush_spool();
+                    next_flush = std::time::Instant::now() + interval;
+                    self.note_cpu();
+                    let _ = reply.send(Ok(()));
+                }
                 Ok(Command::Shutdown) | Err(TryRecvError::Disconnected) => {
                     self.catch_up();
                     self.shared.pool.flusher_stopped();
@@ -264,16 +274,17 @@ impl Flusher {
             self.refresh_lanes();
             let pool = &self.shared.pool;
             let mut lost = 0u64;
-            self.lanes.retain_mut(|(lane, cursor, _)| {
+            self.lanes.retain_mut(|(lane, st, _)| {
                 !lane
-                    .drain(cursor, pool, usize::MAX, |records| {
-                        lost += records.len() as u64
-                    })
+                    .drain(st, pool, usize::MAX, |records| lost += records.len() as u64)
                     .finished
             });
             self.shared.lost.fetch_add(lost, Ordering::Relaxed);
             match rx.try_recv() {
                 Ok(Command::Finalize(reply)) => {
+                    let _ = reply.send(Err(cause.to_owned()));
+                }
+                Ok(Command::Sync(reply)) => {
                     let _ = reply.send(Err(cause.to_owned()));
                 }
                 Ok(Command::Shutdown) | Err(TryRecvError::Disconnected) => return,
@@ -298,7 +309,7 @@ impl Flusher {
                 .unwrap_or_else(|e| e.into_inner()),
         );
         self.lanes
-            .extend(new.into_iter().map(|l| (l, Cursor::default(), 0)));
+            .extend(new.into_iter().map(|l| (l, DrainState::default(), 0)));
     }
 
     /// Runs rounds until the watermark has passed now: every call that closed before this
@@ -348,7 +359,7 @@ impl Flusher {
         while i < self.lanes.len() {
             if self.lanes[i].2 > behind.saturating_add(self.ahead) {
                 // Ahead of the others: they catch up first.
-                more |= self.lanes[i].0.queued() > 0;
+                more |= self.lanes[i].0.has_full(&self.lanes[i].1);
                 i += 1;
                 continue;
             }
@@ -396,20 +407,21 @@ impl Flusher {
     /// records read.
     fn drain_lane(&mut self, i: usize) -> (bool, bool, usize) {
         let lane = self.lanes[i].0.clone();
-        let (mut cursor, mut read) = (self.lanes[i].1, self.lanes[i].2);
+        let mut read = self.lanes[i].2;
         let started = self.shared.clock.raw();
         let Flusher {
             shared,
             asm,
             scratch,
+            lanes,
             ..
         } = self;
         let index = lane.index;
         let mut fed = 0;
-        let d = lane.drain(&mut cursor, &shared.pool, DRAIN_BATCH, |records| {
+        let d = lane.drain(&mut lanes[i].1, &shared.pool, DRAIN_BATCH, |records| {
             fed += records.len();
             // A lane's records are in time order: everything before the last one is read.
-            if let Some(t) = records.iter().rev().map(|r| r.tsc).find(|&t| t != 0) {
+            if let Some(t) = records.iter().rev().map(|r| r.ticks()).find(|&t| t != 0) {
                 read = read.max(t);
             }
             asm.feed(index, records, scratch)
@@ -422,7 +434,6 @@ impl Flusher {
             let ended = self.shared.clock.raw();
             self.asm.caught_up(index, ended);
         }
-        self.lanes[i].1 = cursor;
         self.lanes[i].2 = read;
         self.fold();
         (d.finished, d.more, fed)

@@ -34,17 +34,17 @@ fn assembler() -> Assembler {
     Assembler::new(callsites)
 }
 
-fn new(id: u64, t: u64) -> Record {
-    Record::new_span(id, t, &META)
+fn new(id: u64, _t: u64) -> Record {
+    Record::new_span(id, &META)
 }
 fn enter(id: u64, t: u64) -> Record {
-    Record::enter(id, t, 0)
+    Record::enter(id, t)
 }
 fn exit(id: u64, t: u64) -> Record {
-    Record::plain(EXIT, id, t)
+    Record::exit(id, t)
 }
-fn close(id: u64, t: u64) -> Record {
-    Record::plain(CLOSE, id, t)
+fn close(id: u64, _t: u64) -> Record {
+    Record::close(id)
 }
 
 #[test]
@@ -76,6 +76,7 @@ fn five_enters_are_one_call() {
         (out[0].start, out[0].end, out[0].busy, out[0].polls),
         (10, 55, 25, 5)
     );
+    assert_eq!(a.open_instances(), 0, "a completed instance is freed");
 }
 
 #[test]
@@ -297,18 +298,11 @@ fn same_lane_records_before_a_new_belong_to_an_earlier_instance() {
 fn corrupt_records_are_counted_not_followed() {
     let mut a = assembler();
     let mut out = vec![];
-    // A creation record whose callsite word points nowhere the layer registered, and a
-    // record with an impossible kind: neither is dereferenced.
-    let bogus = Record {
-        id: 1,
-        tsc: 0,
-        word: 0x88,
-    };
-    let bad_kind = Record {
-        id: 2,
-        tsc: 0,
-        word: 7,
-    };
+    // A creation record whose callsite word points nowhere the layer registered, and an
+    // event-site slot with no checkpoint before it (and no line timing): neither is
+    // dereferenced.
+    let bogus = Record { id: 1, word: 0x88 };
+    let bad_kind = Record { id: 2, word: EVENT };
     a.feed(0, &[bogus, enter(1, 2), exit(1, 3), close(1, 4)], &mut out);
     a.feed(0, &[bad_kind], &mut out);
     assert!(out.is_empty());

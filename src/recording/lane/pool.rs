@@ -1,6 +1,12 @@
 //! The layer's one buffer budget: every chunk of every lane comes from this pool, and the
 //! flusher gives drained chunks back to it.
 //!
+//! The free chunks sit in a lock-free queue, oldest first: a chunk the flusher has just read
+//! (its lines still in the flusher's cache) is reused last, so a recording thread rarely has
+//! to pull the lines it writes from the other core. The flusher keeps a reserve of free,
+//! pre-faulted chunks, and `build()` fills the first one ([`Pool::prefill`]), so a recording
+//! thread neither allocates nor page-faults when it hands a chunk over.
+//!
 //! The pool allocates at most `max_chunks` chunks in all (the builder's `buffer_budget`), so
 //! recording memory is bounded whatever the number of threads, and chunks of exited threads
 //! are reused by new ones. When no chunk is free, a recording thread either waits for the
@@ -11,11 +17,12 @@
 //! stall.
 
 use super::chunk::Chunk;
-use super::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
+use super::sync::{AtomicBool, AtomicU64, AtomicUsize, FreeList, Ordering};
 
-/// Free chunks the flusher keeps ready at first (see [`Pool::refill`]).
-const RESERVE_MIN: usize = 8;
-/// The most free chunks the flusher keeps ready (6 MiB), and at most a quarter of the budget.
+/// Free chunks the flusher keeps ready at first (see [`Pool::refill`]); `build()` makes them
+/// (512 KiB).
+const RESERVE_MIN: usize = 32;
+/// The most free chunks the flusher keeps ready (4 MiB), and at most a quarter of the budget.
 #[cfg_attr(scope_loom, allow(dead_code))]
 const RESERVE_MAX: usize = 256;
 
@@ -33,8 +40,7 @@ pub(crate) struct Policy {
 pub(crate) struct Pool {
     // Boxed: chunks move between the pool, the writers and the lanes' queues as boxes, and
     // the flusher recognises a lane's current chunk by its address.
-    #[allow(clippy::vec_box)]
-    free: Mutex<Vec<Box<Chunk>>>,
+    free: FreeList<Box<Chunk>>,
     allocated: AtomicUsize,
     max_chunks: usize,
     policy: Policy,
@@ -60,10 +66,11 @@ pub(crate) struct Pool {
 impl Pool {
     /// A pool of at most `max_chunks` chunks (at least one).
     pub(crate) fn new(max_chunks: usize, policy: Policy) -> Pool {
+        let max_chunks = max_chunks.max(1);
         Pool {
-            free: Mutex::new(Vec::new()),
+            free: FreeList::new(max_chunks),
             allocated: AtomicUsize::new(0),
-            max_chunks: max_chunks.max(1),
+            max_chunks,
             policy,
             flusher_alive: AtomicBool::new(true),
             waiting: AtomicUsize::new(0),
@@ -96,10 +103,11 @@ impl Pool {
 
     /// Flusher, after giving chunks back: tops the free list up to the reserve with new chunks
     /// (within the budget), so recording threads rarely allocate one themselves. A new chunk
-    /// costs a 24 KiB allocation and six page faults when first written (~10 us in a VM, ~10
-    /// ns per record); on the flusher that is off the program's threads. The reserve starts
-    /// small and doubles (up to [`RESERVE_MAX`], a quarter of the budget at most) whenever a
-    /// recording thread ran dry since the last refill, so an idle program keeps little.
+    /// costs a 16 KiB allocation and four page faults when first written (~10 us in a VM, and
+    /// far more when the VM's memory was never touched); on the flusher that is off the
+    /// program's threads. The reserve starts at [`RESERVE_MIN`] and doubles (up to
+    /// [`RESERVE_MAX`], a quarter of the budget at most) whenever a recording thread ran dry
+    /// since the last refill, so an idle program keeps little.
     #[cfg(not(scope_loom))]
     pub(crate) fn refill(&self) {
         let cap = RESERVE_MAX.min(self.max_chunks / 4).max(1);
@@ -108,36 +116,48 @@ impl Pool {
             target = (target * 2).min(cap);
             self.reserve.store(target, Ordering::Relaxed);
         }
-        let have = lock(&self.free).len();
-        if have >= target {
-            return;
+        self.top_up(target);
+    }
+
+    /// Allocates and pre-faults new chunks (within the budget) until `target` are free.
+    #[cfg(not(scope_loom))]
+    fn top_up(&self, target: usize) {
+        let mut made = 0;
+        while self.free.len() < target && self.reserve_one() {
+            let mut c = Chunk::new();
+            c.prefault();
+            if let Err(c) = self.free.push(c) {
+                drop(c);
+                self.allocated.fetch_sub(1, Ordering::Relaxed);
+                break;
+            }
+            made += 1;
         }
-        let new: Vec<Box<Chunk>> = (have..target)
-            .map_while(|_| {
-                self.reserve_one().then(|| {
-                    let mut c = Chunk::new();
-                    c.prefault();
-                    c
-                })
-            })
-            .collect();
-        if new.is_empty() {
-            return;
+        if made > 0 {
+            // New chunks are progress too: a thread that stopped waiting looks again.
+            self.given.fetch_add(made, Ordering::Release);
         }
-        let n = new.len() as u64;
-        lock(&self.free).extend(new);
-        // New chunks are progress too: a thread that stopped waiting looks again.
-        self.given.fetch_add(n, Ordering::Release);
+    }
+
+    /// At `build()`, on the building thread: makes the first reserve, so the program's first
+    /// records never wait for the flusher's first round nor allocate.
+    #[cfg(not(scope_loom))]
+    pub(crate) fn prefill(&self) {
+        self.top_up(RESERVE_MIN.min(self.max_chunks / 4).max(1));
     }
 
     /// The loom model keeps its state space to the handoff: no refills (they take the same
-    /// lock and budget as `try_take`, which the model covers).
+    /// queue and budget as `try_take`, which the model covers).
     #[cfg(scope_loom)]
     pub(crate) fn refill(&self) {}
 
+    /// No reserve in the loom model either (see `refill`).
+    #[cfg(scope_loom)]
+    pub(crate) fn prefill(&self) {}
+
     /// A free chunk, or a new one while the budget allows; never waits.
     pub(crate) fn try_take(&self) -> Option<Box<Chunk>> {
-        if let Some(c) = lock(&self.free).pop() {
+        if let Some(c) = self.free.pop() {
             return Some(c);
         }
         // Reserve a slot in the budget first, so concurrent threads never exceed it.
@@ -254,7 +274,11 @@ impl Pool {
 
     /// Gives a drained chunk back (flusher).
     pub(crate) fn give(&self, c: Box<Chunk>) {
-        lock(&self.free).push(c);
+        if let Err(c) = self.free.push(c) {
+            // Cannot happen (the queue holds the whole budget); never leak the budget anyway.
+            drop(c);
+            self.allocated.fetch_sub(1, Ordering::Relaxed);
+        }
         self.given.fetch_add(1, Ordering::Release);
     }
 
@@ -315,7 +339,7 @@ mod tests {
         let p = pool(4, false);
         p.refill();
         // A quarter of a 4-chunk budget: one chunk in reserve.
-        assert_eq!((p.allocated(), lock(&p.free).len()), (1, 1));
+        assert_eq!((p.allocated(), p.free.len()), (1, 1));
         let big = pool(1000, false);
         big.refill();
         assert_eq!(big.allocated(), RESERVE_MIN);
@@ -324,7 +348,7 @@ mod tests {
         let taken: Vec<_> = (0..=RESERVE_MIN).map(|_| big.try_take().unwrap()).collect();
         assert_eq!(big.allocated(), RESERVE_MIN + 1);
         big.refill();
-        assert_eq!(lock(&big.free).len(), 2 * RESERVE_MIN);
+        assert_eq!(big.free.len(), 2 * RESERVE_MIN);
         assert_eq!(big.allocated(), 3 * RESERVE_MIN + 1);
         drop(taken);
     }
