@@ -43,7 +43,7 @@ use std::sync::Arc;
 use crate::fasthash::FastMap;
 use crate::flusher::lines::LineAcc;
 use crate::flusher::region::{Callsites, RegionTable};
-use crate::flusher::task::OpenStarts;
+use crate::flusher::task::Tasks;
 use crate::recording::lane::record::{Record, AUX, CLOSE, ENTER, EVENT, EXIT, LOST, NEW, TASK};
 
 mod insts;
@@ -136,8 +136,9 @@ pub(crate) struct Assembler {
     /// Polls completed since the caller last took them (when `keep_polls`).
     pub(crate) polls: Vec<RawPoll>,
     pub(crate) regions: RegionTable,
-    /// Starts of the entered, not yet completed instances of each Tokio task.
-    pub(crate) task_open: OpenStarts,
+    /// The Tokio tasks: their open calls (kept here, at every first enter and completion),
+    /// indices and rows (see [`crate::flusher::task`]).
+    pub(crate) tasks: Tasks,
 }
 
 impl Assembler {
@@ -158,7 +159,7 @@ impl Assembler {
             line_timing: false,
             polls: Vec::new(),
             regions: RegionTable::new(callsites),
-            task_open: OpenStarts::default(),
+            tasks: Tasks::default(),
         }
     }
 
@@ -344,9 +345,9 @@ impl Assembler {
             let old = (inst.first != NOT_ENTERED).then_some((inst.task, inst.first));
             (inst.first, inst.first_lane, inst.task) = (tick, lane, task);
             if let Some((t, s)) = old {
-                self.task_open.remove(t, s);
+                self.tasks.open_remove(t, s);
             }
-            self.task_open.insert(task, tick);
+            self.tasks.open_insert(task, tick);
         }
     }
 
@@ -467,7 +468,7 @@ impl Assembler {
             self.closing.pop();
             let (inst, extra) = self.insts.remove(id, k);
             if inst.first != NOT_ENTERED {
-                self.task_open.remove(inst.task, inst.first);
+                self.tasks.open_remove(inst.task, inst.first);
             }
             if inst.flags & insts::LOST != 0 {
                 self.dropped_calls += 1;
@@ -531,7 +532,6 @@ impl Assembler {
             self.closing
                 .shrink_to(KEEP_CAPACITY.max(2 * self.closing.len()));
         }
-        self.task_open.shrink();
     }
 
     /// Calls started and not yet closed (in flight).

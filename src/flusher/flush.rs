@@ -27,7 +27,7 @@ use std::time::Duration;
 use crate::flusher::assemble::{Assembler, RawCall};
 use crate::flusher::spool::SpoolWriter;
 use crate::flusher::stats::Stats;
-use crate::flusher::task::{TaskTotals, Tasks};
+use crate::flusher::task::TaskTotals;
 use crate::output::model::{CallRecord, PollRecord, ThreadRow};
 use crate::recording::lane::{DrainState, Lane};
 use crate::shared::Shared;
@@ -125,7 +125,6 @@ pub(crate) struct Flusher {
     asm: Assembler,
     scratch: Vec<RawCall>,
     phase: Vec<PhaseRegion>,
-    tasks: Tasks,
     /// Rows of retired tasks, without an output file.
     finished_tasks: Vec<TaskTotals>,
     polls: Vec<PollRecord>,
@@ -170,7 +169,6 @@ impl Flusher {
             asm,
             scratch: Vec::new(),
             phase: Vec::new(),
-            tasks: Tasks::default(),
             finished_tasks: Vec::new(),
             polls: Vec::new(),
             keep_calls,

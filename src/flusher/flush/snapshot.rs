@@ -88,10 +88,8 @@ impl Flusher {
             });
         }
         let region_names: Vec<String> = infos.iter().map(|i| i.name.to_owned()).collect();
-        let (clock, open) = (self.shared.clock, &self.asm.task_open);
-        let mut tasks = self
-            .tasks
-            .take_rows(clock.now_ns(), |t| open.earliest(t).map(|s| clock.to_ns(s)));
+        let clock = self.shared.clock;
+        let mut tasks = self.asm.tasks.take_rows(clock.now_ns(), |t| clock.to_ns(t));
         if !self.finished_tasks.is_empty() {
             tasks.extend(self.finished_tasks.drain(..).map(|t| t.row(false)));
             TaskRow::order(&mut tasks);
