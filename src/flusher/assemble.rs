@@ -47,7 +47,9 @@ use crate::flusher::task::Tasks;
 use crate::recording::lane::record::{Record, AUX, CLOSE, ENTER, EVENT, EXIT, LOST, NEW, TASK};
 
 mod insts;
-use insts::{Insts, OpenPoll, EXTRA, NONE, NOT_ENTERED, TAINTED, TICKED};
+mod lanes;
+use insts::{Insts, EXTRA, NONE, NOT_ENTERED, TAINTED};
+use lanes::{Close, LaneState, Lanes, OpenPoll};
 
 /// The tick of a stashed record: its own, or, for one without (`NEW`, `CLOSE`, markers of
 /// lost records), now: it was written before the flusher read it.
@@ -109,18 +111,18 @@ struct Stashed {
 /// The assembler's state: open instances and the region table.
 pub(crate) struct Assembler {
     insts: Insts,
-    /// Closed instances waiting for the watermark: (close tick, instance, span id), earliest
-    /// first.
-    closing: BinaryHeap<Reverse<(u64, u32, u64)>>,
+    /// Per lane: its task, polls in progress and closes (see [`lanes`]).
+    lanes: Lanes,
+    /// Closes of replayed (stashed) records, whose ticks are not in their lane's order:
+    /// earliest first.
+    replayed: BinaryHeap<Reverse<Close>>,
+    /// The closes a `complete` found due (kept for its capacity).
+    due: Vec<Close>,
     /// Records that arrived before their instance's `NEW`, by span id.
     stash: FastMap<u64, Vec<Stashed>>,
     /// At most the earliest, over the ids in `stash`, of the newest tick of each (`u64::MAX`
     /// when empty): no id expires before the watermark reaches it.
     stash_min: u64,
-    /// Per lane: (instance, span id) closed on it that wait for the lane's next tick.
-    untimed: Vec<Vec<(u32, u64)>>,
-    /// Per lane: the Tokio task its enters run in now (its latest `TASK` record).
-    lane_task: Vec<u64>,
     /// While stashed records are replayed: the tick the current one was stashed with.
     replaying: Option<u64>,
     /// Records that belonged to no known span instance.
@@ -146,11 +148,11 @@ impl Assembler {
     pub(crate) fn new(callsites: Arc<Callsites>) -> Assembler {
         Assembler {
             insts: Insts::new(),
-            closing: BinaryHeap::new(),
+            lanes: Lanes::default(),
+            replayed: BinaryHeap::new(),
+            due: Vec::new(),
             stash: FastMap::default(),
             stash_min: u64::MAX,
-            untimed: Vec::new(),
-            lane_task: Vec::new(),
             replaying: None,
             orphans: 0,
             corrupt: 0,
@@ -163,14 +165,9 @@ impl Assembler {
         }
     }
 
-    /// The Tokio task lane `lane`'s enters run in now.
-    #[inline]
-    fn task_of(&self, lane: u32) -> u64 {
-        self.lane_task.get(lane as usize).copied().unwrap_or(0)
-    }
-
     /// Feeds one lane's records, in that lane's program order.
     pub(crate) fn feed(&mut self, lane: u32, records: &[Record], out: &mut Vec<RawCall>) {
+        let mut ls = self.lanes.take(lane);
         let mut i = 0;
         while i < records.len() {
             // Fast path: a sync span created, entered once, exited and closed on this lane
@@ -184,49 +181,52 @@ impl Assembler {
                     && e.id == x.id
                     && x.id == c.id
                 {
-                    self.sync_call(lane, n, e.ticks(), x.ticks(), out);
+                    self.sync_call(lane, &mut ls, n, e.ticks(), x.ticks(), out);
                     i += 4;
                     continue;
                 }
             }
             let r = &records[i];
             match r.kind() {
-                TASK => {
-                    let l = lane as usize;
-                    if self.lane_task.len() <= l {
-                        self.lane_task.resize(l + 1, 0);
-                    }
-                    self.lane_task[l] = r.id;
-                }
+                TASK => ls.task = r.id,
                 EVENT => {
                     // A checkpoint and its site slot, always together.
                     let site = records.get(i + 1).filter(|s| s.is_event_site());
                     match site {
                         Some(site) if self.line_timing && !r.is_event_site() => {
-                            self.checkpoint(lane, r, site.id as usize);
+                            self.checkpoint(lane, &mut ls, r, site.id as usize);
                             i += 1;
                         }
                         _ => self.corrupt += 1,
                     }
                 }
                 _ => {
-                    let task = self.task_of(lane);
-                    self.feed_one(lane, task, r, out);
+                    let task = ls.task;
+                    self.feed_one(lane, &mut ls, task, r, out);
                 }
             }
             i += 1;
         }
+        self.lanes.put(lane, ls);
     }
 
     /// The fast path's call: `n` created it, entered at `start`, exited at `end`, closed.
-    fn sync_call(&mut self, lane: u32, n: &Record, start: u64, end: u64, out: &mut Vec<RawCall>) {
+    fn sync_call(
+        &mut self,
+        lane: u32,
+        ls: &mut LaneState,
+        n: &Record,
+        start: u64,
+        end: u64,
+        out: &mut Vec<RawCall>,
+    ) {
         let end = end.max(start);
-        self.stamp(lane, start);
+        ls.stamp(start);
         let Some(region) = self.regions.region_of(n.callsite_addr()) else {
             self.corrupt += 4;
             return;
         };
-        let task = self.task_of(lane);
+        let task = ls.task;
         if self.keep_polls {
             self.polls.push(RawPoll {
                 region,
@@ -260,23 +260,30 @@ impl Assembler {
     }
 
     /// A line-timing checkpoint at `r.ticks()` of event callsite `site`.
-    fn checkpoint(&mut self, lane: u32, r: &Record, site: usize) {
+    fn checkpoint(&mut self, lane: u32, ls: &mut LaneState, r: &Record, site: usize) {
         if self.replaying.is_none() {
-            self.stamp(lane, r.ticks());
+            ls.stamp(r.ticks());
         }
         // A checkpoint of a span this layer does not record (filtered out) is not ours.
         let Some(k) = self.route(lane, r) else {
             return;
         };
-        if let Some(start) = self.insts.poll_on(lane, k).map(|p| p.start) {
+        if let Some(start) = ls.poll_of(k).map(|p| p.start) {
             LineAcc::event(&mut self.insts.extra(k).lines, start, r.ticks(), site);
         }
     }
 
-    fn feed_one(&mut self, lane: u32, task: u64, r: &Record, out: &mut Vec<RawCall>) {
+    fn feed_one(
+        &mut self,
+        lane: u32,
+        ls: &mut LaneState,
+        task: u64,
+        r: &Record,
+        out: &mut Vec<RawCall>,
+    ) {
         let ticks = r.ticks();
         if ticks != 0 && self.replaying.is_none() {
-            self.stamp(lane, ticks);
+            ls.stamp(ticks);
         }
         if r.kind() == NEW {
             let Some(region) = self.regions.region_of(r.callsite_addr()) else {
@@ -308,19 +315,19 @@ impl Assembler {
             return;
         };
         match r.kind() {
-            ENTER => self.enter(lane, task, k, ticks),
-            EXIT => self.exit(lane, k, ticks),
+            ENTER => self.enter(lane, ls, task, k, ticks),
+            EXIT => self.exit(lane, ls, k, ticks),
             AUX => self.insts.extra(k).aux.push(r.payload()),
             LOST if r.payload() == 0 => self.insts.get_mut(k).flags |= insts::LOST,
-            _ => self.close(lane, k, r),
+            _ => self.close(lane, ls, k, r),
         }
     }
 
-    fn enter(&mut self, lane: u32, task: u64, k: u32, tick: u64) {
+    fn enter(&mut self, lane: u32, ls: &mut LaneState, task: u64, k: u32, tick: u64) {
         // An instance with no poll in progress anywhere needs no search (recursion pushes a
         // new instance per level: O(1) each, not O(depth)).
         let nested = self.insts.get(k).open > 0;
-        let polls = self.insts.polls_of(lane);
+        let polls = &mut ls.polls;
         let found = if nested {
             polls.iter_mut().rev().find(|p| p.inst == k)
         } else {
@@ -351,8 +358,8 @@ impl Assembler {
         }
     }
 
-    fn exit(&mut self, lane: u32, k: u32, tick: u64) {
-        let polls = self.insts.polls_of(lane);
+    fn exit(&mut self, lane: u32, ls: &mut LaneState, k: u32, tick: u64) {
+        let polls = &mut ls.polls;
         if let Some(at) = polls.iter().rposition(|p| p.inst == k) {
             polls[at].depth -= 1;
             if polls[at].depth == 0 {
@@ -381,25 +388,19 @@ impl Assembler {
     }
 
     /// A `CLOSE`, or a marker of a lost `CLOSE`, which ends the call as well.
-    fn close(&mut self, lane: u32, k: u32, r: &Record) {
+    fn close(&mut self, lane: u32, ls: &mut LaneState, k: u32, r: &Record) {
         let inst = self.insts.get_mut(k);
         if r.kind() == LOST {
             inst.flags |= insts::LOST;
         }
         if inst.closed_lane == NONE {
-            if let Some(tick) = self.replaying {
-                inst.flags |= TICKED;
-                self.closing.push(Reverse((tick, k, r.id)));
-            } else {
+            match self.replaying {
+                Some(tick) => self.replayed.push(Reverse((tick, k, r.id))),
                 // Its tick is the lane's next one (see the module docs).
-                let l = lane as usize;
-                if self.untimed.len() <= l {
-                    self.untimed.resize_with(l + 1, Vec::new);
-                }
-                self.untimed[l].push((k, r.id));
+                None => ls.untimed.push((k, r.id)),
             }
         }
-        self.insts.get_mut(k).closed_lane = lane;
+        inst.closed_lane = lane;
     }
 
     /// Replays the stashed records of an id whose `NEW` just arrived on lane `created_on`.
@@ -413,7 +414,9 @@ impl Assembler {
             // A stashed record is not where its lane stands now: it shows no time of that lane,
             // and a close among them takes the tick it was stashed with.
             self.replaying = Some(s.tick);
-            self.feed_one(s.lane, s.task, &s.rec, out);
+            let mut ls = self.lanes.take(s.lane);
+            self.feed_one(s.lane, &mut ls, s.task, &s.rec, out);
+            self.lanes.put(s.lane, ls);
         }
         self.replaying = None;
     }
@@ -434,24 +437,17 @@ impl Assembler {
         }
     }
 
-    /// Lane `lane` shows time `tick`: the closes read on it before happened no later.
-    #[inline]
-    fn stamp(&mut self, lane: u32, tick: u64) {
-        let Some(waiting) = self.untimed.get_mut(lane as usize) else {
-            return;
-        };
-        for (k, id) in waiting.drain(..) {
-            let inst = self.insts.get_mut(k);
-            if inst.flags & TICKED == 0 {
-                inst.flags |= TICKED;
-                self.closing.push(Reverse((tick, k, id)));
-            }
-        }
-    }
-
     /// The flusher has read everything lane `lane` published before `tick`.
     pub(crate) fn caught_up(&mut self, lane: u32, tick: u64) {
-        self.stamp(lane, tick);
+        let mut ls = self.lanes.take(lane);
+        ls.stamp(tick);
+        self.lanes.put(lane, ls);
+    }
+
+    /// Lane `lane`'s thread exited and everything it recorded was read: its state goes once
+    /// its last close completed.
+    pub(crate) fn lane_gone(&mut self, lane: u32) {
+        self.lanes.gone(lane);
     }
 
     /// Completes the instances whose close the watermark `wm` has passed (every record of
@@ -461,41 +457,56 @@ impl Assembler {
         if wm >= self.stash_min {
             self.expire_stash(wm);
         }
-        while let Some(&Reverse((tick, k, id))) = self.closing.peek() {
-            if tick > wm {
+        let mut due = std::mem::take(&mut self.due);
+        self.lanes.due(wm, &mut due);
+        while let Some(&Reverse(c)) = self.replayed.peek() {
+            if c.0 > wm {
                 break;
             }
-            self.closing.pop();
-            let (inst, extra) = self.insts.remove(id, k);
-            if inst.first != NOT_ENTERED {
-                self.tasks.open_remove(inst.task, inst.first);
-            }
-            if inst.flags & insts::LOST != 0 {
-                self.dropped_calls += 1;
-                continue;
-            }
-            if inst.flags & TAINTED != 0 || inst.first == NOT_ENTERED {
-                continue;
-            }
-            let end = inst.last_exit.max(inst.first);
-            let (aux, lines) = match extra {
-                Some(e) if inst.flags & EXTRA != 0 => (e.aux, e.lines),
-                _ => (Vec::new(), None),
-            };
-            out.push(RawCall {
-                region: inst.region,
-                start: inst.first,
-                end,
-                busy: inst.busy.min(end - inst.first),
-                lane: inst.first_lane,
-                task: inst.task,
-                polls: inst.polls,
-                last_lane: inst.last_lane,
-                aux,
-                lines,
-                close: tick,
-            });
+            self.replayed.pop();
+            due.push(c);
         }
+        for (tick, k, id) in due.drain(..) {
+            self.finish(tick, k, id, out);
+        }
+        self.due = due;
+    }
+
+    /// Completes instance `k` of span `id`, closed at `tick`.
+    fn finish(&mut self, tick: u64, k: u32, id: u64, out: &mut Vec<RawCall>) {
+        let (inst, extra) = self.insts.remove(id, k);
+        if inst.open > 0 {
+            // Polls it never ended (their exits were lost): forget them.
+            self.lanes.forget_polls(k);
+        }
+        if inst.first != NOT_ENTERED {
+            self.tasks.open_remove(inst.task, inst.first);
+        }
+        if inst.flags & insts::LOST != 0 {
+            self.dropped_calls += 1;
+            return;
+        }
+        if inst.flags & TAINTED != 0 || inst.first == NOT_ENTERED {
+            return;
+        }
+        let end = inst.last_exit.max(inst.first);
+        let (aux, lines) = match extra {
+            Some(e) if inst.flags & EXTRA != 0 => (e.aux, e.lines),
+            _ => (Vec::new(), None),
+        };
+        out.push(RawCall {
+            region: inst.region,
+            start: inst.first,
+            end,
+            busy: inst.busy.min(end - inst.first),
+            lane: inst.first_lane,
+            task: inst.task,
+            polls: inst.polls,
+            last_lane: inst.last_lane,
+            aux,
+            lines,
+            close: tick,
+        });
     }
 
     /// Counts the stashed records of the ids whose records the watermark `wm` has all passed
@@ -528,9 +539,12 @@ impl Assembler {
             self.stash
                 .shrink_to(KEEP_CAPACITY.max(2 * self.stash.len()));
         }
-        if self.closing.capacity() > KEEP_CAPACITY.max(8 * self.closing.len()) {
-            self.closing
-                .shrink_to(KEEP_CAPACITY.max(2 * self.closing.len()));
+        if self.replayed.capacity() > KEEP_CAPACITY.max(8 * self.replayed.len()) {
+            self.replayed
+                .shrink_to(KEEP_CAPACITY.max(2 * self.replayed.len()));
+        }
+        if self.due.capacity() > KEEP_CAPACITY {
+            self.due = Vec::new();
         }
     }
 

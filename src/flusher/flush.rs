@@ -367,6 +367,7 @@ impl Flusher {
             if finished {
                 // The thread is gone and all it recorded is in: keep its row, drop the lane.
                 let (lane, _, _) = self.lanes.swap_remove(i);
+                self.asm.lane_gone(lane.index);
                 self.exited.push(thread_row(&lane));
                 self.exited_dropped += lane.dropped.load(Ordering::Relaxed);
                 self.exited_dropped_calls += lane.dropped_calls.load(Ordering::Relaxed);

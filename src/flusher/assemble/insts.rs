@@ -4,8 +4,8 @@
 //! Built for memory per live instance and for no allocation per call: an instance is one
 //! 64-byte slab entry (no `Vec` of its own, no box); the id map holds a `u32` index; the rare
 //! extras (sink payloads, line-timing checkpoints) live in a side table; a poll in progress
-//! is an entry of its lane's short list (what is entered on that thread now), not of the
-//! instance. Instances of a reused span id are chained newest first through `prev`.
+//! is an entry of its lane's short list (see [`super::lanes`]), not of the instance. Instances
+//! of a reused span id are chained newest first through `prev`.
 
 use crate::fasthash::FastMap;
 use crate::flusher::lines::LineAcc;
@@ -19,8 +19,6 @@ pub(super) const NOT_ENTERED: u64 = u64::MAX;
 pub(super) const TAINTED: u8 = 1;
 /// A record of this call was lost (a `LOST` marker): the call is dropped whole.
 pub(super) const LOST: u8 = 2;
-/// Its close has a tick and waits in the closing heap.
-pub(super) const TICKED: u8 = 4;
 /// It has an entry in the extras table.
 pub(super) const EXTRA: u8 = 8;
 /// The slab entry is free (its `prev` links the free list).
@@ -50,7 +48,7 @@ pub(super) struct Inst {
     pub closed_lane: u32,
     /// Polls in progress (entries in the lanes' lists).
     pub open: u16,
-    /// [`TAINTED`], [`LOST`], [`TICKED`], [`EXTRA`].
+    /// [`TAINTED`], [`LOST`], [`EXTRA`].
     pub flags: u8,
 }
 
@@ -73,17 +71,6 @@ impl Inst {
     }
 }
 
-/// A poll in progress on one lane.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct OpenPoll {
-    pub inst: u32,
-    /// Nested enters of the span on this lane not yet exited (the poll ends at 0).
-    pub depth: u32,
-    pub start: u64,
-    /// Tokio task at the enter (0 = none).
-    pub task: u64,
-}
-
 /// The rare parts of an instance.
 #[derive(Debug, Default)]
 pub(super) struct Extra {
@@ -102,8 +89,6 @@ pub(super) struct Insts {
     /// Span id -> its newest instance.
     by_id: FastMap<u64, u32>,
     extras: FastMap<u32, Extra>,
-    /// Per lane: the polls in progress there (what is entered on that thread now).
-    lane_polls: Vec<Vec<OpenPoll>>,
 }
 
 /// Capacity the tables keep however few instances are open.
@@ -156,7 +141,8 @@ impl Insts {
         self.extras.entry(k).or_default()
     }
 
-    /// Removes instance `k` of span `id`; returns it and its extras.
+    /// Removes instance `k` of span `id`; returns it and its extras. Polls it has in progress
+    /// ([`Inst::open`]) are the caller's to forget.
     pub(super) fn remove(&mut self, id: u64, k: u32) -> (Inst, Option<Extra>) {
         let inst = self.slab[k as usize];
         debug_assert_eq!(inst.flags & FREE, 0);
@@ -181,12 +167,6 @@ impl Insts {
             }
             None => {}
         }
-        if inst.open > 0 {
-            // Polls it never ended (their exits were lost): forget them.
-            for polls in &mut self.lane_polls {
-                polls.retain(|p| p.inst != k);
-            }
-        }
         let extra = if inst.flags & EXTRA != 0 {
             self.extras.remove(&k)
         } else {
@@ -198,26 +178,6 @@ impl Insts {
         self.free = k;
         self.live -= 1;
         (inst, extra)
-    }
-
-    /// The polls in progress on `lane`.
-    #[inline]
-    pub(super) fn polls_of(&mut self, lane: u32) -> &mut Vec<OpenPoll> {
-        let l = lane as usize;
-        if self.lane_polls.len() <= l {
-            self.lane_polls.resize_with(l + 1, Vec::new);
-        }
-        &mut self.lane_polls[l]
-    }
-
-    /// The poll of instance `k` in progress on `lane`, if any.
-    #[inline]
-    pub(super) fn poll_on(&self, lane: u32, k: u32) -> Option<&OpenPoll> {
-        self.lane_polls
-            .get(lane as usize)?
-            .iter()
-            .rev()
-            .find(|p| p.inst == k)
     }
 
     /// Every live instance.

@@ -308,3 +308,30 @@ fn corrupt_records_are_counted_not_followed() {
     assert!(out.is_empty());
     assert_eq!(a.corrupt, 5);
 }
+
+#[test]
+fn a_gone_lanes_state_goes_with_its_last_close() {
+    let mut a = assembler();
+    let mut out = vec![];
+    let recs = [
+        Record::task(7),
+        new(1, 0),
+        enter(1, 5),
+        exit(1, 6),
+        enter(1, 7),
+        exit(1, 8),
+        close(1, 0),
+    ];
+    a.feed(3, &recs, &mut out);
+    a.lane_gone(3);
+    assert!(
+        a.lanes.has(3),
+        "a close still waits for the lane's next tick"
+    );
+    a.caught_up(3, 10);
+    a.complete(u64::MAX, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].task, out[0].polls, out[0].close), (7, 2, 10));
+    assert!(!a.lanes.has(3), "nothing left of the lane");
+    assert_eq!(a.open_instances(), 0);
+}
