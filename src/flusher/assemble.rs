@@ -363,7 +363,12 @@ impl Assembler {
         if let Some(at) = polls.iter().rposition(|p| p.inst == k) {
             polls[at].depth -= 1;
             if polls[at].depth == 0 {
-                let OpenPoll { start, task, .. } = polls.remove(at);
+                // Usually the innermost poll, the last one.
+                let OpenPoll { start, task, .. } = if at + 1 == polls.len() {
+                    polls.pop().expect("non-empty")
+                } else {
+                    polls.remove(at)
+                };
                 let inst = self.insts.get_mut(k);
                 inst.open -= 1;
                 inst.busy += tick.saturating_sub(start);

@@ -3,10 +3,15 @@
 //!
 //! A task usually has one or two open calls (a handler, and a child of it): kept inline, no
 //! allocation. One with many (a connection whose commands complete first-in first-out behind
-//! a busy flusher) switches to a boxed map, so every change stays O(log n) whatever order
-//! they complete in.
+//! a busy flusher, or one task awaiting calls in a loop) keeps a sorted deque, where starts
+//! come in at the back and leave at the front: O(1). The first change in the middle of a
+//! large set switches it to a map, so every change stays O(log n) whatever order they
+//! complete in.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+
+/// Above this many open calls, a change in the middle of the deque switches to the map.
+const DEQUE_MAX_MIDDLE: usize = 64;
 
 /// Open calls of one task.
 #[derive(Debug, Default)]
@@ -17,9 +22,21 @@ pub(crate) enum Starts {
     One(u64),
     /// Two, sorted.
     Two(u64, u64),
-    /// start -> number of open calls. Boxed so the common variants stay 24 bytes in all.
+    /// Sorted, duplicates kept. Boxed so the common variants stay 24 bytes in all.
+    #[allow(clippy::box_collection)]
+    Deque(Box<VecDeque<u64>>),
+    /// start -> number of open calls.
     #[allow(clippy::box_collection)]
     Many(Box<BTreeMap<u64, u32>>),
+}
+
+/// The map form of sorted starts.
+fn to_map(starts: impl Iterator<Item = u64>) -> BTreeMap<u64, u32> {
+    let mut m = BTreeMap::new();
+    for s in starts {
+        *m.entry(s).or_insert(0) += 1;
+    }
+    m
 }
 
 impl Starts {
@@ -29,11 +46,25 @@ impl Starts {
             Starts::Empty => Starts::One(start),
             Starts::One(a) => Starts::Two(a.min(start), a.max(start)),
             Starts::Two(a, b) => {
-                let mut m = BTreeMap::new();
-                for s in [a, b, start] {
-                    *m.entry(s).or_insert(0) += 1;
+                let mut d = VecDeque::with_capacity(4);
+                d.extend([a, b]);
+                let at = d.partition_point(|&s| s <= start);
+                d.insert(at, start);
+                Starts::Deque(Box::new(d))
+            }
+            Starts::Deque(mut d) => {
+                if d.back().is_none_or(|&b| b <= start) {
+                    d.push_back(start);
+                    Starts::Deque(d)
+                } else if d.len() > DEQUE_MAX_MIDDLE {
+                    let mut m = to_map(d.iter().copied());
+                    *m.entry(start).or_insert(0) += 1;
+                    Starts::Many(Box::new(m))
+                } else {
+                    let at = d.partition_point(|&s| s <= start);
+                    d.insert(at, start);
+                    Starts::Deque(d)
                 }
-                Starts::Many(Box::new(m))
             }
             Starts::Many(mut m) => {
                 *m.entry(start).or_insert(0) += 1;
@@ -48,6 +79,28 @@ impl Starts {
             Starts::One(a) if a == start => Starts::Empty,
             Starts::Two(a, b) if a == start => Starts::One(b),
             Starts::Two(a, b) if b == start => Starts::One(a),
+            Starts::Deque(mut d) => {
+                if d.front() == Some(&start) {
+                    d.pop_front();
+                } else if d.back() == Some(&start) {
+                    d.pop_back();
+                } else if d.len() > DEQUE_MAX_MIDDLE {
+                    let mut m = Starts::Many(Box::new(to_map(d.iter().copied())));
+                    m.remove(start);
+                    *self = m;
+                    return;
+                } else {
+                    let at = d.partition_point(|&s| s < start);
+                    if d.get(at) == Some(&start) {
+                        d.remove(at);
+                    }
+                }
+                match d.len() {
+                    0 => Starts::Empty,
+                    1 => Starts::One(d[0]),
+                    _ => Starts::Deque(d),
+                }
+            }
             Starts::Many(mut m) => {
                 if let Some(n) = m.get_mut(&start) {
                     *n -= 1;
@@ -70,6 +123,7 @@ impl Starts {
         match self {
             Starts::Empty => None,
             Starts::One(a) | Starts::Two(a, _) => Some(*a),
+            Starts::Deque(d) => d.front().copied(),
             Starts::Many(m) => m.first_key_value().map(|(&s, _)| s),
         }
     }
@@ -103,6 +157,21 @@ mod tests {
         o.remove(1099);
         assert_eq!(o.earliest(), None);
         assert!(o.is_empty());
+    }
+
+    #[test]
+    fn a_middle_change_in_a_large_set_switches_to_the_map() {
+        let mut o = Starts::default();
+        for k in 0..100 {
+            o.insert(10 * k);
+        }
+        assert!(matches!(o, Starts::Deque(_)), "in order: the deque");
+        o.remove(500);
+        assert!(matches!(o, Starts::Many(_)));
+        o.insert(5);
+        assert_eq!(o.earliest(), Some(0));
+        o.remove(0);
+        assert_eq!(o.earliest(), Some(5));
     }
 
     #[test]
