@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 pub(crate) use crate::config::Config;
 use crate::flusher::region::Callsites;
 use crate::recording::clock::Clock;
-use crate::recording::lane::chunk::CHUNK_BYTES;
 use crate::recording::lane::pool::{Policy, Pool};
 use crate::recording::lane::Lane;
 use crate::sink::Sinks;
@@ -59,7 +58,7 @@ impl Shared {
         let clock = Clock::global();
         let b = config.buffering;
         let pool = Pool::new(
-            b.budget / CHUNK_BYTES,
+            b.budget,
             Policy {
                 lossy: b.lossy,
                 max_wait: b.max_wait,

@@ -13,6 +13,14 @@
 //! sum of its interiors. The interior is timed inside the span (after `enter`, before `exit`),
 //! so the difference is the profiler's own enter/exit work plus any pause it caused inside
 //! the call: a buffer hand-off, a lane's creation, a clock calibration.
+//!
+//! One exception, not the profiler's: after a 400 ms sleep, `tracing-subscriber`'s registry
+//! runs its own `exit` (its thread-local span stack, on caches gone cold during the sleep)
+//! before any layer hears of the exit, ~4 us on this project's VM, and that is inside the
+//! call for every layer (a layer reading the TSC as the first thing of its `on_exit` measured
+//! 4.4-7 us here; a bare `Subscriber`, 0.7-1 us). So the sleep group's median bound is 10 us
+//! with `ScopeLayer`; the clock itself is checked apart: the recorded starts of the first and
+//! last sleep, 1.6 s apart, against `Instant` (the TSC-to-ns scale to 0.001 %).
 
 mod common;
 
@@ -25,22 +33,27 @@ fn busy(d: Duration) {
     }
 }
 
-/// Runs `work` inside a fresh span of `name` `n` times; returns the interiors in ns.
-fn timed(n: usize, make: impl Fn() -> tracing::Span, work: impl Fn()) -> Vec<i64> {
+/// Runs `work` inside a fresh span of `name` `n` times; returns when each interior started
+/// and how long it took (ns).
+fn timed(n: usize, make: impl Fn() -> tracing::Span, work: impl Fn()) -> Vec<(Instant, i64)> {
     (0..n)
         .map(|_| {
             let span = make();
             let _e = span.enter();
             let t = Instant::now();
             work();
-            t.elapsed().as_nanos() as i64
+            (t, t.elapsed().as_nanos() as i64)
         })
         .collect()
 }
 
-/// Durations of region `name` in the file, in start order (the order the calls were made in;
-/// the file's order within a region need not be chronological).
-fn recorded(file: &hdf5::File, name: &str) -> Vec<i64> {
+fn interiors(calls: &[(Instant, i64)]) -> Vec<i64> {
+    calls.iter().map(|c| c.1).collect()
+}
+
+/// Starts and durations of region `name` in the file, in start order (the order the calls
+/// were made in; the file's order within a region need not be chronological).
+fn recorded(file: &hdf5::File, name: &str) -> Vec<(i64, i64)> {
     let rows = common::region_rows(file, name);
     let durations: Vec<i64> = common::read(file, "events/durations");
     let deltas: Vec<i64> = common::read(file, "events/start_deltas");
@@ -52,7 +65,11 @@ fn recorded(file: &hdf5::File, name: &str) -> Vec<i64> {
         })
         .collect();
     calls.sort_unstable();
-    calls.into_iter().map(|(_, d)| d).collect()
+    calls
+}
+
+fn durations(calls: &[(i64, i64)]) -> Vec<i64> {
+    calls.iter().map(|c| c.1).collect()
 }
 
 fn percentile(sorted: &[i64], p: f64) -> i64 {
@@ -60,8 +77,8 @@ fn percentile(sorted: &[i64], p: f64) -> i64 {
     sorted[i]
 }
 
-/// Checks one group; returns its line for the test's output.
-fn check(group: &str, recorded: &[i64], interior: &[i64]) -> String {
+/// Checks one group (median bound `median_max` ns); returns its line for the test's output.
+fn check(group: &str, recorded: &[i64], interior: &[i64], median_max: i64) -> String {
     assert_eq!(
         recorded.len(),
         interior.len(),
@@ -88,7 +105,10 @@ fn check(group: &str, recorded: &[i64], interior: &[i64]) -> String {
         rel * 100.0
     );
     eprintln!("{line}");
-    assert!(median.abs() <= 2_000, "{line}: median over 2 us");
+    assert!(
+        median.abs() <= median_max,
+        "{line}: median over {median_max} ns"
+    );
     assert!(p95.abs() <= 20_000, "{line}: p95 over 20 us");
     assert!(rel.abs() <= 0.0005, "{line}: total off by more than 0.05 %");
     line
@@ -133,8 +153,34 @@ fn every_call_matches_its_interior() {
     let report = guard.finalize().expect("finalize");
     assert_eq!(report.dropped_calls(), 0);
     let file = hdf5::File::open(&out).unwrap();
-    let r = std::panic::catch_unwind(|| check("sleep", &recorded(&file, "sleep"), &sleeps));
-    check("loop", &recorded(&file, "loop"), &loops);
-    check("fresh", &recorded(&file, "fresh"), &fresh);
-    r.unwrap();
+    let sleep_rec = recorded(&file, "sleep");
+    check(
+        "loop",
+        &durations(&recorded(&file, "loop")),
+        &interiors(&loops),
+        2_000,
+    );
+    check(
+        "fresh",
+        &durations(&recorded(&file, "fresh")),
+        &interiors(&fresh),
+        2_000,
+    );
+    // The registry's cold exit after a long sleep (see the module docs).
+    check("sleep", &durations(&sleep_rec), &interiors(&sleeps), 10_000);
+    // The scale: 1.6 s between the first and the last sleep's start, as recorded and as
+    // `Instant` saw it just after the enter (both warm reads).
+    let recorded_span = (sleep_rec[4].0 - sleep_rec[0].0) as f64;
+    let instant_span = sleeps[4].0.duration_since(sleeps[0].0).as_nanos() as f64;
+    let scale_err = (recorded_span - instant_span) / instant_span;
+    eprintln!(
+        "scale over {:.2} s: {:+.6} %",
+        instant_span / 1e9,
+        scale_err * 100.0
+    );
+    assert!(
+        scale_err.abs() <= 1e-5,
+        "TSC-to-ns scale off by {:+.6} % over 1.6 s",
+        scale_err * 100.0
+    );
 }

@@ -459,12 +459,14 @@ impl Flusher {
             .collect()
     }
 
-    /// Makes everything assembled so far durable in the spool.
+    /// Makes everything assembled so far durable in the spool: with the rows of the threads
+    /// that exited since the last flush and of the live ones (not the whole table again).
     fn flush_spool(&mut self) {
         if self.spool.is_none() {
             return;
         }
-        let threads = self.threads();
+        let mut threads = self.exited.take_unspooled();
+        threads.extend(self.lanes.iter().map(|(l, _, _)| thread_row(l)));
         let agg = self.aggregate_stats();
         if let Some(spool) = &mut self.spool {
             spool.flush(&threads, &agg);

@@ -10,7 +10,7 @@
 //! | 0 | header | magic `SPRSPOL1`, `start_time_ns` i64, `timestamp` str, `label` str ("" = none), `track_threads` u8, `track_async` u8, `aggregate` u8 |
 //! | 1 | region | `id` u32, `line` i64, `name` str, `file` str |
 //! | 2 | calls | `region` u32, `n` u32, then n x (`start - previous start`, `dur`, `thread`, `task`, `await`, `gpu`), each a zigzag LEB128 varint (7 bytes per call, typically, against 44 fixed) |
-//! | 3 | threads | `n` u32, then n x (`index` u32, `native_id` i64, `start` i64, `end` i64, `cpu` i64, `name` str) |
+//! | 3 | threads | `n` u32, then n x (`index` u32, `native_id` i64, `start` i64, `end` i64, `cpu` i64, `name` str): rows of the thread table; a later row of the same index replaces an earlier one (an exited thread's row is written once, when it exits; live threads' rows at every flush) |
 //! | 4 | aggregate | `n` u32, then n x (`region` u32, `count` u64, `total` u64, `min` u64, `max` u64, `mean` f64, `m2` f64) |
 //! | 5 | tasks | `n` u32, then n x (`index`, `tokio_id`, `thread_index`, `created`, `done`, `steps`, `running`, `suspended`, `root_region` (-1 = none)), each a zigzag LEB128 varint: rows of tasks retired during the phase (see [`crate::flusher::task`]) |
 //! | 6 | polls | `n` u32, then n x (`region`, `start - previous start`, `dur`, `thread`, `task`), each a zigzag LEB128 varint |
@@ -229,6 +229,27 @@ impl SpoolWriter {
         self.pending_polls.clear();
     }
 
+    /// Buffers thread-table rows (one frame; a later row of an index replaces an earlier one).
+    pub(crate) fn thread_rows(&mut self, threads: &[ThreadRow]) {
+        if self.error.is_some() || threads.is_empty() {
+            return;
+        }
+        let mut p = Vec::new();
+        p.extend_from_slice(&(threads.len() as u32).to_le_bytes());
+        for t in threads {
+            p.extend_from_slice(&t.index.to_le_bytes());
+            p.extend_from_slice(&t.native_id.to_le_bytes());
+            p.extend_from_slice(&t.start_ns.to_le_bytes());
+            p.extend_from_slice(&t.end_ns.to_le_bytes());
+            p.extend_from_slice(&t.cpu_ns.to_le_bytes());
+            put_str(&mut p, &t.name);
+        }
+        frame(&mut self.buf, TAG_THREADS, &p);
+        if self.buf.len() >= WRITE_THRESHOLD {
+            self.write_out();
+        }
+    }
+
     /// Buffers the rows of retired tasks (one frame).
     pub(crate) fn tasks(&mut self, rows: &[crate::flusher::task::TaskTotals]) {
         if self.error.is_some() || rows.is_empty() {
@@ -323,19 +344,7 @@ impl SpoolWriter {
         }
         self.put_polls();
         self.put_region_frames();
-        if !threads.is_empty() {
-            let mut p = Vec::new();
-            p.extend_from_slice(&(threads.len() as u32).to_le_bytes());
-            for t in threads {
-                p.extend_from_slice(&t.index.to_le_bytes());
-                p.extend_from_slice(&t.native_id.to_le_bytes());
-                p.extend_from_slice(&t.start_ns.to_le_bytes());
-                p.extend_from_slice(&t.end_ns.to_le_bytes());
-                p.extend_from_slice(&t.cpu_ns.to_le_bytes());
-                put_str(&mut p, &t.name);
-            }
-            frame(&mut self.buf, TAG_THREADS, &p);
-        }
+        self.thread_rows(threads);
         if !aggregate.is_empty() {
             let mut p = Vec::new();
             p.extend_from_slice(&(aggregate.len() as u32).to_le_bytes());
@@ -362,6 +371,10 @@ impl SpoolWriter {
             }
         }
         self.buf.clear();
+        // A big frame (a phase's whole thread table) must not keep its buffer for the run.
+        if self.buf.capacity() > 2 * WRITE_THRESHOLD {
+            self.buf.shrink_to(WRITE_THRESHOLD);
+        }
     }
 
     /// With `durable`, makes everything written so far survive power loss.

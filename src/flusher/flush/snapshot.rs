@@ -100,7 +100,12 @@ impl Flusher {
         let (spool_phase, spooled_lanes, spool_error) = match &mut self.spool {
             None => (None, Default::default(), None),
             Some(spool) => match spool.rotate(self.phase_no, &threads, &agg) {
-                Ok((moved, lanes)) => (Some(moved), lanes, None),
+                Ok((moved, lanes)) => {
+                    // The new phase's spool holds the whole thread table too.
+                    self.exited.new_phase();
+                    spool.thread_rows(&self.exited.take_unspooled());
+                    (Some(moved), lanes, None)
+                }
                 Err(e) => (None, Default::default(), Some(e)),
             },
         };

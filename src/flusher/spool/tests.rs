@@ -209,3 +209,24 @@ fn a_follower_reads_the_lanes_of_a_spool_while_it_grows() {
     assert_eq!(polls, whole.polls);
     assert_eq!(tasks, whole.tasks);
 }
+
+#[test]
+fn thread_rows_of_later_frames_replace_earlier_ones_by_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = spool_path(&dir.path().join("t.h5"));
+    let mut w = SpoolWriter::create(path.clone(), header(), false).unwrap();
+    let row = |index: u32, end_ns: i64| ThreadRow {
+        index,
+        name: format!("t{index}"),
+        native_id: 100 + i64::from(index),
+        start_ns: 1,
+        end_ns,
+        cpu_ns: 5,
+    };
+    // Live rows at every flush; an exited thread's row once.
+    w.flush(&[row(1, -1), row(0, -1)], &[]);
+    w.flush(&[row(1, -1), row(0, 40)], &[]);
+    w.flush(&[row(1, -1), row(2, -1)], &[]);
+    let c = read(&path).unwrap();
+    assert_eq!(c.threads, vec![row(0, 40), row(1, -1), row(2, -1)]);
+}

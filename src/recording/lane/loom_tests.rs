@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use loom::thread;
 
+use super::chunk::CHUNK_BYTES;
 use super::pool::{Policy, Pool};
 use super::record::{Record, LOST};
 use super::writer::Writer;
@@ -58,7 +59,7 @@ const LOST_MARK: u64 = 1 << 40;
 /// to the end and checks order, uniqueness and accounting.
 fn owner_against_flusher(chunks: usize, lossy: bool, n: u64, drains: usize, batch: usize) {
     model(move || {
-        let pool = Arc::new(Pool::new(chunks, policy(lossy)));
+        let pool = Arc::new(Pool::new(chunks * CHUNK_BYTES, policy(lossy)));
         let lane = Arc::new(Lane::new(0, "owner".into(), 0, 0));
         let owner = {
             let (lane, pool) = (lane.clone(), pool.clone());
@@ -96,7 +97,7 @@ fn owner_against_flusher(chunks: usize, lossy: bool, n: u64, drains: usize, batc
         let marked: Vec<u64> = marks.iter().map(|m| m & !LOST_MARK).collect();
         assert!(marked.iter().all(|m| !recs.contains(m)), "got {got:?}");
         assert!(marked.windows(2).all(|w| w[0] < w[1]), "got {got:?}");
-        assert!(pool.allocated() <= pool.max_chunks());
+        assert!(pool.allocated() <= pool.max_bytes());
     });
 }
 
@@ -120,7 +121,7 @@ fn lossy_drops_are_counted_never_torn() {
 #[test]
 fn a_finished_lane_has_given_everything() {
     model(|| {
-        let pool = Arc::new(Pool::new(2, policy(false)));
+        let pool = Arc::new(Pool::new(2 * CHUNK_BYTES, policy(false)));
         let lane = Arc::new(Lane::new(0, "owner".into(), 0, 0));
         let owner = {
             let (lane, pool) = (lane.clone(), pool.clone());

@@ -225,7 +225,7 @@ impl Lane {
         }
         let from = if seq == cursor.seq { cursor.offset } else { 0 };
         let end = c.read_published(from, sink).max(from);
-        *cursor = if end >= chunk::CHUNK_LEN {
+        *cursor = if end >= c.capacity() {
             Cursor {
                 seq: seq + 1,
                 offset: 0,

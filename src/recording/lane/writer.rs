@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use super::chunk::{Chunk, CHUNK_LEN};
+use super::chunk::Chunk;
 use super::pool::Pool;
 use super::record::{Record, CLOSE, NEW};
 use super::sync::Ordering;
@@ -30,6 +30,8 @@ pub(crate) struct Writer {
     #[cfg(not(scope_loom))]
     slots: *mut Record,
     len: usize,
+    /// Slots of the current chunk (0 without one).
+    cap: usize,
     chunk: *mut Chunk,
     /// The Tokio task the lane's stream is in (its latest `TASK` record; 0 = none).
     task: u64,
@@ -62,7 +64,8 @@ impl Writer {
         Writer {
             #[cfg(not(scope_loom))]
             slots: std::ptr::null_mut(),
-            len: CHUNK_LEN,
+            len: 0,
+            cap: 0,
             chunk: std::ptr::null_mut(),
             task: 0,
             lane,
@@ -136,16 +139,16 @@ impl Writer {
     /// can be had.
     #[inline(always)]
     fn room(&mut self, n: usize) -> bool {
-        self.len + n <= CHUNK_LEN || self.room_slow(n)
+        self.len + n <= self.cap || self.room_slow(n)
     }
 
     /// Writes `rec` into the next free slot, unpublished (the caller made room).
     #[cfg(not(scope_loom))]
     #[inline(always)]
     fn write(&mut self, rec: Record) {
-        debug_assert!(self.len < CHUNK_LEN);
-        // SAFETY: `slots` points at the CHUNK_LEN slots of the chunk this thread owns (set
-        // with `chunk` in `install`), and `len < CHUNK_LEN` (`room` made sure); the flusher
+        debug_assert!(self.len < self.cap);
+        // SAFETY: `slots` points at the `cap` slots of the chunk this thread owns (set with
+        // `chunk` in `install`), and `len < cap` (`room` made sure); the flusher
         // reads only below the published length, which `publish` raises after the write.
         unsafe { self.slots.add(self.len).write(rec) };
         self.len += 1;
@@ -176,12 +179,12 @@ impl Writer {
     fn room_slow(&mut self, n: usize) -> bool {
         let mut written = 0;
         loop {
-            if self.len + n > CHUNK_LEN && !self.next_chunk() {
+            if self.len + n > self.cap && !self.next_chunk() {
                 self.lost.drain(..written);
                 return false;
             }
             match self.lost.get(written) {
-                Some(&Lost { id, closed, .. }) if self.len + n < CHUNK_LEN => {
+                Some(&Lost { id, closed, .. }) if self.len + n < self.cap => {
                     self.write(Record::lost(id, closed));
                     written += 1;
                 }
@@ -208,18 +211,18 @@ impl Writer {
     /// Hands the full chunk (if any) to the flusher and installs a fresh one; false (and no
     /// chunk) when none can be had.
     fn next_chunk(&mut self) -> bool {
-        self.next_chunk_from(|pool, stalled| pool.take(stalled))
+        self.next_chunk_from(|pool, stalled, small| pool.take(stalled, small))
     }
 
     fn next_chunk_from(
         &mut self,
-        take: impl FnOnce(&Pool, &mut Option<u64>) -> Option<Box<Chunk>>,
+        take: impl FnOnce(&Pool, &mut Option<u64>, bool) -> Option<Box<Chunk>>,
     ) -> bool {
         if !self.chunk.is_null() {
             // SAFETY: `chunk` came from Box::into_raw in `install` and is owned by us.
             let full = unsafe { Box::from_raw(self.chunk) };
             self.chunk = std::ptr::null_mut();
-            self.len = CHUNK_LEN;
+            (self.len, self.cap) = (0, 0);
             self.lane.hand_off(full);
             // The thread's CPU time, sampled for the flusher's fallback (it reads live threads'
             // clocks itself; exact at exit). A clock_gettime syscall (~0.8 us in a VM), so only
@@ -232,7 +235,9 @@ impl Writer {
                 );
             }
         }
-        match take(&self.pool, &mut self.stalled) {
+        // A lane's first chunk is a small one (see `chunk`).
+        let small = self.next_seq == 0;
+        match take(&self.pool, &mut self.stalled, small) {
             Some(c) => {
                 self.install(c);
                 true
@@ -275,6 +280,7 @@ impl Writer {
         {
             self.slots = c.slots_ptr();
         }
+        self.cap = c.capacity();
         self.chunk = Box::into_raw(c);
         self.len = 0;
         self.lane.publish(self.chunk);
@@ -285,7 +291,9 @@ impl Writer {
     pub(crate) fn finish(&mut self) {
         let mut i = 0;
         while i < self.lost.len() {
-            if self.len >= CHUNK_LEN && !self.next_chunk_from(|pool, _| pool.take_at_exit()) {
+            if self.len >= self.cap
+                && !self.next_chunk_from(|pool, _, small| pool.take_at_exit(small))
+            {
                 break; // no buffer even now: those spans stay in flight, never half-written
             }
             let Lost { id, closed, .. } = self.lost[i];
@@ -298,7 +306,7 @@ impl Writer {
             // SAFETY: owned by us since `install`; handed over exactly once.
             let last = unsafe { Box::from_raw(self.chunk) };
             self.chunk = std::ptr::null_mut();
-            self.len = CHUNK_LEN;
+            (self.len, self.cap) = (0, 0);
             self.lane.hand_off(last);
         }
         self.lane.mark_exited();
