@@ -87,11 +87,13 @@ compile_error!(
 );
 
 mod builder;
+mod checkpoint;
 mod config;
 mod error;
 mod fasthash;
 mod finalize;
 mod flusher;
+mod fork;
 mod mpi;
 mod output;
 pub mod read;
@@ -106,7 +108,7 @@ pub use config::{Mode, DEFAULT_BUFFER_BUDGET, MIN_BUFFER_BUDGET};
 pub use error::Error;
 pub use finalize::guard::FlushGuard;
 pub use finalize::recover::{recover, recover_spool, Recovered};
-pub use finalize::report::{RegionStats, Report};
+pub use finalize::report::{DetailLost, RegionStats, Report};
 pub use mpi::merge::{merge_ranks, Merged};
 pub use output::model::SESSION_REGION;
 pub use recording::layer::ScopeLayer;

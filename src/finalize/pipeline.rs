@@ -23,7 +23,7 @@ use std::sync::mpsc::{self, Sender};
 
 use super::publish::{publish, target};
 use super::read_back::{read_back, ReadBack};
-use crate::finalize::report::{Flat, RegionStats, Report};
+use crate::finalize::report::{DetailLost, Flat, RegionStats, Report};
 use crate::flusher::flush::{Command, Snapshot};
 use crate::flusher::spool::LaneFollower;
 use crate::output::events::Scan;
@@ -116,7 +116,7 @@ pub(crate) fn run(
     }
     // A rotation with nothing completed in its period writes no file (the next phase, and
     // its session row, simply start earlier); numbers stay without gaps.
-    if trigger == Trigger::Rotation && phase_calls == 0 && snap.spool_error.is_none() {
+    if trigger == Trigger::Rotation && phase_calls == 0 && snap.spool_failure.is_none() {
         if let Some(p) = &snap.spool_phase {
             let _ = std::fs::remove_file(p);
         }
@@ -128,16 +128,13 @@ pub(crate) fn run(
         state.finalized = true;
     }
     let config = &shared.config;
-    let mut result = match snap.spool_error.take() {
-        Some(source) => Err(Error::Io {
-            context: "writing the spool".into(),
-            path: config
-                .output
-                .as_deref()
-                .map(crate::flusher::spool::spool_path)
-                .unwrap_or_default(),
-            source,
-        }),
+    // A spool that lost calls: the statistics are whole, the calls on disk are not.
+    let failure = snap
+        .spool_failure
+        .take()
+        .map(|f| Failure::of(f, shared.start_ns));
+    let mut result = match &failure {
+        Some(f) => Err(f.error()),
         None => Ok(()),
     };
     let spool_phase = snap.spool_phase.clone();
@@ -148,10 +145,16 @@ pub(crate) fn run(
             .and_then(|p| crate::output::files::identity(p).ok());
         phase.is_some_and(|(dev, ino, _)| f.identity().ok() == Some((dev, ino)))
     });
-    let facts = Facts::of(&snap);
+    let mut facts = Facts::of(&snap);
+    facts.detail_lost = failure.as_ref().map(|f| f.lost.clone());
     let lines = std::mem::take(&mut snap.lines);
     let paused_calls = snap.paused_calls;
+    let spooled_calls = snap.spooled_calls;
     let mut data = load(shared, snap, phase_start_ns, finalize_ns);
+    if failure.is_some() {
+        // Not read back: its calls are only part of the phase, and are not published.
+        data.spooled = None;
+    }
     // Sources, line profiles and the profiler's own cost (which nesting may compensate).
     data.extra = crate::output::source::phase_extra(shared, &data, lines);
     let target = match config.mode {
@@ -167,13 +170,20 @@ pub(crate) fn run(
         scan,
         lanes,
         staged,
-    } = read_back(
-        shared,
-        (state.next_call_id, trigger),
-        &data,
-        follower,
-        stage_at,
-    );
+    } = match failure {
+        None => read_back(
+            shared,
+            (state.next_call_id, trigger),
+            &data,
+            follower,
+            stage_at,
+        ),
+        Some(_) => ReadBack {
+            scan: Ok(Scan::default()),
+            lanes: None,
+            staged: None,
+        },
+    };
     let scan = match scan {
         Ok(s) => s,
         Err(e) => {
@@ -203,6 +213,7 @@ pub(crate) fn run(
     }
     // Multi-rank, a rank whose phase failed still takes part in the (collective) publish.
     let collective = crate::mpi::rank_of(shared).is_some();
+    crate::checkpoint::reach("publish");
     if let (true, Some((path, numbered))) = (result.is_ok() || collective, &target) {
         let ok = result.is_ok();
         match publish(shared, state, path, *numbered, (&data, &scan, staged), ok) {
@@ -211,8 +222,13 @@ pub(crate) fn run(
         }
     }
     crate::mpi::gather_spread(shared, &mut report);
-    match (&result, &spool_phase) {
+    let nothing_readable = failure.is_some() && spooled_calls == 0;
+    let kept_at = failure.and_then(|f| f.kept_at);
+    match (&result, spool_phase.as_ref().or(kept_at.as_ref())) {
         (Ok(()), Some(p)) => {
+            let _ = std::fs::remove_file(p);
+        }
+        (Err(_), Some(p)) if nothing_readable && kept_at.is_none() => {
             let _ = std::fs::remove_file(p);
         }
         (Err(_), Some(p)) => {
@@ -224,7 +240,58 @@ pub(crate) fn run(
         _ => {}
     }
     print(shared, state, trigger, &report, &result, any_calls);
-    result.map(|()| Some(report))
+    match result {
+        Ok(()) => Ok(Some(report)),
+        // Measured, but not written whole: the statistics go with the error.
+        Err(e) => Err(Error::Partial {
+            source: Box::new(e),
+            report: Box::new(report),
+        }),
+    }
+}
+
+/// A spool failure as a finalize reports it.
+struct Failure {
+    source: crate::flusher::spool::SpoolFailure,
+    lost: DetailLost,
+    kept_at: Option<PathBuf>,
+}
+
+impl Failure {
+    fn of(mut f: crate::flusher::spool::SpoolFailure, build_ns: i64) -> Failure {
+        let since = |t: i64| (t - build_ns).max(0) as u64;
+        let lost = DetailLost {
+            calls: f.lost.calls,
+            first_ns: since(f.lost.first_ns),
+            last_ns: since(f.lost.last_ns),
+            cause: crate::flusher::spool::loss::cause(&f.error),
+        };
+        Failure {
+            kept_at: f.kept_at.take(),
+            source: f,
+            lost,
+        }
+    }
+
+    /// The error: what failed on which file, naming the output's directory when it is gone.
+    fn error(&self) -> Error {
+        let f = &self.source;
+        let dir = crate::output::files::dir_of(&f.path);
+        let context = if std::fs::symlink_metadata(&dir).is_err() {
+            format!(
+                "{} (the output's directory {} is gone)",
+                f.context,
+                dir.display()
+            )
+        } else {
+            f.context.to_owned()
+        };
+        Error::Io {
+            context,
+            path: f.path.clone(),
+            source: std::io::Error::new(f.error.kind(), f.error.to_string()),
+        }
+    }
 }
 
 /// With tasks tracked into a file: a reader of the lanes the spool holds so far, which the
@@ -311,6 +378,8 @@ struct Facts {
     spool_lost: u64,
     in_flight: u64,
     truncated: bool,
+    /// The calls whose detail the spool lost this phase.
+    detail_lost: Option<DetailLost>,
 }
 
 impl Facts {
@@ -326,6 +395,7 @@ impl Facts {
             spool_lost: snap.spool_lost,
             in_flight: snap.in_flight,
             truncated: snap.calls_truncated,
+            detail_lost: None,
         }
     }
 }
@@ -391,6 +461,7 @@ fn load(shared: &Shared, snap: Snapshot, phase_start_ns: i64, finalize_ns: i64) 
             files: vec![f],
             row_of,
             lanes: snap.spooled_lanes,
+            scratch: None,
         }),
         extra: Default::default(),
     }
@@ -437,7 +508,7 @@ fn report(
         }
     }
     regions.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
-    let tree = if facts.truncated {
+    let tree = if facts.truncated || facts.detail_lost.is_some() {
         None
     } else {
         scan.nested.as_ref().and_then(|n| n.tree.clone())
@@ -446,6 +517,8 @@ fn report(
         Some(Flat::Aggregate)
     } else if facts.truncated {
         Some(Flat::Truncated)
+    } else if facts.detail_lost.is_some() {
+        Some(Flat::DetailLost)
     } else {
         scan.not_nested.map(|_| Flat::Overlap)
     };
@@ -462,6 +535,7 @@ fn report(
         file: None,
         overhead: None,
         ranks: Vec::new(),
+        detail_lost: facts.detail_lost.clone(),
     }
 }
 

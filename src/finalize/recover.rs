@@ -450,6 +450,8 @@ fn write(output: &Path, spools: &[Pass0], no_replace: bool) -> Result<Recovered,
             files: spools.iter().map(|p| p.path.clone()).collect(),
             row_of,
             lanes: Default::default(),
+            // Beside the output: the spool's disk may be the full one this recovers from.
+            scratch: Some(crate::output::files::dir_of(output)),
         }),
         ..PhaseData::new(layout, rows)
     };

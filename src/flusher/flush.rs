@@ -465,18 +465,8 @@ impl Flusher {
     /// completed after it (other threads still running); those stay recoverable.
     fn shutdown_spool(&mut self) {
         let threads = self.threads();
-        if let Some(mut spool) = self.spool.take() {
-            if spool.error().is_none() && spool.unpublished == 0 {
-                spool.remove();
-            } else {
-                spool.flush(&threads, &[]);
-                eprintln!(
-                    "scope-profiler: {} call(s) completed after the last finalize; they are kept \
-                     in {} (scope-profiler-recover turns them into a profile)",
-                    spool.unpublished,
-                    spool.path().display()
-                );
-            }
+        if let Some(said) = self.spool.take().and_then(|s| s.shutdown(&threads)) {
+            eprintln!("scope-profiler: {said}");
         }
     }
 

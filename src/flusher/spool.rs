@@ -22,13 +22,19 @@
 //! with `O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600, and locked (`flock`) while its process runs, so
 //! a later `build()` can tell a crashed run's spool from a live one.
 //! [`crate::recover()`] turns a spool into a schema-3 file.
+//!
+//! When a write fails (a full disk, a read-only or removed directory), that write's calls are
+//! lost and counted, the file keeps every frame written before, and writing goes on as soon
+//! as there is room again (see [`loss`]); the statistics, folded by the flusher before
+//! anything is spooled, are never affected.
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::flusher::stats::Stats;
 use crate::output::model::{CallRecord, PollRecord, ThreadRow};
+use loss::CallSpan;
 
 const MAGIC: &[u8; 8] = b"SPRSPOL1";
 pub(crate) const TAG_HEADER: u8 = 0;
@@ -74,22 +80,45 @@ pub(crate) struct SpoolRegion {
 }
 
 /// The flusher's writing end.
+///
+/// A write that fails (a full disk, say) loses that write's frames and nothing else: the file
+/// is cut back to its last whole frame, the lost calls are counted with their time range, and
+/// later writes go on as usual once there is room (see [`loss`]). A rotation reports a phase
+/// that lost any detail as failed ([`Rotated::failure`]).
 pub(crate) struct SpoolWriter {
     path: PathBuf,
-    file: File,
+    /// The phase's file at `path` (`None`: it could not be created yet).
+    file: Option<File>,
+    /// The file may end in a torn frame (a failed write could not be undone): nothing more
+    /// is written to it this phase.
+    torn: bool,
+    /// An earlier phase's file still at `path` (its rotation could not move it aside): its
+    /// phase number, and the file, kept open so its lock tells other processes it is ours.
+    leftover: Option<(u64, File)>,
     header: Header,
+    /// The next frames begin a file: the header goes first.
+    need_header: bool,
     buf: Vec<u8>,
+    /// Calls encoded in `buf`, and task rows and polls.
+    in_buf: CallSpan,
+    lanes_in_buf: LaneCounts,
+    /// Bytes of the file written whole (a frame boundary).
+    on_disk: u64,
     pending: Vec<Vec<CallRecord>>,
     pending_polls: Vec<PollRecord>,
     regions: Vec<SpoolRegion>,
+    /// Regions whose frame is in `buf` or on disk, and on disk.
     written_regions: usize,
-    /// The first I/O error; once set, nothing more is written.
-    error: Option<io::Error>,
-    /// Calls that could not be spooled because of `error`.
+    regions_on_disk: usize,
+    /// This phase's first error, and what was being done.
+    failure: Option<(&'static str, io::Error)>,
+    /// This phase's calls on disk, and lost.
+    kept: CallSpan,
+    lost: CallSpan,
+    lost_lanes: u64,
+    /// Calls whose detail was lost since the spool was created.
     pub(crate) lost_calls: u64,
-    /// Calls spooled since the spool was created or last rotated.
-    pub(crate) unpublished: u64,
-    /// Task rows and polls spooled since then (what reading them back reserves room for).
+    /// Task rows and polls on disk this phase (what reading them back reserves room for).
     pub(crate) lanes: LaneCounts,
     /// fsync every write (`Builder::durable`).
     durable: bool,
@@ -100,6 +129,12 @@ pub(crate) struct SpoolWriter {
 pub(crate) struct LaneCounts {
     pub tasks: u64,
     pub polls: u64,
+}
+
+impl LaneCounts {
+    fn total(&self) -> u64 {
+        self.tasks + self.polls
+    }
 }
 
 /// Creates a spool file: never through a link, mode 0600, locked against a second process.
@@ -118,27 +153,42 @@ impl SpoolWriter {
         let file = create_file(&path)?;
         let mut w = SpoolWriter {
             path,
-            file,
+            file: Some(file),
+            torn: false,
+            leftover: None,
             header,
+            need_header: true,
             buf: Vec::new(),
+            in_buf: CallSpan::default(),
+            lanes_in_buf: LaneCounts::default(),
+            on_disk: 0,
             pending: Vec::new(),
             pending_polls: Vec::new(),
             regions: Vec::new(),
             written_regions: 0,
-            error: None,
+            regions_on_disk: 0,
+            failure: None,
+            kept: CallSpan::default(),
+            lost: CallSpan::default(),
+            lost_lanes: 0,
             lost_calls: 0,
-            unpublished: 0,
             lanes: LaneCounts::default(),
             durable,
         };
         if durable {
             if let Err(e) = crate::output::files::sync_dir(&w.path) {
-                w.error = Some(e);
+                w.fail("syncing the spool's directory", e);
             }
         }
-        w.put_header();
+        w.put_preamble();
         w.write_out();
-        w.error.take().map_or(Ok(w), Err)
+        match w.failure.take() {
+            Some((_, e)) => {
+                let _ = std::fs::remove_file(&w.path);
+                Err(e)
+            }
+            None => Ok(w),
+        }
     }
 
     /// The spool's path.
@@ -146,9 +196,17 @@ impl SpoolWriter {
         &self.path
     }
 
-    /// The first I/O error, if any.
-    pub(crate) fn error(&self) -> Option<&io::Error> {
-        self.error.as_ref()
+    /// The raw descriptor of the file being written (`-1`: none), for a forked child to close.
+    pub(crate) fn raw_fd(&self) -> i32 {
+        use std::os::fd::AsRawFd;
+        self.file.as_ref().map_or(-1, |f| f.as_raw_fd())
+    }
+
+    /// Remembers the phase's first error.
+    fn fail(&mut self, context: &'static str, e: io::Error) {
+        if self.failure.is_none() {
+            self.failure = Some((context, e));
+        }
     }
 
     fn put_header(&mut self) {
@@ -176,11 +234,6 @@ impl SpoolWriter {
 
     /// Buffers one completed call of region `id`.
     pub(crate) fn call(&mut self, region: u32, c: CallRecord) {
-        if self.error.is_some() {
-            self.lost_calls += 1;
-            return;
-        }
-        self.unpublished += 1;
         let p = &mut self.pending[region as usize];
         p.push(c);
         if p.len() >= CALLS_PER_FRAME {
@@ -193,9 +246,6 @@ impl SpoolWriter {
 
     /// Buffers one poll (with task tracking, polls are streamed like calls).
     pub(crate) fn poll(&mut self, p: PollRecord) {
-        if self.error.is_some() {
-            return;
-        }
         self.pending_polls.push(p);
         if self.pending_polls.len() >= CALLS_PER_FRAME {
             self.put_polls();
@@ -209,7 +259,8 @@ impl SpoolWriter {
         if self.pending_polls.is_empty() {
             return;
         }
-        self.lanes.polls += self.pending_polls.len() as u64;
+        self.put_preamble();
+        self.lanes_in_buf.polls += self.pending_polls.len() as u64;
         let at = self.buf.len();
         self.buf.push(TAG_POLLS);
         self.buf.extend_from_slice(&[0; 4]);
@@ -231,11 +282,11 @@ impl SpoolWriter {
 
     /// Buffers the rows of retired tasks (one frame).
     pub(crate) fn tasks(&mut self, rows: &[crate::flusher::task::TaskTotals]) {
-        if self.error.is_some() || rows.is_empty() {
+        if rows.is_empty() {
             return;
         }
-        self.put_region_frames();
-        self.lanes.tasks += rows.len() as u64;
+        self.put_preamble();
+        self.lanes_in_buf.tasks += rows.len() as u64;
         let at = self.buf.len();
         self.buf.push(TAG_TASKS);
         self.buf.extend_from_slice(&[0; 4]);
@@ -268,7 +319,13 @@ impl SpoolWriter {
         }
     }
 
-    fn put_region_frames(&mut self) {
+    /// What must precede the next frame: the header when it begins a file, and the frames
+    /// of regions declared since the last ones.
+    fn put_preamble(&mut self) {
+        if self.need_header {
+            self.put_header();
+            self.need_header = false;
+        }
         while self.written_regions < self.regions.len() {
             let r = &self.regions[self.written_regions];
             let mut p = Vec::new();
@@ -282,11 +339,11 @@ impl SpoolWriter {
     }
 
     fn put_calls(&mut self, region: u32) {
-        self.put_region_frames();
         let calls = std::mem::take(&mut self.pending[region as usize]);
         if calls.is_empty() {
             return;
         }
+        self.put_preamble();
         // Encoded straight into the output buffer: header now, length patched afterwards.
         let at = self.buf.len();
         self.buf.push(TAG_CALLS);
@@ -303,6 +360,7 @@ impl SpoolWriter {
             put_varint(&mut self.buf, c.task);
             put_varint(&mut self.buf, c.await_ns);
             put_varint(&mut self.buf, c.gpu_ns);
+            self.in_buf.add(c.start_ns, c.start_ns + c.dur_ns.max(0));
         }
         let len = (self.buf.len() - at - 5) as u32;
         self.buf[at + 1..at + 5].copy_from_slice(&len.to_le_bytes());
@@ -315,14 +373,11 @@ impl SpoolWriter {
     /// Writes everything buffered, plus the thread table and (aggregate mode) the statistics.
     /// Called at every flush interval and finalize.
     pub(crate) fn flush(&mut self, threads: &[ThreadRow], aggregate: &[(u32, Stats)]) {
-        if self.error.is_some() {
-            return;
-        }
         for r in 0..self.pending.len() {
             self.put_calls(r as u32);
         }
         self.put_polls();
-        self.put_region_frames();
+        self.put_preamble();
         if !threads.is_empty() {
             let mut p = Vec::new();
             p.extend_from_slice(&(threads.len() as u32).to_le_bytes());
@@ -352,62 +407,178 @@ impl SpoolWriter {
         // Written; fsynced only when durable: the kernel keeps written data when the process
         // is killed, which is the failure the spool is for by default.
         self.write_out();
-        self.sync();
     }
 
+    /// Writes `buf` to the phase's file (creating it if need be) and empties it. When that
+    /// fails, its frames are lost (counted) and the file is cut back to its last whole frame.
     fn write_out(&mut self) {
-        if self.error.is_none() && !self.buf.is_empty() {
-            if let Err(e) = self.file.write_all(&self.buf) {
-                self.error = Some(e);
+        if self.buf.is_empty() {
+            return;
+        }
+        match self.try_write() {
+            Ok(()) => {
+                self.on_disk += self.buf.len() as u64;
+                self.regions_on_disk = self.written_regions;
+                self.kept.merge(self.in_buf);
+                self.lanes.tasks += self.lanes_in_buf.tasks;
+                self.lanes.polls += self.lanes_in_buf.polls;
+                // With `durable`, made to survive power loss; a failed sync loses nothing
+                // that can be read now, so it fails nothing either.
+                if self.durable {
+                    if let Some(Err(e)) = self.file.as_ref().map(File::sync_data) {
+                        self.fail("syncing the spool", e);
+                    }
+                }
+            }
+            Err((context, e)) => {
+                self.lost.merge(self.in_buf);
+                self.lost_calls += self.in_buf.calls;
+                self.lost_lanes += self.lanes_in_buf.total();
+                // What this write would have declared is declared again by the next one.
+                self.written_regions = self.regions_on_disk;
+                self.need_header = self.on_disk == 0;
+                self.fail(context, e);
             }
         }
         self.buf.clear();
+        self.in_buf = CallSpan::default();
+        self.lanes_in_buf = LaneCounts::default();
     }
 
-    /// With `durable`, makes everything written so far survive power loss.
-    fn sync(&mut self) {
-        if self.durable && self.error.is_none() {
-            if let Err(e) = self.file.sync_data() {
-                self.error = Some(e);
+    fn try_write(&mut self) -> Result<(), (&'static str, io::Error)> {
+        self.ensure_file()?;
+        if self.torn {
+            let e = io::Error::other(
+                "a write cut short could not be undone; this phase's spool takes no more",
+            );
+            return Err(("writing the spool", e));
+        }
+        let (Some(file), keep) = (self.file.as_mut(), self.on_disk) else {
+            return Err(("writing the spool", io::Error::other("no spool file")));
+        };
+        loss::write_or_undo(file, &self.buf, keep).map_err(|(e, undone)| {
+            self.torn = !undone;
+            ("writing the spool", e)
+        })
+    }
+
+    /// Makes sure the phase has a file: moves an earlier phase's file that is still at the
+    /// spool's name aside first, then creates a fresh one.
+    fn ensure_file(&mut self) -> Result<(), (&'static str, io::Error)> {
+        if self.file.is_some() {
+            return Ok(());
+        }
+        if let Some((phase, old)) = self.leftover.take() {
+            if loss::still_at(&self.path, &old) {
+                let aside = self.phase_path(phase);
+                if let Err(e) = crate::output::files::rename_noreplace(&self.path, &aside) {
+                    self.leftover = Some((phase, old));
+                    return Err(("moving an earlier phase's spool aside", e));
+                }
             }
         }
+        // Nothing of this phase is on disk yet, so `buf` begins with the header.
+        let file = create_file(&self.path).map_err(|e| ("creating the spool", e))?;
+        self.file = Some(file);
+        Ok(())
     }
 
-    /// Ends the current phase: flushes, moves the spool aside to `<spool>.<phase>` and starts
-    /// a fresh spool (header and region table) for the next phase. Returns the moved file,
-    /// which the caller publishes and then deletes, and how many task rows and polls it holds.
+    /// Where phase `phase`'s file goes once it is handed over.
+    fn phase_path(&self, phase: u64) -> PathBuf {
+        PathBuf::from(format!("{}.{phase}", self.path.display()))
+    }
+
+    /// Ends the current phase: flushes, moves the phase's file aside to `<spool>.<phase>`
+    /// (published and then deleted by the caller, or kept when it failed) and starts a fresh
+    /// spool (header and region table) for the next phase.
     pub(crate) fn rotate(
         &mut self,
         phase: u64,
         threads: &[ThreadRow],
         aggregate: &[(u32, Stats)],
-    ) -> io::Result<(PathBuf, LaneCounts)> {
+    ) -> Rotated {
         self.flush(threads, aggregate);
-        if let Some(e) = self.error.take() {
-            // Keep what is on disk; the caller reports where it is.
-            self.error = Some(io::Error::new(e.kind(), e.to_string()));
-            return Err(e);
-        }
-        let moved = PathBuf::from(format!("{}.{phase}", self.path.display()));
-        std::fs::rename(&self.path, &moved)?;
-        self.unpublished = 0;
+        let mut kept = std::mem::take(&mut self.kept);
+        let mut lost = std::mem::take(&mut self.lost);
         let lanes = std::mem::take(&mut self.lanes);
-        match create_file(&self.path) {
-            Ok(f) => {
-                self.file = f;
-                self.written_regions = 0;
-                self.put_header();
-                self.put_region_frames();
-                self.write_out();
+        let lost_lanes = std::mem::take(&mut self.lost_lanes);
+        let mut failure = self.failure.take();
+        let (mut moved, mut kept_at) = (None, None);
+        if let Some(file) = self.file.take() {
+            let aside = self.phase_path(phase);
+            match std::fs::rename(&self.path, &aside) {
+                Ok(()) => moved = Some(aside),
+                Err(e) => {
+                    if loss::still_at(&self.path, &file) {
+                        // A read-only directory: the calls stay readable where they are.
+                        kept_at = Some(self.path.clone());
+                        self.leftover = Some((phase, file));
+                    } else {
+                        // The directory is gone, and the file with it.
+                        lost.merge(kept);
+                        self.lost_calls += kept.calls;
+                        kept = CallSpan::default();
+                    }
+                    if failure.is_none() {
+                        failure = Some(("moving this phase's spool aside", e));
+                    }
+                }
             }
-            Err(e) => self.error = Some(e),
         }
-        Ok((moved, lanes))
+        let failure = failure
+            .filter(|_| lost.calls + lost_lanes > 0 || kept_at.is_some())
+            .map(|(context, error)| SpoolFailure {
+                context,
+                path: self.path.clone(),
+                error,
+                lost,
+                kept_at,
+            });
+        // The next phase: a fresh file, its header and the region table.
+        self.torn = false;
+        self.on_disk = 0;
+        self.need_header = true;
+        self.written_regions = 0;
+        self.regions_on_disk = 0;
+        self.put_preamble();
+        self.write_out();
+        Rotated {
+            file: moved,
+            calls: kept.calls,
+            lanes,
+            failure,
+        }
     }
 
-    /// Removes the spool (at shutdown, when everything was published).
-    pub(crate) fn remove(self) {
-        let _ = std::fs::remove_file(&self.path);
+    /// At shutdown: removes the spool when it holds nothing unpublished, else flushes it and
+    /// says where the unpublished calls are (`None`: nothing to say).
+    pub(crate) fn shutdown(mut self, threads: &[ThreadRow]) -> Option<String> {
+        self.flush(threads, &[]);
+        let (kept, lost) = (self.kept.calls, self.lost.calls);
+        if self.leftover.is_none() && kept == 0 && lost == 0 {
+            if self.file.is_some() {
+                let _ = std::fs::remove_file(&self.path);
+            }
+            return None;
+        }
+        let mut said = format!(
+            "{} call(s) completed after the last finalize; ",
+            kept + lost
+        );
+        if kept > 0 || self.leftover.is_some() {
+            said += &format!(
+                "they are kept in {} (`scopeprof recover` turns them into a profile)",
+                self.path.display()
+            );
+        }
+        if lost > 0 {
+            let cause = self.failure.as_ref().map(|(_, e)| loss::cause(e));
+            said += &format!(
+                "; {lost} call(s)' detail lost: {}",
+                cause.unwrap_or_default()
+            );
+        }
+        Some(said)
     }
 }
 
@@ -434,8 +605,10 @@ fn frame(buf: &mut Vec<u8>, tag: u8, payload: &[u8]) {
 }
 
 mod follow;
+pub(crate) mod loss;
 mod read;
 pub(crate) use follow::LaneFollower;
+pub(crate) use loss::{Rotated, SpoolFailure};
 #[cfg(test)]
 pub(crate) use read::read;
 pub(crate) use read::{scan, scan_into, SpoolContents};

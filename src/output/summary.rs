@@ -227,6 +227,16 @@ fn info_lines(report: &Report, title: &str, columns: &Columns<'_>) -> Vec<String
             report.dropped_calls()
         ));
     }
+    if let Some(lost) = report.detail_lost() {
+        info.push(format!(
+            "WARNING: {} calls' detail lost: {} ({:.3} s to {:.3} s after the start); the \
+             statistics above count them.",
+            lost.calls,
+            lost.cause,
+            lost.first_ns as f64 / 1e9,
+            lost.last_ns as f64 / 1e9
+        ));
+    }
     if report.backpressure_waits() > 0 {
         info.push(format!(
             "Backpressure: threads waited for the flusher {} time(s), {:.3} ms in all.",
@@ -264,6 +274,9 @@ fn info_lines(report: &Report, title: &str, columns: &Columns<'_>) -> Vec<String
                 "Flat table: only part of this phase's calls were kept in memory (give an \
                  output file to keep them all)."
                     .into(),
+            ),
+            Some(Flat::DetailLost) => info.push(
+                "Flat table: the calls' detail is incomplete, the statistics are exact.".into(),
             ),
             Some(Flat::Aggregate) | None => {}
         }

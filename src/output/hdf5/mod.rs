@@ -197,6 +197,7 @@ fn publish(
         f.sync_all().map_err(io_err("syncing the profile"))?;
         crate::output::files::sync_dir(path).map_err(io_err("syncing the profile's directory"))?;
     }
+    crate::checkpoint::reach("rename");
     let renamed = if opts.no_replace {
         crate::output::files::rename_noreplace(tmp, path)
     } else {
@@ -227,6 +228,7 @@ fn write_contents(
     ctx.attr_str(file, "storage_layout", layout)?;
 
     write_metadata(ctx, &ctx.group(file, "metadata")?, data)?;
+    crate::checkpoint::reach("write");
 
     let names = ctx.group(file, "region_table")?;
     ctx.strings(
