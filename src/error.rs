@@ -197,7 +197,7 @@ impl std::fmt::Display for Error {
             Error::Unpublished { source, spool } => write!(
                 f,
                 "{source}; this phase's calls are kept in {} (recover them with \
-                 `scope-profiler-recover --spool {} OUT.h5` or scope_profiler::recover_spool)",
+                 `scopeprof recover --spool {} OUT.h5` or scope_profiler::recover_spool)",
                 spool.display(),
                 spool.display()
             ),

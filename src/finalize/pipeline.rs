@@ -146,7 +146,8 @@ pub(crate) fn run(
         phase.is_some_and(|(dev, ino, _)| f.identity().ok() == Some((dev, ino)))
     });
     let mut facts = Facts::of(&snap);
-    facts.detail_lost = failure.as_ref().map(|f| f.lost.clone());
+    facts.detail_lost = failure.as_ref().and_then(|f| f.lost.clone());
+    facts.not_written = failure.is_some();
     let lines = std::mem::take(&mut snap.lines);
     let paused_calls = snap.paused_calls;
     let spooled_calls = snap.spooled_calls;
@@ -213,8 +214,8 @@ pub(crate) fn run(
     }
     // Multi-rank, a rank whose phase failed still takes part in the (collective) publish.
     let collective = crate::mpi::rank_of(shared).is_some();
-    crate::checkpoint::reach("publish");
     if let (true, Some((path, numbered))) = (result.is_ok() || collective, &target) {
+        crate::checkpoint::reach("publish");
         let ok = result.is_ok();
         match publish(shared, state, path, *numbered, (&data, &scan, staged), ok) {
             Ok(written) => report.file = Some(written),
@@ -253,19 +254,20 @@ pub(crate) fn run(
 /// A spool failure as a finalize reports it.
 struct Failure {
     source: crate::flusher::spool::SpoolFailure,
-    lost: DetailLost,
+    /// `None` when no call's detail was lost (only moving the file aside failed).
+    lost: Option<DetailLost>,
     kept_at: Option<PathBuf>,
 }
 
 impl Failure {
     fn of(mut f: crate::flusher::spool::SpoolFailure, build_ns: i64) -> Failure {
         let since = |t: i64| (t - build_ns).max(0) as u64;
-        let lost = DetailLost {
+        let lost = (f.lost.calls > 0).then(|| DetailLost {
             calls: f.lost.calls,
             first_ns: since(f.lost.first_ns),
             last_ns: since(f.lost.last_ns),
             cause: crate::flusher::spool::loss::cause(&f.error),
-        };
+        });
         Failure {
             kept_at: f.kept_at.take(),
             source: f,
@@ -380,6 +382,8 @@ struct Facts {
     truncated: bool,
     /// The calls whose detail the spool lost this phase.
     detail_lost: Option<DetailLost>,
+    /// The spool failed this phase (its calls are not read back).
+    not_written: bool,
 }
 
 impl Facts {
@@ -396,6 +400,7 @@ impl Facts {
             in_flight: snap.in_flight,
             truncated: snap.calls_truncated,
             detail_lost: None,
+            not_written: false,
         }
     }
 }
@@ -508,7 +513,7 @@ fn report(
         }
     }
     regions.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
-    let tree = if facts.truncated || facts.detail_lost.is_some() {
+    let tree = if facts.truncated || facts.not_written {
         None
     } else {
         scan.nested.as_ref().and_then(|n| n.tree.clone())
@@ -517,8 +522,8 @@ fn report(
         Some(Flat::Aggregate)
     } else if facts.truncated {
         Some(Flat::Truncated)
-    } else if facts.detail_lost.is_some() {
-        Some(Flat::DetailLost)
+    } else if facts.not_written {
+        Some(Flat::NotWritten)
     } else {
         scan.not_nested.map(|_| Flat::Overlap)
     };

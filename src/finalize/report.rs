@@ -153,8 +153,8 @@ pub(crate) enum Flat {
     Overlap,
     /// Only part of the calls were kept (in memory, above the cap).
     Truncated,
-    /// Part of the calls' detail was lost (the spool could not be written).
-    DetailLost,
+    /// The phase's calls could not be written whole (see [`Report::detail_lost`]).
+    NotWritten,
 }
 
 /// The result of one [`FlushGuard::finalize`](crate::FlushGuard::finalize).

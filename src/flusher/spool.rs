@@ -561,23 +561,29 @@ impl SpoolWriter {
             }
             return None;
         }
-        let mut said = format!(
-            "{} call(s) completed after the last finalize; ",
-            kept + lost
-        );
-        if kept > 0 || self.leftover.is_some() {
-            said += &format!(
-                "they are kept in {} (`scopeprof recover` turns them into a profile)",
+        let mut said = Vec::new();
+        if kept > 0 {
+            said.push(format!(
+                "{kept} call(s) completed after the last finalize; they are kept in {} \
+                 (`scopeprof recover` turns them into a profile)",
                 self.path.display()
-            );
+            ));
         }
         if lost > 0 {
             let cause = self.failure.as_ref().map(|(_, e)| loss::cause(e));
-            said += &format!(
-                "; {lost} call(s)' detail lost: {}",
+            said.push(format!(
+                "{lost} call(s) completed after the last finalize lost their detail: {}",
                 cause.unwrap_or_default()
-            );
+            ));
         }
+        if let Some((phase, _)) = &self.leftover {
+            said.push(format!(
+                "phase {phase}'s calls are still in {} (it could not be moved aside; \
+                 `scopeprof recover --spool` reads it)",
+                self.path.display()
+            ));
+        }
+        let said = said.join("; ");
         Some(said)
     }
 }

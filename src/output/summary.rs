@@ -215,10 +215,12 @@ fn info_lines(report: &Report, title: &str, columns: &Columns<'_>) -> Vec<String
         report.wall_ns() as f64 / 1e9,
         n_regions
     ));
-    if report.dropped() > 0 {
+    // Records lost on the way to the flusher; calls the spool could not take are the
+    // "detail lost" line below.
+    if report.dropped > 0 {
         info.push(format!(
             "WARNING: {} record(s) dropped (the flusher fell behind).",
-            report.dropped()
+            report.dropped
         ));
     }
     if report.dropped_calls() > 0 {
@@ -275,8 +277,9 @@ fn info_lines(report: &Report, title: &str, columns: &Columns<'_>) -> Vec<String
                  output file to keep them all)."
                     .into(),
             ),
-            Some(Flat::DetailLost) => info.push(
-                "Flat table: the calls' detail is incomplete, the statistics are exact.".into(),
+            Some(Flat::NotWritten) => info.push(
+                "Flat table: this phase's calls could not be written; the statistics are exact."
+                    .into(),
             ),
             Some(Flat::Aggregate) | None => {}
         }

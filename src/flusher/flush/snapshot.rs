@@ -102,10 +102,10 @@ impl Flusher {
         let threads = self.threads();
         let agg = self.aggregate_stats();
         self.phase_no += 1;
-        crate::checkpoint::reach("snapshot");
         let rotated = match &mut self.spool {
             None => Default::default(),
             Some(spool) => {
+                crate::checkpoint::reach("snapshot");
                 let r = spool.rotate(self.phase_no, &threads, &agg);
                 self.shared.fork.spool_fd(spool.raw_fd());
                 r
