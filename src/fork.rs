@@ -150,11 +150,16 @@ impl Watch {
 
     /// The spool's descriptor is now `fd` (-1: none).
     pub(crate) fn spool_fd(&self, fd: i32) {
-        self.fd.store(-1, Ordering::SeqCst);
-        if fd < 0 {
-            return;
+        let now = (fd >= 0).then(|| identity(fd)).flatten();
+        let known = (
+            self.dev.load(Ordering::SeqCst),
+            self.ino.load(Ordering::SeqCst),
+        );
+        if self.fd.load(Ordering::SeqCst) == fd && now == Some(known) {
+            return; // unchanged (the usual case at every flush)
         }
-        if let Some((dev, ino)) = identity(fd) {
+        self.fd.store(-1, Ordering::SeqCst);
+        if let Some((dev, ino)) = now {
             self.dev.store(dev, Ordering::SeqCst);
             self.ino.store(ino, Ordering::SeqCst);
             self.fd.store(fd, Ordering::SeqCst);

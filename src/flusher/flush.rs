@@ -458,6 +458,8 @@ impl Flusher {
         let agg = self.aggregate_stats();
         if let Some(spool) = &mut self.spool {
             spool.flush(&threads, &agg);
+            // A spool created again after a failure has a new descriptor.
+            self.shared.fork.spool_fd(spool.raw_fd());
         }
     }
 

@@ -1,6 +1,7 @@
 //! The fork scenario: the profiled process records, forks with a call open, and its child
-//! records, finalizes (which must fail at once) and leaves through a return from `main` or
-//! `std::process::exit`; the parent waits for it, records more and finalizes.
+//! records and leaves either through a return from `main` (after a finalize, which must fail
+//! at once; the guard drops on the way) or through `std::process::exit` (without touching
+//! the guard); the parent waits for it, records more and finalizes.
 
 use super::child::{mono_ns, report_outcome, result, Env};
 
