@@ -37,7 +37,9 @@
 //! ## Architecture
 //!
 //! Data flows one way through four stages, each a folder of `src/`; the modules at the top
-//! (`builder`, `config`, `shared`, `error`) are what all stages share.
+//! (`builder`, `config`, `shared`, `error`) are what all stages share, with `fork` (what a
+//! process forked from a profiled one does with the profiler it inherited; see
+//! `docs/faults.md`) and `checkpoint` (named points of a finalize for fault-injection tests).
 //!
 //! **Recording** (`recording/`: `layer`, `lane`, `clock`, `pause`, `events`, `overhead`). The
 //! only code on the program's threads. Each callback of [`ScopeLayer`] reads the TSC and
