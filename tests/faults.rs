@@ -28,6 +28,8 @@ mod forking;
 mod rows;
 #[path = "faults/run.rs"]
 mod run;
+#[path = "faults/table.rs"]
+mod table;
 
 fn main() {
     if let Ok(scenario) = std::env::var("SCOPE_FAULT_CHILD") {

@@ -323,6 +323,11 @@ impl Drop for FlushGuard {
             sinks.shutdown();
         }
         if let Err(e) = inner.finalize(Trigger::Drop, None) {
+            // Nobody receives a report from a drop: say what failed.
+            let e = match e {
+                Error::Partial { source, .. } => *source,
+                e => e,
+            };
             eprintln!("scope-profiler: final flush failed: {e}");
         }
         if let Some(tx) = &inner.tx {

@@ -21,6 +21,7 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Sender};
 
+use super::failure::Failure;
 use super::publish::{publish, target};
 use super::read_back::{read_back, ReadBack};
 use crate::finalize::report::{DetailLost, Flat, RegionStats, Report};
@@ -223,23 +224,7 @@ pub(crate) fn run(
         }
     }
     crate::mpi::gather_spread(shared, &mut report);
-    let nothing_readable = failure.is_some() && spooled_calls == 0;
-    let kept_at = failure.and_then(|f| f.kept_at);
-    match (&result, spool_phase.as_ref().or(kept_at.as_ref())) {
-        (Ok(()), Some(p)) => {
-            let _ = std::fs::remove_file(p);
-        }
-        (Err(_), Some(p)) if nothing_readable && kept_at.is_none() => {
-            let _ = std::fs::remove_file(p);
-        }
-        (Err(_), Some(p)) => {
-            result = result.map_err(|e| Error::Unpublished {
-                source: Box::new(e),
-                spool: p.clone(),
-            })
-        }
-        _ => {}
-    }
+    let result = settle_spool(result, spool_phase, failure, spooled_calls);
     print(shared, state, trigger, &report, &result, any_calls);
     match result {
         Ok(()) => Ok(Some(report)),
@@ -251,48 +236,30 @@ pub(crate) fn run(
     }
 }
 
-/// A spool failure as a finalize reports it.
-struct Failure {
-    source: crate::flusher::spool::SpoolFailure,
-    /// `None` when no call's detail was lost (only moving the file aside failed).
-    lost: Option<DetailLost>,
-    kept_at: Option<PathBuf>,
-}
-
-impl Failure {
-    fn of(mut f: crate::flusher::spool::SpoolFailure, build_ns: i64) -> Failure {
-        let since = |t: i64| (t - build_ns).max(0) as u64;
-        let lost = (f.lost.calls > 0).then(|| DetailLost {
-            calls: f.lost.calls,
-            first_ns: since(f.lost.first_ns),
-            last_ns: since(f.lost.last_ns),
-            cause: crate::flusher::spool::loss::cause(&f.error),
-        });
-        Failure {
-            kept_at: f.kept_at.take(),
-            source: f,
-            lost,
+/// What becomes of the phase's spool file: removed once published (or when it holds no call
+/// of a failed phase), else kept and named by the error ([`Error::Unpublished`]).
+fn settle_spool(
+    result: Result<(), Error>,
+    spool_phase: Option<PathBuf>,
+    failure: Option<Failure>,
+    spooled_calls: u64,
+) -> Result<(), Error> {
+    let nothing_readable = failure.is_some() && spooled_calls == 0;
+    let kept_at = failure.and_then(|f| f.kept_at);
+    match (result, spool_phase.or(kept_at.clone())) {
+        (Ok(()), Some(p)) => {
+            let _ = std::fs::remove_file(p);
+            Ok(())
         }
-    }
-
-    /// The error: what failed on which file, naming the output's directory when it is gone.
-    fn error(&self) -> Error {
-        let f = &self.source;
-        let dir = crate::output::files::dir_of(&f.path);
-        let context = if std::fs::symlink_metadata(&dir).is_err() {
-            format!(
-                "{} (the output's directory {} is gone)",
-                f.context,
-                dir.display()
-            )
-        } else {
-            f.context.to_owned()
-        };
-        Error::Io {
-            context,
-            path: f.path.clone(),
-            source: std::io::Error::new(f.error.kind(), f.error.to_string()),
+        (Err(e), Some(p)) if nothing_readable && kept_at.is_none() => {
+            let _ = std::fs::remove_file(p);
+            Err(e)
         }
+        (Err(e), Some(spool)) => Err(Error::Unpublished {
+            source: Box::new(e),
+            spool,
+        }),
+        (result, None) => result,
     }
 }
 

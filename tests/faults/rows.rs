@@ -1,11 +1,12 @@
 //! The rows of the fault matrix: each starts the child, causes its fault, counts what
 //! survived and checks the pass conditions (see the crate docs of `tests/faults.rs`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::common::Tmpfs;
 use super::forking::{AFTER, BEFORE};
 use super::run::{completed_in_last, spawn, Ended};
+use super::table::{calls_in, entries, env, fill, recover, recover_kept, secs, with, Row, Table};
 
 /// Calls a row's program completes (the disk-full-at-spool row: more, to fill the spool).
 const CALLS: u64 = 20_000;
@@ -13,82 +14,13 @@ const CALLS: u64 = 20_000;
 /// the bound on what it may lose (~0.3 s of calls and the lane buffers) is a small part.
 const KILL_CALLS: u64 = 200_000;
 /// The children's flush interval.
-const FLUSH_MS: u64 = 50;
+pub(crate) const FLUSH_MS: u64 = 50;
 /// Calls the lane buffers hold at most: the buffer budget (the smallest, 1 MiB) over four
 /// 24-byte records a call (creation, enter, exit, close).
 const LANE_CALLS: u64 = scope_profiler::MIN_BUFFER_BUDGET as u64 / 96;
 /// What a `kill -9` may take besides the lane buffers: the calls of the last flush interval,
 /// the flusher's longest pause between rounds (32 ms) and a margin for a loaded machine.
 const WINDOW_NS: u64 = (FLUSH_MS + 32 + 200) * 1_000_000;
-/// The most an exit may take beyond the same program's exit without a fault.
-const EXIT_SLACK_S: f64 = 2.0;
-
-/// One row of the table.
-pub(crate) struct Row {
-    fault: String,
-    completed: u64,
-    readable: u64,
-    lost: Option<u64>,
-    exit: String,
-    survives: String,
-    remedy: &'static str,
-}
-
-/// The matrix as it ran.
-#[derive(Default)]
-pub(crate) struct Table {
-    pub rows: Vec<Row>,
-    pub problems: Vec<String>,
-    baseline_exit_s: f64,
-    scratch: Option<tempfile::TempDir>,
-}
-
-impl Table {
-    fn check(&mut self, row: &str, ok: bool, what: impl Into<String>) {
-        if !ok {
-            self.problems.push(format!("{row}: {}", what.into()));
-        }
-    }
-
-    fn scratch(&mut self) -> PathBuf {
-        self.scratch
-            .get_or_insert_with(|| tempfile::tempdir().expect("a scratch directory"))
-            .path()
-            .to_path_buf()
-    }
-
-    /// Checks an exit time against the baseline's.
-    fn check_exit(&mut self, row: &str, exit_s: f64) {
-        let limit = self.baseline_exit_s + EXIT_SLACK_S;
-        self.check(
-            row,
-            exit_s <= limit,
-            format!("exit took {exit_s:.3} s, more than {limit:.3} s"),
-        );
-    }
-
-    /// The table in Markdown.
-    pub(crate) fn render(&self) -> String {
-        let mut s = String::from(
-            "| fault | completed | readable | counted lost | exit | what survives | what to run |\n\
-             |---|---:|---:|---:|---:|---|---|\n",
-        );
-        for r in &self.rows {
-            s += &format!(
-                "| {} | {} | {} | {} | {} | {} | {} |\n",
-                r.fault,
-                r.completed,
-                r.readable,
-                r.lost.map_or("-".to_owned(), |l| l.to_string()),
-                r.exit,
-                r.survives,
-                r.remedy
-            );
-        }
-        s
-    }
-}
-
 type RowFn = fn(&mut Table, &str) -> Row;
 
 /// Every row, in order (the first is the baseline the exit times are held against).
@@ -141,81 +73,6 @@ pub(crate) fn run_all(filter: Option<&str>) -> Table {
         }
     }
     table
-}
-
-fn env(out: &Path, calls: u64) -> Vec<(&'static str, String)> {
-    vec![
-        ("SCOPE_FAULT_OUT", out.display().to_string()),
-        ("SCOPE_FAULT_CALLS", calls.to_string()),
-        ("SCOPE_FAULT_FLUSH_MS", FLUSH_MS.to_string()),
-    ]
-}
-
-fn with(
-    mut env: Vec<(&'static str, String)>,
-    key: &'static str,
-    v: &str,
-) -> Vec<(&'static str, String)> {
-    env.retain(|(k, _)| *k != key);
-    env.push((key, v.to_owned()));
-    env
-}
-
-/// Calls of region `name` in the profile at `path` (0 when there is none).
-fn calls_in(path: &Path, name: &str) -> u64 {
-    if !path.exists() {
-        return 0;
-    }
-    let p = scope_profiler::read::Profile::open(path).expect("a readable profile");
-    p.rows()
-        .iter()
-        .filter(|r| p.region_name(r.region) == name)
-        .map(|r| r.count)
-        .sum()
-}
-
-/// Recovers the spools beside `out` into it, as `scopeprof recover OUT` does; the `work`
-/// calls recovered.
-fn recover(out: &Path) -> u64 {
-    match scope_profiler::recover(out) {
-        Ok(_) => calls_in(out, "work"),
-        Err(_) => 0,
-    }
-}
-
-/// Recovers one kept spool file into `scratch`, as `scopeprof recover --spool` does.
-fn recover_kept(table: &mut Table, spool: Option<&str>) -> u64 {
-    let Some(spool) = spool else { return 0 };
-    let to = table
-        .scratch()
-        .join(format!("kept-{}.h5", table.rows.len()));
-    scope_profiler::recover_spool(spool, &to).expect("the kept spool recovers");
-    calls_in(&to, "work")
-}
-
-/// The names in `dir`.
-fn entries(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .expect("the directory")
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect()
-}
-
-/// Fills the file system holding `dir` to the last byte.
-fn fill(dir: &Path) -> PathBuf {
-    use std::io::Write;
-    let path = dir.join("filler");
-    let mut f = std::fs::File::create(&path).expect("a filler");
-    let block = vec![1u8; 64 << 10];
-    while f.write_all(&block).is_ok() {}
-    let small = [1u8; 512];
-    while f.write_all(&small).is_ok() {}
-    path
-}
-
-fn secs(s: f64) -> String {
-    format!("{s:.2} s")
 }
 
 fn no_fault(t: &mut Table, name: &str) -> Row {
