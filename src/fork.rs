@@ -336,11 +336,23 @@ mod tests {
         let shared = Arc::new(Shared::new(crate::config::Config::default(), None));
         Watch::arm(&shared);
         let node = *shared.fork.node.get().expect("armed");
+        // Only the profiler's own watch clears its node (other tests may reuse it after).
         assert_eq!(
             node.target.load(Ordering::SeqCst).cast_const(),
             Arc::as_ptr(&shared)
         );
-        drop(shared);
+    }
+
+    #[test]
+    fn a_dropped_watch_frees_its_node() {
+        // A node of its own, not on the list the fork handler walks.
+        let node: &'static Node = Box::leak(Box::new(Node {
+            target: AtomicPtr::new(std::ptr::NonNull::dangling().as_ptr()),
+            next: AtomicPtr::new(std::ptr::null_mut()),
+        }));
+        let watch = Watch::new();
+        watch.node.set(node).expect("unset");
+        drop(watch);
         assert!(node.target.load(Ordering::SeqCst).is_null());
     }
 

@@ -266,7 +266,9 @@ impl FlushGuard {
     /// As [`finalize`](Self::finalize), and when `path` is not writable.
     pub fn finalize_to(&self, path: impl AsRef<Path>) -> Result<Report, Error> {
         let path = path.as_ref();
-        crate::output::files::check_writable(path)?;
+        if !self.shared().fork.is_forked_child() {
+            crate::output::files::check_writable(path)?;
+        }
         self.inner
             .finalize(Trigger::Explicit, Some(path))
             .map(|r| r.unwrap_or_default())
