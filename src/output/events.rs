@@ -126,7 +126,7 @@ impl Collect {
 
 /// Where the external sort's temporary file goes: the output's directory (beside the
 /// spool for a finalize; recovery says so, since its spool may lie on a full disk), else the
-/// temp directory (`TMPDIR`).
+/// temp directory (`TMPDIR`) for calls with no spool.
 fn scratch_dir(data: &PhaseData) -> std::path::PathBuf {
     let spooled = data.spooled.as_ref();
     spooled
