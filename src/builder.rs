@@ -328,6 +328,15 @@ impl Builder {
         self
     }
 
+    /// Test hook: `hook` is called with the name of each point of a finalize it reaches
+    /// (`"snapshot"`, `"publish"`, `"write"`, `"rename"`), for the whole process, so a
+    /// fault-injection test can act at that moment. Not part of the stable API.
+    #[doc(hidden)]
+    pub fn __checkpoints(self, hook: fn(&'static str)) -> Self {
+        crate::checkpoint::set(hook);
+        self
+    }
+
     /// Validates the options, applies the environment overrides and starts the flusher.
     ///
     /// # Errors
@@ -339,9 +348,14 @@ impl Builder {
     ///   writing it);
     /// - errors of the sinks asked for (unknown perf events, a missing LIKWID or CUDA library)
     ///   and of MPI setup;
-    /// - [`Error::ThreadSpawn`] when the flusher thread cannot be started.
+    /// - [`Error::ThreadSpawn`] when the flusher thread cannot be started;
+    /// - [`Error::ForkedChild`] in a process forked (without `exec`) from one whose profiler
+    ///   was running (unless the mode is `Disabled`).
     pub fn build(self) -> Result<(ScopeLayer, FlushGuard), Error> {
         let mut config = self.config.finish()?;
+        if config.mode != crate::Mode::Disabled {
+            crate::fork::check_build()?;
+        }
         #[allow(clippy::let_unit_value)] // `()` without the `mpi` feature
         let _mpi = crate::mpi::setup(&mut config)?;
         let mut sinks = None;
@@ -363,6 +377,7 @@ impl Builder {
             shared.mpi = _mpi;
         }
         let shared = Arc::new(shared);
+        crate::fork::Watch::arm(&shared);
         let guard = FlushGuard::start(shared.clone())?;
         Ok((ScopeLayer::new(shared), guard))
     }

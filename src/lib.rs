@@ -37,7 +37,9 @@
 //! ## Architecture
 //!
 //! Data flows one way through four stages, each a folder of `src/`; the modules at the top
-//! (`builder`, `config`, `shared`, `error`) are what all stages share.
+//! (`builder`, `config`, `shared`, `error`) are what all stages share, with `fork` (what a
+//! process forked from a profiled one does with the profiler it inherited; see
+//! `docs/faults.md`) and `checkpoint` (named points of a finalize for fault-injection tests).
 //!
 //! **Recording** (`recording/`: `layer`, `lane`, `clock`, `pause`, `events`, `overhead`). The
 //! only code on the program's threads. Each callback of [`ScopeLayer`] reads the TSC and
@@ -87,11 +89,13 @@ compile_error!(
 );
 
 mod builder;
+mod checkpoint;
 mod config;
 mod error;
 mod fasthash;
 mod finalize;
 mod flusher;
+mod fork;
 mod mpi;
 mod output;
 pub mod read;
@@ -106,7 +110,7 @@ pub use config::{Mode, DEFAULT_BUFFER_BUDGET, MIN_BUFFER_BUDGET};
 pub use error::Error;
 pub use finalize::guard::FlushGuard;
 pub use finalize::recover::{recover, recover_spool, Recovered};
-pub use finalize::report::{RegionStats, Report};
+pub use finalize::report::{DetailLost, RegionStats, Report};
 pub use mpi::merge::{merge_ranks, Merged};
 pub use output::model::SESSION_REGION;
 pub use recording::layer::ScopeLayer;

@@ -50,6 +50,8 @@ pub(crate) struct Shared {
     pub lines: crate::recording::events::EventSites,
     /// The profiler's own cost, measured at `build()` (None when disabled).
     pub overhead: Option<crate::recording::overhead::SelfCost>,
+    /// Where it was built, and its link to the fork handler (see [`crate::fork`]).
+    pub fork: crate::fork::Watch,
 }
 
 impl Shared {
@@ -88,6 +90,7 @@ impl Shared {
             pause: Default::default(),
             lines: Default::default(),
             overhead: None,
+            fork: crate::fork::Watch::new(),
         }
     }
 

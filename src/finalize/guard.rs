@@ -68,6 +68,15 @@ struct Inner {
 
 impl Inner {
     fn finalize(&self, trigger: Trigger, to: Option<&Path>) -> Result<Option<Report>, Error> {
+        let fork = &self.shared.fork;
+        if fork.is_forked_child() {
+            // The flusher, the spool and the output are the parent's (see `crate::fork`).
+            crate::fork::say_off_once();
+            return Err(Error::ForkedChild {
+                pid: std::process::id(),
+                parent: fork.origin().pid(),
+            });
+        }
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let flusher = crate::finalize::pipeline::FlusherLink {
             tx: self.tx.as_ref(),
@@ -154,10 +163,9 @@ impl FlushGuard {
             let spool = match &config.output {
                 Some(output) => {
                     claim = Some(OutputClaim::new(output)?);
-                    Some(open_spool(
-                        &shared,
-                        &crate::mpi::spool_base(&shared, output),
-                    )?)
+                    let spool = open_spool(&shared, &crate::mpi::spool_base(&shared, output))?;
+                    shared.fork.spool_fd(spool.raw_fd());
+                    Some(spool)
                 }
                 None => None,
             };
@@ -207,8 +215,12 @@ impl FlushGuard {
     /// # Errors
     /// The output file cannot be written, or the spool could not be (its `io::Error` is the
     /// source); the report is still printed in that case, and the error says where the
-    /// unpublished calls are kept (see [`recover`](crate::recover())). Multi-rank, also when
-    /// any rank's phase could not be written ([`crate::Error::Mpi`], on every rank).
+    /// unpublished calls are kept (see [`recover`](crate::recover())). Once the phase is
+    /// measured, such an error is [`Error::Partial`]: it carries the phase's [`Report`], with
+    /// exact statistics even for calls whose per-call detail could not be written
+    /// ([`Report::detail_lost`]; see `docs/faults.md`). Multi-rank, also when any rank's
+    /// phase could not be written ([`crate::Error::Mpi`], on every rank). In a process
+    /// forked from the one that built the profiler, [`Error::ForkedChild`] at once.
     pub fn finalize(&self) -> Result<Report, Error> {
         self.inner
             .finalize(Trigger::Explicit, None)
@@ -304,7 +316,9 @@ impl FlushGuard {
     /// As [`finalize`](Self::finalize), and when `path` is not writable.
     pub fn finalize_to(&self, path: impl AsRef<Path>) -> Result<Report, Error> {
         let path = path.as_ref();
-        crate::output::files::check_writable(path)?;
+        if !self.shared().fork.is_forked_child() {
+            crate::output::files::check_writable(path)?;
+        }
         self.inner
             .finalize(Trigger::Explicit, Some(path))
             .map(|r| r.unwrap_or_default())
@@ -343,6 +357,15 @@ fn start_rotator(
 
 impl Drop for FlushGuard {
     fn drop(&mut self) {
+        if self.inner.shared.fork.is_forked_child() {
+            // A forked child: its flusher and rotation threads do not exist here, and what
+            // they would write is the parent's. Leave it all as it is, without waiting for
+            // anything or taking a lock another thread may have held at the fork.
+            crate::fork::say_off_once();
+            std::mem::forget(self.rotator.take());
+            std::mem::forget(self.inner.clone());
+            return;
+        }
         if let Some((stop, handle)) = self.rotator.take() {
             drop(stop);
             let _ = handle.join();
@@ -352,6 +375,11 @@ impl Drop for FlushGuard {
             sinks.shutdown();
         }
         if let Err(e) = inner.finalize(Trigger::Drop, None) {
+            // Nobody receives a report from a drop: say what failed.
+            let e = match e {
+                Error::Partial { source, .. } => *source,
+                e => e,
+            };
             eprintln!("scope-profiler: final flush failed: {e}");
         }
         if let Some(tx) = &inner.tx {

@@ -470,6 +470,8 @@ impl Flusher {
         let agg = self.aggregate_stats();
         if let Some(spool) = &mut self.spool {
             spool.flush(&threads, &agg);
+            // A spool created again after a failure has a new descriptor.
+            self.shared.fork.spool_fd(spool.raw_fd());
         }
     }
 
@@ -477,18 +479,8 @@ impl Flusher {
     /// completed after it (other threads still running); those stay recoverable.
     fn shutdown_spool(&mut self) {
         let threads = self.threads();
-        if let Some(mut spool) = self.spool.take() {
-            if spool.error().is_none() && spool.unpublished == 0 {
-                spool.remove();
-            } else {
-                spool.flush(&threads, &[]);
-                eprintln!(
-                    "scope-profiler: {} call(s) completed after the last finalize; they are kept \
-                     in {} (scope-profiler-recover turns them into a profile)",
-                    spool.unpublished,
-                    spool.path().display()
-                );
-            }
+        if let Some(said) = self.spool.take().and_then(|s| s.shutdown(&threads)) {
+            eprintln!("scope-profiler: {said}");
         }
     }
 

@@ -124,12 +124,18 @@ impl Collect {
     }
 }
 
-/// Where the external sort's temporary file goes: beside the spool, else the temp directory.
+/// Where the external sort's temporary file goes: the output's directory (beside the
+/// spool for a finalize; recovery says so, since its spool may lie on a full disk), else the
+/// temp directory (`TMPDIR`) for calls with no spool.
 fn scratch_dir(data: &PhaseData) -> std::path::PathBuf {
-    data.spooled
-        .as_ref()
-        .and_then(|s| s.files.first())
-        .map(|f| crate::output::files::dir_of(f))
+    let spooled = data.spooled.as_ref();
+    spooled
+        .and_then(|s| s.scratch.clone())
+        .or_else(|| {
+            spooled
+                .and_then(|s| s.files.first())
+                .map(|f| crate::output::files::dir_of(f))
+        })
         .unwrap_or_else(std::env::temp_dir)
 }
 
