@@ -108,6 +108,7 @@ pub use finalize::guard::FlushGuard;
 pub use finalize::recover::{recover, recover_spool, Recovered};
 pub use finalize::report::{RegionStats, Report};
 pub use mpi::merge::{merge_ranks, Merged};
+pub use mpi::MpiWrite;
 pub use output::model::SESSION_REGION;
 pub use recording::layer::ScopeLayer;
 pub use recording::pause::Switch;

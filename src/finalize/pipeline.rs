@@ -206,7 +206,7 @@ pub(crate) fn run(
     if let (true, Some((path, numbered))) = (result.is_ok() || collective, &target) {
         let ok = result.is_ok();
         match publish(shared, state, path, *numbered, (&data, &scan, staged), ok) {
-            Ok(written) => report.file = Some(written),
+            Ok((written, how)) => (report.file, report.mpi_write) = (Some(written), how),
             Err(e) => result = result.and(Err(e)),
         }
     }
@@ -462,6 +462,7 @@ fn report(
         file: None,
         overhead: None,
         ranks: Vec::new(),
+        mpi_write: None,
     }
 }
 

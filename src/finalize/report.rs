@@ -153,6 +153,8 @@ pub struct Report {
     pub(crate) overhead: Option<crate::recording::overhead::SelfCost>,
     /// Rank 0 of a multi-rank run: every region's spread over ranks.
     pub(crate) ranks: Vec<crate::mpi::RankSpread>,
+    /// A multi-rank run: how its file was written.
+    pub(crate) mpi_write: Option<crate::mpi::MpiWrite>,
 }
 
 impl Report {
@@ -167,6 +169,14 @@ impl Report {
     /// ranks and in single-process runs.
     pub fn ranks(&self) -> &[crate::mpi::RankSpread] {
         &self.ranks
+    }
+
+    /// In a multi-rank run ([`Builder::mpi`](crate::Builder::mpi)), on every rank: how this
+    /// phase's file was written, in parallel through MPI-IO (feature `mpio`) or gathered by the
+    /// token relay; also `metadata/mpi_write` in the file. `None` in single-process runs and
+    /// when no file was written.
+    pub fn mpi_write(&self) -> Option<crate::mpi::MpiWrite> {
+        self.mpi_write
     }
 
     /// The region named `name`.
