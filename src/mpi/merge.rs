@@ -571,4 +571,4 @@ impl Merger {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -7,7 +7,7 @@
 //! 2. **Layout** ([`crate::mpi::layout`]): an exclusive scan and a sum of each rank's row
 //!    counts give its [`Place`]; a max-reduce the optional event columns and string widths of
 //!    the file ([`shape::Union`]). Rank 0 gathers every rank's region names, host name and poll
-//!    count ([`shape::Info`]), unifies the names and broadcasts the table; each rank maps its
+//!    counts ([`shape::Info`]), unifies the names and broadcasts the table; each rank maps its
 //!    rows to the unified ids. Each rank gets its clock offset (scatter) and rank 0's origin.
 //! 3. **Skeleton** ([`skeleton`]): rank 0 alone, with serial HDF5, creates the temporary file
 //!    exclusively beside the target, writes everything that is not a rank's rows (metadata,
@@ -179,7 +179,7 @@ fn counts(v: &[u64]) -> Counts {
 struct Gathered {
     /// The unified names, encoded (rank 0).
     table: Vec<u8>,
-    polls: Vec<u64>,
+    polls: Vec<shape::Polls>,
     nodes: usize,
     /// A rank's info could not be read.
     error: Option<String>,
@@ -200,7 +200,7 @@ fn gather_infos(m: &Mpi, data: &PhaseData) -> Gathered {
         None => {
             g.error
                 .get_or_insert(format!("rank {k}'s layout message is cut short"));
-            g.polls.push(0);
+            g.polls.push(shape::Polls::default());
         }
     });
     g.table = encode_strs(names.names.iter().map(String::as_str));

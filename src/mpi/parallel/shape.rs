@@ -1,7 +1,7 @@
 //! What one rank tells the others about its phase before anything is written: its row counts
 //! (scanned into [`Place`](crate::mpi::layout::Place)s), which optional event columns it has and
 //! the widths of its strings (both reduced to their maximum over ranks: the file's
-//! [`Union`]), and, to rank 0 only, its region names, host name and poll count ([`Info`]).
+//! [`Union`]), and, to rank 0 only, its region names, host name and poll counts ([`Info`]).
 
 use crate::mpi::layout::{decode_strs, encode_strs, Counts};
 use crate::output::events::{Optional, Scan};
@@ -10,7 +10,8 @@ use crate::output::model::PhaseData;
 
 use super::fixed::width_of;
 
-/// The fixed-length string columns, in [`Union::widths`] order.
+/// The fixed-length string columns, in [`Union::widths`] order; the last width is that of
+/// every rank's `scope_profiler_rs/rank<N>/region_names`.
 pub(super) const STRING_COLS: [&str; 7] = [
     "rank_region_index/source_files",
     "rank_region_index/source_texts",
@@ -32,16 +33,19 @@ pub(super) struct Shape {
     pub counts: Counts,
     /// Its optional event columns.
     pub want: Optional,
-    /// Widest value of each of [`STRING_COLS`] (bytes).
-    pub widths: [u64; 7],
+    /// Widest value of each of [`STRING_COLS`] and of the poll region names (bytes).
+    pub widths: [u64; WIDTHS],
 }
+
+/// Widths in [`Shape::widths`].
+pub(super) const WIDTHS: usize = STRING_COLS.len() + 1;
 
 /// What the file holds over all ranks: the union of the optional event columns and the
 /// widest value of each string column.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) struct Union {
     pub want: Optional,
-    pub widths: [u64; 7],
+    pub widths: [u64; WIDTHS],
 }
 
 /// Whether this phase has a `thread_table` (as the single-rank writer decides).
@@ -64,7 +68,7 @@ impl Shape {
     pub(super) fn of(data: &PhaseData, scan: &Scan) -> Shape {
         let rows = data.regions.len();
         let max = |it: &mut dyn Iterator<Item = &str>| it.map(width_of).max().unwrap_or(0);
-        let mut widths = [0u64; 7];
+        let mut widths = [0u64; WIDTHS];
         widths[0] = max(&mut data.regions.iter().map(|r| r.file.as_str()));
         widths[1] = max(&mut (0..rows).map(|i| source_text(data, i)));
         widths[2] = if rows > 0 { width_of(TAGS) } else { 0 };
@@ -86,6 +90,9 @@ impl Shape {
             widths[5] = width_of(&name);
         }
         widths[6] = max(&mut tasks.iter().map(|t| coro_name(data, t)));
+        if !data.polls.is_empty() {
+            widths[7] = max(&mut data.region_names.iter().map(String::as_str));
+        }
         Shape {
             counts: Counts {
                 rows: rows as u64,
@@ -114,7 +121,7 @@ impl Union {
     /// From the maxima of [`Shape::maxes`] over ranks.
     pub(super) fn of_maxes(m: &[u64]) -> Union {
         let at = |i: usize| m.get(i).copied().unwrap_or(0);
-        let mut widths = [0u64; 7];
+        let mut widths = [0u64; WIDTHS];
         for (i, w) in widths.iter_mut().enumerate() {
             *w = at(4 + i);
         }
@@ -131,28 +138,43 @@ impl Union {
 }
 
 /// What rank 0 needs from each rank to create the file: its row names (in row order), host
-/// name and poll count.
+/// name, poll count and the number of region names its polls refer to.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct Info {
     pub names: Vec<String>,
     pub hostname: String,
-    pub polls: u64,
+    pub polls: Polls,
+}
+
+/// A rank's polls: how many, and how many region names they refer to (both 0 without).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Polls {
+    pub rows: u64,
+    pub names: u64,
 }
 
 impl Info {
     /// This rank's info.
     pub(super) fn of(data: &PhaseData, hostname: String) -> Info {
+        let polls = match data.polls.len() {
+            0 => Polls::default(),
+            n => Polls {
+                rows: n as u64,
+                names: data.region_names.len() as u64,
+            },
+        };
         Info {
             names: data.regions.iter().map(|r| r.name.clone()).collect(),
             hostname,
-            polls: data.polls.len() as u64,
+            polls,
         }
     }
 
-    /// As bytes: the poll count (u64 LE), then the host name and the names (see
+    /// As bytes: the poll counts (u64 LE each), then the host name and the names (see
     /// [`encode_strs`]).
     pub(super) fn encode(&self) -> Vec<u8> {
-        let mut out = self.polls.to_le_bytes().to_vec();
+        let mut out = self.polls.rows.to_le_bytes().to_vec();
+        out.extend_from_slice(&self.polls.names.to_le_bytes());
         let strs =
             std::iter::once(self.hostname.as_str()).chain(self.names.iter().map(String::as_str));
         out.extend(encode_strs(strs));
@@ -161,13 +183,14 @@ impl Info {
 
     /// What [`encode`](Self::encode) wrote; `None` when cut short.
     pub(super) fn decode(b: &[u8]) -> Option<Info> {
-        let polls = u64::from_le_bytes(b.get(..8)?.try_into().ok()?);
-        let mut strs = decode_strs(&b[8..])?.into_iter();
+        let rows = u64::from_le_bytes(b.get(..8)?.try_into().ok()?);
+        let names = u64::from_le_bytes(b.get(8..16)?.try_into().ok()?);
+        let mut strs = decode_strs(&b[16..])?.into_iter();
         let hostname = strs.next()?;
         Some(Info {
             names: strs.collect(),
             hostname,
-            polls,
+            polls: Polls { rows, names },
         })
     }
 }
@@ -186,7 +209,7 @@ mod tests {
                 gpu: true,
                 ids: false,
             },
-            widths: [1, 2, 3, 4, 5, 6, 7],
+            widths: [1, 2, 3, 4, 5, 6, 7, 8],
         };
         let u = Union::of_maxes(&s.maxes());
         assert_eq!(
@@ -201,9 +224,9 @@ mod tests {
         let i = Info {
             names: vec!["a".into(), "".into(), "ß".into()],
             hostname: "node-1".into(),
-            polls: 42,
+            polls: Polls { rows: 42, names: 3 },
         };
         assert_eq!(Info::decode(&i.encode()), Some(i.clone()));
-        assert_eq!(Info::decode(&i.encode()[..5]), None);
+        assert_eq!(Info::decode(&i.encode()[..12]), None);
     }
 }

@@ -6,7 +6,8 @@
 //! own, as the relay keeps rank 0's, with `mpi_size`, `num_nodes`, the clock offsets and
 //! `mpi_write = "parallel"`); `region_table/names` (variable-length: only rank 0 writes them);
 //! every rank's auxiliary groups ([`super::minipart`]); and every dataset the ranks fill, at
-//! its full length, allocated now and never filled. It then closes the file. Since the
+//! its full length, allocated now and never filled (the string ones fixed-length, see
+//! [`super::fixed`]). It then closes the file. Since the
 //! datasets are allocated and nothing else changes, the ranks' parallel writes touch only
 //! raw data: no HDF5 metadata is written during the collective phase, so a rank whose writes
 //! fail cannot leave another waiting in a metadata flush.
@@ -17,7 +18,7 @@ use ::hdf5::dataset::{AllocTime, FillTime};
 use ::hdf5::{File, Group, H5Type};
 
 use super::fixed;
-use super::shape::{Union, STRING_COLS};
+use super::shape::{Polls, Union, STRING_COLS};
 use crate::mpi::layout::Counts;
 use crate::mpi::merge::lanes::{TASK_I64, THREAD_I64};
 use crate::output::events::{column_names, SummaryRow};
@@ -35,8 +36,8 @@ pub(super) struct Plan<'a> {
     pub union: Union,
     /// `region_table/names`.
     pub names: &'a [String],
-    /// Polls per rank.
-    pub polls: &'a [u64],
+    /// Every rank's polls (one entry per rank).
+    pub polls: &'a [Polls],
     /// Distinct host names.
     pub nodes: usize,
     /// Every rank's clock offset and its uncertainty.
@@ -141,14 +142,17 @@ impl Skeleton {
                 ctx.h5(path, fixed::create(&g, name, rows as usize, width))?;
             }
         }
-        if plan.polls.iter().any(|&n| n > 0) {
+        if plan.polls.iter().any(|p| p.rows > 0) {
             let own = ctx.group(f, OWN_GROUP)?;
-            for (k, &n) in plan.polls.iter().enumerate().filter(|(_, &n)| n > 0) {
-                let rank = ctx.h5(OWN_GROUP, own.create_group(&format!("rank{k}")))?;
+            for (k, p) in plan.polls.iter().enumerate().filter(|(_, p)| p.rows > 0) {
+                let at = format!("{OWN_GROUP}/rank{k}");
+                let rank = ctx.h5(&at, own.create_group(&format!("rank{k}")))?;
+                let names = fixed::create(&rank, "region_names", p.names as usize, w[7]);
+                ctx.h5(&format!("{at}/region_names"), names)?;
                 let polls = ctx.h5("polls", rank.create_group("polls"))?;
-                num::<u32>(&ctx, &polls, "region_ids", n)?;
+                num::<u32>(&ctx, &polls, "region_ids", p.rows)?;
                 for (name, _) in crate::output::hdf5::lanes::POLL_COLS {
-                    num::<i64>(&ctx, &polls, name, n)?;
+                    num::<i64>(&ctx, &polls, name, p.rows)?;
                 }
             }
         }
@@ -202,4 +206,50 @@ fn num<T: H5Type>(ctx: &Ctx<'_>, g: &Group, name: &str, n: u64) -> Result<(), Er
         .create(name);
     let context = format!("{}/{name}", g.name().trim_start_matches('/'));
     ctx.h5(&context, ds).map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mpi::merge::tests::{assert_offsets_kept, ten_thousand_offsets};
+    use crate::output::model::{Layout, RegionRow};
+
+    /// Rank 0's serial pass for 10 000 ranks: the clock offsets stay whole in `metadata` (read
+    /// back by this crate and the Python reader), and every dataset has its full length.
+    #[test]
+    fn ten_thousand_ranks_of_clock_offsets_fit_the_parallel_metadata() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("run.h5");
+        let data = PhaseData::new(Layout::Columnar, vec![RegionRow::new("solve")]);
+        let offsets = ten_thousand_offsets();
+        let n = offsets.len();
+        let names = ["solve".to_string()];
+        let polls = vec![Polls::default(); n];
+        let plan = Plan {
+            data: &data,
+            total: Counts::from_array([n as u64, 3 * n as u64, 0, 0]),
+            union: Union {
+                widths: [11, 0, 2, 0, 0, 0, 0, 0],
+                ..Union::default()
+            },
+            names: &names,
+            polls: &polls,
+            nodes: 1,
+            offsets: &offsets,
+        };
+        let tmp = Skeleton::create(&target, &plan).unwrap().close().unwrap();
+        std::fs::rename(&tmp, &target).unwrap();
+        let f = File::open(&target).unwrap();
+        for (path, len) in [
+            ("rank_region_index/ranks", n),
+            ("rank_region_index/source_files", n),
+            ("events/durations", 3 * n),
+        ] {
+            assert_eq!(f.dataset(path).unwrap().size(), len, "{path}");
+        }
+        let w = f.dataset("rank_region_index/source_files").unwrap();
+        assert_eq!(w.dtype().unwrap().size(), 11);
+        drop((w, f));
+        assert_offsets_kept(&target, &offsets);
+    }
 }

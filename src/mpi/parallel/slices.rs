@@ -7,7 +7,8 @@
 //!   ([`write_events_at`]), every row's first start moved onto rank 0's clock; a column it does
 //!   not have gets the column's sentinel.
 //! - `thread_table`, `task_table`: its rows, times relative to rank 0's origin.
-//! - `scope_profiler_rs/rank<N>/polls`: its polls, as they are (its own clock).
+//! - `scope_profiler_rs/rank<N>`: its polls, as they are (its own clock), and the region
+//!   names they refer to.
 //!
 //! Every write is an independent transfer (HDF5's default): each rank writes exactly its own
 //! rows, no rank writes for another, and a rank makes as many writes as its data needs.
@@ -230,6 +231,14 @@ fn polls(ctx: &Ctx<'_>, f: &File, m: &Mine<'_>) -> Result<(), Error> {
     if p.is_empty() {
         return Ok(());
     }
+    let names = m.data.region_names.iter().map(String::as_str);
+    put_strs(
+        ctx,
+        f,
+        &format!("{OWN_GROUP}/rank{}/region_names", m.rank),
+        0,
+        names,
+    )?;
     let at = format!("{OWN_GROUP}/rank{}/polls", m.rank);
     put_rows(ctx, f, &format!("{at}/region_ids"), 0, p, |x| x.region)?;
     for (name, value) in POLL_COLS {
