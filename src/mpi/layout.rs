@@ -184,7 +184,7 @@ mod tests {
             rows: 1 + k % 7,
             events: (k * 7919) % 100_003 * (k % 3),
             threads: k % 4,
-            tasks: (k * 31) % 1000 * u64::from(k % 5 == 0),
+            tasks: (k * 31) % 1000 * u64::from(k.is_multiple_of(5)),
         }
     }
 

@@ -42,7 +42,7 @@ pub(super) fn width_of(s: &str) -> u64 {
 pub(super) fn create(group: &Group, name: &str, n: usize, width: u64) -> ::hdf5::Result<Dataset> {
     group
         .new_dataset_builder()
-        .empty_as(&TypeDescriptor::FixedUnicode(width.max(1) as usize))
+        .empty_as(TypeDescriptor::FixedUnicode(width.max(1) as usize))
         .alloc_time(Some(AllocTime::Early))
         .fill_time(FillTime::Never)
         .shape(n)

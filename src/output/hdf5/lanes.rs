@@ -56,8 +56,11 @@ pub(crate) const TASK_COLS: [LaneCol<TaskRow>; 8] = [
     ("tokio_id", |r, _| r.tokio_id as i64),
 ];
 
+/// A poll column: its name and its value for a poll.
+pub(crate) type PollCol = (&'static str, fn(&PollRecord) -> i64);
+
 /// The poll columns of `/scope_profiler_rs/polls`, all but `region_ids` (u32).
-pub(crate) const POLL_COLS: [(&str, fn(&PollRecord) -> i64); 4] = [
+pub(crate) const POLL_COLS: [PollCol; 4] = [
     ("start_ns", |x| x.start_ns),
     ("durations", |x| x.dur_ns),
     ("thread_ids", |x| i64::from(x.thread)),
