@@ -563,6 +563,26 @@ fn equal_files(dir: &Path) {
     );
     assert!(verdict.contains("equal"), "{verdict}");
     println!("parallel and relay files: {}", verdict.trim());
+    // This crate's CLI reads both alike (run on `run.h5` in two directories, so that the
+    // summaries' titles match).
+    let relay_dir = dir.join("relay");
+    std::fs::create_dir(&relay_dir).expect("mkdir");
+    std::fs::rename(&relay, relay_dir.join("run.h5")).expect("move");
+    let scopeprof = |args: &[&str], d: &Path| {
+        let o = Command::new(env!("CARGO_BIN_EXE_scopeprof"))
+            .args(args)
+            .arg("run.h5")
+            .current_dir(d)
+            .output()
+            .expect("run scopeprof");
+        assert!(o.status.success(), "scopeprof {args:?} in {}", d.display());
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    for args in [&["inspect"][..], &["flamegraph", "--folded", "-o", "-"][..]] {
+        let (p, r) = (scopeprof(args, dir), scopeprof(args, &relay_dir));
+        assert!(p.len() > 100, "scopeprof {args:?}: {p}");
+        assert_eq!(p, r, "scopeprof {args:?}");
+    }
 }
 
 /// Rank 2 cannot write past 1 MiB (its "disk" is full) when its rows come: every rank's
