@@ -527,41 +527,24 @@ fn equal_files(dir: &Path) {
     let (ok, text) = launch("equal", &out);
     assert!(ok, "mpirun failed:\n{text}");
     let relay = dir.join("relay.h5");
-    let verdict = common::py(
-        "python",
-        &[
-            "-c",
-            "import sys, h5py, numpy as np\n\
-             a, b = h5py.File(sys.argv[1]), h5py.File(sys.argv[2])\n\
-             def objs(f):\n\
-             \x20   out = {'/': f}\n\
-             \x20   f.visititems(lambda n, o: out.__setitem__(n, o))\n\
-             \x20   return out\n\
-             def val(v):\n\
-             \x20   v = np.asarray(v)\n\
-             \x20   if v.dtype.kind in 'SO':\n\
-             \x20       return [x.decode() if isinstance(x, bytes) else x for x in v.ravel().tolist()]\n\
-             \x20   return (str(v.dtype), v.tolist())\n\
-             oa, ob = objs(a), objs(b)\n\
-             assert set(oa) == set(ob), sorted(set(oa) ^ set(ob))\n\
-             n = 0\n\
-             for name, o in oa.items():\n\
-             \x20   p = ob[name]\n\
-             \x20   if isinstance(o, h5py.Dataset):\n\
-             \x20       assert val(o[()]) == val(p[()]), name\n\
-             \x20       n += 1\n\
-             \x20   ka, kb = set(o.attrs), set(p.attrs)\n\
-             \x20   assert ka == kb, (name, ka ^ kb)\n\
-             \x20   for k in ka - {'mpi_write'}:\n\
-             \x20       assert val(o.attrs[k]) == val(p.attrs[k]), (name, k)\n\
-             assert (a['metadata'].attrs['mpi_write'], b['metadata'].attrs['mpi_write']) == ('parallel', 'relay')\n\
-             assert n > 40, n\n\
-             print('equal', n, 'datasets')\n",
-            out.to_str().expect("utf-8"),
-            relay.to_str().expect("utf-8"),
-        ],
-    );
-    assert!(verdict.contains("equal"), "{verdict}");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/h5_equal.py");
+    let path = |p: &Path| p.to_str().expect("utf-8").to_owned();
+    let args = [path(&script), path(&out), path(&relay), "mpi_write".into()];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let verdict = common::py("python", &args);
+    let n: usize = verdict
+        .trim()
+        .strip_prefix("equal ")
+        .and_then(|v| v.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{verdict}"));
+    assert!(n > 40, "{verdict}");
+    for (f, want) in [(&out, "parallel"), (&relay, "relay")] {
+        let how = py_eval(
+            "import sys, h5py\nprint(h5py.File(sys.argv[1])['metadata'].attrs['mpi_write'])\n",
+            f,
+        );
+        assert_eq!(how.trim(), want);
+    }
     println!("parallel and relay files: {}", verdict.trim());
     // This crate's CLI reads both alike (run on `run.h5` in two directories, so that the
     // summaries' titles match).
