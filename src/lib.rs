@@ -68,7 +68,8 @@
 //! phase as `PhaseData` rows, written as the scope-profiler 0.7.5 schema-3
 //! HDF5 file and as the printed summary. Optional **sinks** (`sink/`: perf, LIKWID, NVTX,
 //! CUDA) hook into recording (per enter/exit) and add their results at finalize; `mpi/`
-//! gathers the ranks of a job and `read` reads any schema-3 file back.
+//! puts the ranks of a job into one file (every rank writing its own rows through MPI-IO
+//! with `mpio`, else gathered by rank 0) and `read` reads any schema-3 file back.
 //!
 //! Span ids: the profiler relies on the subscriber never reusing a span id while that span
 //! is open, which `tracing_subscriber::Registry` guarantees (a slot is freed only after the
@@ -112,6 +113,7 @@ pub use finalize::guard::FlushGuard;
 pub use finalize::recover::{recover, recover_spool, Recovered};
 pub use finalize::report::{DetailLost, RegionStats, Report};
 pub use mpi::merge::{merge_ranks, Merged};
+pub use mpi::MpiWrite;
 pub use output::model::SESSION_REGION;
 pub use recording::layer::ScopeLayer;
 pub use recording::pause::Switch;

@@ -219,7 +219,7 @@ pub(crate) fn run(
         crate::checkpoint::reach("publish");
         let ok = result.is_ok();
         match publish(shared, state, path, *numbered, (&data, &scan, staged), ok) {
-            Ok(written) => report.file = Some(written),
+            Ok((written, how)) => (report.file, report.mpi_write) = (Some(written), how),
             Err(e) => result = result.and(Err(e)),
         }
     }
@@ -508,6 +508,7 @@ fn report(
         overhead: None,
         ranks: Vec::new(),
         detail_lost: facts.detail_lost.clone(),
+        mpi_write: None,
     }
 }
 

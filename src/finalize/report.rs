@@ -181,6 +181,8 @@ pub struct Report {
     pub(crate) ranks: Vec<crate::mpi::RankSpread>,
     /// Calls of this phase whose per-call detail the spool lost.
     pub(crate) detail_lost: Option<DetailLost>,
+    /// A multi-rank run: how its file was written.
+    pub(crate) mpi_write: Option<crate::mpi::MpiWrite>,
 }
 
 impl Report {
@@ -195,6 +197,14 @@ impl Report {
     /// ranks and in single-process runs.
     pub fn ranks(&self) -> &[crate::mpi::RankSpread] {
         &self.ranks
+    }
+
+    /// In a multi-rank run ([`Builder::mpi`](crate::Builder::mpi)), on every rank: how this
+    /// phase's file was written, in parallel through MPI-IO (feature `mpio`) or gathered by the
+    /// token relay; also `metadata/mpi_write` in the file. `None` in single-process runs and
+    /// when no file was written.
+    pub fn mpi_write(&self) -> Option<crate::mpi::MpiWrite> {
+        self.mpi_write
     }
 
     /// The region named `name`.

@@ -116,7 +116,7 @@ pub(crate) fn write_scanned(
 /// (HDF5 opens it with `O_CREAT | O_EXCL`: a link planted at the name is never followed) and
 /// without HDF5 file locking (the file is private until the rename, and HDF5's lock lives on
 /// a descriptor without `O_CLOEXEC`, so a child process would keep the published file locked).
-pub(super) fn create_temp(path: &Path) -> Result<(PathBuf, File), Error> {
+pub(crate) fn create_temp(path: &Path) -> Result<(PathBuf, File), Error> {
     let output_err = |source| Error::OutputPath {
         path: path.to_path_buf(),
         source,
@@ -301,7 +301,7 @@ fn write_contents(
 }
 
 /// The `metadata` group's attributes: the Python package's keys plus this crate's own.
-fn write_metadata(ctx: &Ctx<'_>, meta: &Group, data: &PhaseData) -> Result<(), Error> {
+pub(crate) fn write_metadata(ctx: &Ctx<'_>, meta: &Group, data: &PhaseData) -> Result<(), Error> {
     let system = system_info();
     ctx.attr(meta, "start_time_ns", &data.start_time_ns)?;
     ctx.attr(meta, "finalize_time_ns", &data.finalize_time_ns)?;
@@ -330,6 +330,12 @@ fn write_metadata(ctx: &Ctx<'_>, meta: &Group, data: &PhaseData) -> Result<(), E
     ctx.attr(meta, "backpressure_waits", &count(data.losses.waits))?;
     ctx.attr(meta, "backpressure_wait_ns", &count(data.losses.wait_ns))?;
     crate::output::hdf5::lines::write_overhead(ctx, meta, &data.extra)
+}
+
+/// This host's name, as `metadata/hostname` holds it.
+#[cfg_attr(not(feature = "mpio"), allow(dead_code))]
+pub(crate) fn hostname() -> String {
+    system_info().hostname
 }
 
 /// Host facts for `metadata`.
@@ -415,13 +421,22 @@ fn write_columnar(
         (0..r).map(|i| texts.get(i).map_or("", String::as_str)),
     )?;
     ctx.strings(index, "tags", regions.iter().map(|_| "[]"))?;
-    let exclusive: Vec<i64> = match &scan.nested {
-        Some(n) => n.exclusive.clone(),
-        None => regions.iter().map(|row| row.exclusive_ns).collect(),
-    };
-    ctx.dataset(index, "exclusive_totals", &exclusive, None)?;
+    ctx.dataset(
+        index,
+        "exclusive_totals",
+        &exclusive_totals(data, scan),
+        None,
+    )?;
     ctx.dataset(index, "summary_statistics", &scan.summary, None)?;
     events::write_events(ctx, events, data, scan, opts.gzip)
+}
+
+/// `rank_region_index/exclusive_totals`: from nesting when it was done, else the flusher's.
+pub(crate) fn exclusive_totals(data: &PhaseData, scan: &Scan) -> Vec<i64> {
+    match &scan.nested {
+        Some(n) => n.exclusive.clone(),
+        None => data.regions.iter().map(|row| row.exclusive_ns).collect(),
+    }
 }
 
 /// Index columns of the aggregate layout (§1.10): ids, ranks and the five `aggregate_*`
