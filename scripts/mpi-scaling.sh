@@ -16,7 +16,7 @@ for n in $counts; do
     for how in parallel relay; do
         echo "== $n ranks, $how"
         OMPI_MCA_mpi_yield_when_idle=1 mpirun --allow-run-as-root --oversubscribe -n "$n" \
-            target/release/examples/mpi "$calls" "$dir/run-$how-$n.h5" 100 "$how" 2>/dev/null |
+            "${CARGO_TARGET_DIR:-target}"/release/examples/mpi "$calls" "$dir/run-$how-$n.h5" 100 "$how" 2>/dev/null |
             sed -n '/^[0-9]* ranks,/,/^ *solve:/p' | grep -v '^ *solve:'
         ls -l "$dir/run-$how-$n.h5" | awk '{printf "file: %.1f MiB\n", $5 / 1048576}'
         rm -f "$dir/run-$how-$n.h5"
