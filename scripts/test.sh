@@ -12,6 +12,9 @@ scripts/install-deps.sh
 SCOPE_PY_VENV="$(scripts/py-reader-env.sh | tail -n1)"
 export SCOPE_PY_VENV
 HDF5_DIR="$(scripts/hdf5-mpio-dir.sh)" cargo test --all-features "$@"
+# Accuracy per call and memory per live span/thread are properties of the release build (in a
+# debug build those tests say so and are ignored): run them there.
+cargo test --release --test accuracy --test memory
 # Load safety: the lane handoff model-checked with loom, and the stress shapes in release.
 scripts/loom.sh
 scripts/stress.sh
