@@ -96,6 +96,37 @@ impl Builder {
         self
     }
 
+    /// With Tokio's own instrumentation (a program built with `RUSTFLAGS="--cfg tokio_unstable"`
+    /// and Tokio's `tracing` feature) and [`track_async`](Self::track_async): makes each
+    /// task's `runtime.spawn` span a call too, the root call of its task's lane (region
+    /// `runtime.spawn`). Off by default: a task's span then only defines its lane and its
+    /// `task_table` row, so call trees and `coro_name` stay as without the instrumentation.
+    /// See `docs/latency.md`.
+    ///
+    /// ```
+    /// # use scope_profiler::ScopeLayer;
+    /// let (layer, guard) = ScopeLayer::builder()
+    ///     .no_output()
+    ///     .track_async(true)
+    ///     .task_regions(true)
+    ///     .build()?;
+    /// # Ok::<(), scope_profiler::Error>(())
+    /// ```
+    pub fn task_regions(mut self, on: bool) -> Self {
+        self.config.task_regions = on;
+        self
+    }
+
+    /// With Tokio's own instrumentation (see [`task_regions`](Self::task_regions)): makes
+    /// Tokio's resource spans (`runtime.resource`, `runtime.resource.async_op`,
+    /// `runtime.resource.async_op.poll`: timers, channels, semaphores) regions. Off by
+    /// default: their calls are left out and counted in the file's metadata
+    /// (`tokio_hidden_calls`).
+    pub fn tokio_resources(mut self, on: bool) -> Self {
+        self.config.tokio_resources = on;
+        self
+    }
+
     /// Compresses the file's event columns with gzip (deflate + shuffle) at `level` 0-9.
     pub fn gzip(mut self, level: u8) -> Self {
         self.config.gzip = Some(level);

@@ -40,6 +40,10 @@ pub(crate) struct Config {
     pub flush_interval: Duration,
     pub track_threads: bool,
     pub track_async: bool,
+    /// A Tokio task's `runtime.spawn` span is also a call (`--cfg tokio_unstable`).
+    pub task_regions: bool,
+    /// Tokio's `runtime.resource*` spans are regions (`--cfg tokio_unstable`).
+    pub tokio_resources: bool,
     pub gzip: Option<u8>,
     pub perf_events: Vec<String>,
     #[cfg_attr(not(feature = "perf"), allow(dead_code))]
@@ -123,6 +127,8 @@ impl Default for Config {
             flush_interval: Duration::from_secs(1),
             track_threads: false,
             track_async: false,
+            task_regions: false,
+            tokio_resources: false,
             gzip: None,
             perf_events: Vec::new(),
             perf_skip_unsupported: false,

@@ -48,6 +48,8 @@ pub(crate) struct Shared {
     pub pause: crate::recording::pause::PauseState,
     /// Event callsites seen by the layer (line timing).
     pub lines: crate::recording::events::EventSites,
+    /// Tokio's own callsites and spawn sites (`--cfg tokio_unstable`).
+    pub tokio: crate::recording::tokio::TokioSites,
     /// The profiler's own cost, measured at `build()` (None when disabled).
     pub overhead: Option<crate::recording::overhead::SelfCost>,
     /// Where it was built, and its link to the fork handler (see [`crate::fork`]).
@@ -89,6 +91,7 @@ impl Shared {
             flusher_drains: AtomicU64::new(0),
             pause: Default::default(),
             lines: Default::default(),
+            tokio: Default::default(),
             overhead: None,
             fork: crate::fork::Watch::new(),
         }

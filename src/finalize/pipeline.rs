@@ -435,7 +435,10 @@ fn load(shared: &Shared, snap: Snapshot, phase_start_ns: i64, finalize_ns: i64) 
             lanes: snap.spooled_lanes,
             scratch: None,
         }),
-        extra: Default::default(),
+        extra: crate::output::model::PhaseExtra {
+            tokio: snap.tokio,
+            ..Default::default()
+        },
     }
 }
 

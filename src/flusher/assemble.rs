@@ -35,6 +35,13 @@
 //! A lane's `TASK` records say which Tokio task its following enters run in; the assembler
 //! keeps that per lane, so an enter record needs no task id of its own. Instances live in
 //! [`insts`] (one 64-byte slab entry each, no allocation per call).
+//!
+//! With Tokio's own instrumentation (`--cfg tokio_unstable`), a task's spawn comes as three
+//! records (its `NEW`, a wake stamp, its site): its instance is a *task span*, whose polls and
+//! wakes (routed like any record of the span, by span id and stream order) go to the task's
+//! timeline in [`crate::flusher::sched`] rather than into polls and calls; so do the starts and
+//! exits of the calls inside tasks. A wake that finds no instance of its id once the
+//! watermark has passed it belongs to a task that has ended: counted, and ignored.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -43,12 +50,13 @@ use std::sync::Arc;
 use crate::fasthash::FastMap;
 use crate::flusher::lines::LineAcc;
 use crate::flusher::region::{Callsites, RegionTable};
+use crate::flusher::sched::Sched;
 use crate::flusher::task::Tasks;
 use crate::recording::lane::record::{Record, AUX, CLOSE, ENTER, EVENT, EXIT, LOST, NEW, TASK};
 
 mod insts;
 mod lanes;
-use insts::{Insts, EXTRA, NONE, NOT_ENTERED, TAINTED};
+use insts::{Insts, EXTRA, NONE, NOT_ENTERED, TAINTED, TASK_SPAN};
 use lanes::{Close, LaneState, Lanes, OpenPoll};
 
 /// The tick of a stashed record: its own, or, for one without (`NEW`, `CLOSE`, markers of
@@ -85,7 +93,13 @@ pub(crate) struct RawCall {
     pub lines: Option<Box<LineAcc>>,
     /// Tick of its close: every record of the call was written before it.
     pub close: u64,
+    /// Scheduled time (ticks) of its task's suspensions while it was open ([`NO_SCHED`]: it
+    /// ran in no task with a timeline, see [`crate::flusher::sched`]).
+    pub sched: u64,
 }
+
+/// [`RawCall::sched`] of a call outside any task with a timeline.
+pub(crate) const NO_SCHED: u64 = u64::MAX;
 
 /// One poll (enter -> exit at depth 0) of a span, in raw ticks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,6 +155,10 @@ pub(crate) struct Assembler {
     /// The Tokio tasks: their open calls (kept here, at every first enter and completion),
     /// indices and rows (see [`crate::flusher::task`]).
     pub(crate) tasks: Tasks,
+    /// Tokio tasks' timelines: idle and scheduled time (see [`crate::flusher::sched`]).
+    pub(crate) sched: Sched,
+    /// Whether a task span is also a call (`Builder::task_regions`).
+    pub(crate) task_regions: bool,
 }
 
 impl Assembler {
@@ -162,6 +180,8 @@ impl Assembler {
             polls: Vec::new(),
             regions: RegionTable::new(callsites),
             tasks: Tasks::default(),
+            sched: Sched::default(),
+            task_regions: false,
         }
     }
 
@@ -187,8 +207,16 @@ impl Assembler {
                 }
             }
             let r = &records[i];
+            if let [n, w, site, ..] = &records[i..] {
+                if n.kind() == NEW && w.is_wake() && w.id == n.id && site.is_event_site() {
+                    // A Tokio task's spawn (see `recording::tokio`).
+                    self.spawn(lane, &mut ls, n, w.ticks(), site.id as u32, out);
+                    i += 3;
+                    continue;
+                }
+            }
             match r.kind() {
-                TASK => ls.task = r.id,
+                TASK if !r.is_wake() => ls.task = r.id,
                 EVENT => {
                     // A checkpoint and its site slot, always together.
                     let site = records.get(i + 1).filter(|s| s.is_event_site());
@@ -248,7 +276,35 @@ impl Assembler {
             aux: Vec::new(),
             lines: None,
             close: end,
+            sched: if self.sched.has_task(task) {
+                0
+            } else {
+                NO_SCHED
+            },
         });
+    }
+
+    /// A Tokio task's spawn: `n` created its span at `tick`, from spawn site `site`.
+    fn spawn(
+        &mut self,
+        lane: u32,
+        ls: &mut LaneState,
+        n: &Record,
+        tick: u64,
+        site: u32,
+        out: &mut Vec<RawCall>,
+    ) {
+        ls.stamp(tick);
+        let Some(region) = self.regions.region_of(n.callsite_addr()) else {
+            self.corrupt += 3;
+            return;
+        };
+        let k = self.insts.create(n.id, region);
+        self.insts.get_mut(k).flags |= TASK_SPAN;
+        self.sched.spawn(k, region, tick, site);
+        if let Some(stashed) = self.stash.remove(&n.id) {
+            self.replay(lane, stashed, out);
+        }
     }
 
     /// The instance record `r` of lane `lane` belongs to: the newest of its id, unless that
@@ -317,6 +373,9 @@ impl Assembler {
         match r.kind() {
             ENTER => self.enter(lane, ls, task, k, ticks),
             EXIT => self.exit(lane, ls, k, ticks),
+            TASK if self.insts.get(k).flags & TASK_SPAN != 0 => self.sched.wake(k, ticks),
+            // A wake routed to a span that is no task: its task's id is another span's now.
+            TASK => self.sched.wake_of_ended_task(),
             AUX => self.insts.extra(k).aux.push(r.payload()),
             LOST if r.payload() == 0 => self.insts.get_mut(k).flags |= insts::LOST,
             _ => self.close(lane, ls, k, r),
@@ -326,6 +385,7 @@ impl Assembler {
     fn enter(&mut self, lane: u32, ls: &mut LaneState, task: u64, k: u32, tick: u64) {
         // An instance with no poll in progress anywhere needs no search (recursion pushes a
         // new instance per level: O(1) each, not O(depth)).
+        let task_span = self.insts.get(k).flags & TASK_SPAN != 0;
         let nested = self.insts.get(k).open > 0;
         let polls = &mut ls.polls;
         let found = if nested {
@@ -343,6 +403,9 @@ impl Assembler {
                     task,
                 });
                 self.insts.get_mut(k).open += 1;
+                if task_span {
+                    self.sched.poll_start(k, tick, lane);
+                }
             }
         }
         // The earliest enter starts the call (records of other lanes may be replayed before
@@ -351,6 +414,14 @@ impl Assembler {
         if inst.first == NOT_ENTERED || tick < inst.first {
             let old = (inst.first != NOT_ENTERED).then_some((inst.task, inst.first));
             (inst.first, inst.first_lane, inst.task) = (tick, lane, task);
+            if task_span {
+                self.sched.link(k, task);
+                if !self.task_regions {
+                    return; // a task's span is no call of the task
+                }
+            } else if self.sched.active && task != 0 {
+                self.sched.call_start(task, k, tick);
+            }
             if let Some((t, s)) = old {
                 self.tasks.open_remove(t, s);
             }
@@ -373,15 +444,23 @@ impl Assembler {
                 inst.open -= 1;
                 inst.busy += tick.saturating_sub(start);
                 inst.polls += 1;
-                if self.keep_polls {
-                    let region = inst.region;
-                    self.polls.push(RawPoll {
+                let region = inst.region;
+                if inst.flags & TASK_SPAN != 0 {
+                    // Its polls are the task's, written from its timeline.
+                    self.sched.poll_end(k, tick);
+                } else {
+                    if self.sched.active && task != 0 {
+                        self.sched.call_exit(task, k, tick);
+                    }
+                    if self.keep_polls {
+                        self.polls.push(RawPoll {
                         region,
                         start,
-                        end: tick.max(start),
-                        lane,
-                        task,
-                    });
+                            end: tick.max(start),
+                            lane,
+                            task,
+                        });
+                    }
                 }
             }
         }
@@ -433,6 +512,11 @@ impl Assembler {
     fn orphaned<'a>(&mut self, records: impl Iterator<Item = &'a Record>) {
         let (mut lost, mut closes) = (false, 0u64);
         for r in records {
+            if r.is_wake() {
+                // A wake of a task that had ended before its record was read: no loss.
+                self.sched.wake_of_ended_task();
+                continue;
+            }
             self.orphans += 1;
             lost |= r.kind() == LOST;
             closes += u64::from(r.kind() == CLOSE || (r.kind() == LOST && r.payload() == 1));
@@ -462,6 +546,9 @@ impl Assembler {
         if wm >= self.stash_min {
             self.expire_stash(wm);
         }
+        // Every event of the tasks up to `wm` first: the calls completed below have gathered
+        // their scheduled time, and the tasks closed below have run their last poll.
+        self.sched.settle(wm);
         let mut due = std::mem::take(&mut self.due);
         self.lanes.due(wm, &mut due);
         while let Some(&Reverse(c)) = self.replayed.peek() {
@@ -484,6 +571,16 @@ impl Assembler {
             // Polls it never ended (their exits were lost): forget them.
             self.lanes.forget_polls(k);
         }
+        let task_span = inst.flags & TASK_SPAN != 0;
+        let sched = if task_span {
+            self.sched.task_closed(k);
+            if !self.task_regions {
+                return;
+            }
+            NO_SCHED
+        } else {
+            self.sched.take_call(k).unwrap_or(NO_SCHED)
+        };
         if inst.first != NOT_ENTERED {
             self.tasks.open_remove(inst.task, inst.first);
         }
@@ -511,6 +608,7 @@ impl Assembler {
             aux,
             lines,
             close: tick,
+            sched,
         });
     }
 
@@ -540,6 +638,7 @@ impl Assembler {
     /// between rounds.
     pub(crate) fn shrink(&mut self) {
         self.insts.shrink();
+        self.sched.shrink();
         if self.stash.capacity() > KEEP_CAPACITY.max(8 * self.stash.len()) {
             self.stash
                 .shrink_to(KEEP_CAPACITY.max(2 * self.stash.len()));
@@ -554,10 +653,19 @@ impl Assembler {
     }
 
     /// Calls started and not yet closed (in flight).
+    #[cfg(test)]
     pub(crate) fn in_flight(&self) -> u64 {
+        self.in_flight_except(|_| false)
+    }
+
+    /// Calls started and not yet closed (in flight); calls of regions `hidden` says are not
+    /// written are not counted, nor are task spans that are no calls.
+    pub(crate) fn in_flight_except(&self, hidden: impl Fn(u32) -> bool) -> u64 {
         self.insts
             .iter()
             .filter(|i| i.first != NOT_ENTERED && i.closed_lane == NONE && i.flags & TAINTED == 0)
+            .filter(|i| self.task_regions || i.flags & TASK_SPAN == 0)
+            .filter(|i| !hidden(i.region))
             .count() as u64
     }
 

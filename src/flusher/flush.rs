@@ -138,6 +138,10 @@ pub(crate) struct Flusher {
     lines: crate::flusher::lines::LineTables,
     paused_calls: u64,
     pauses_seen: usize,
+    /// Calls of Tokio's own spans left out (not regions unless asked for).
+    hidden_calls: u64,
+    /// Tokio spawn sites declared to the spool.
+    spooled_sites: usize,
 }
 
 /// Capacity the per-drain batch vectors keep between drains.
@@ -156,6 +160,7 @@ impl Flusher {
         let mut asm = Assembler::new(shared.callsites.clone());
         asm.keep_polls = keep_calls && shared.config.track_async;
         asm.line_timing = shared.config.line_timing;
+        asm.task_regions = shared.config.task_regions;
         Flusher {
             shared,
             lanes: Vec::new(),
@@ -181,6 +186,8 @@ impl Flusher {
             lines: Default::default(),
             paused_calls: 0,
             pauses_seen: 0,
+            hidden_calls: 0,
+            spooled_sites: 0,
         }
     }
 

@@ -5,6 +5,7 @@
 //! - `assemble`: records -> calls and polls, across lanes and reused span ids;
 //! - `region`: callsite -> region registry (records are validated, never dereferenced);
 //! - `task`: Tokio task rows, settled as calls complete;
+//! - `sched`: Tokio tasks' idle and scheduled time (Tokio's own instrumentation);
 //! - `lines`: line-timing tables folded from checkpoints;
 //! - `stats`: exact per-region statistics (Welford, mergeable);
 //! - `spool`: the varint file beside the output that calls stream to, and its reader;
@@ -16,6 +17,7 @@ pub(crate) mod assemble;
 pub(crate) mod flush;
 pub(crate) mod lines;
 pub(crate) mod region;
+pub(crate) mod sched;
 pub(crate) mod spool;
 pub(crate) mod stats;
 pub(crate) mod task;

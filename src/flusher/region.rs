@@ -24,6 +24,18 @@ pub(crate) struct RegionInfo {
     pub name: &'static str,
     pub file: Option<&'static str>,
     pub line: Option<u32>,
+    /// One of Tokio's own spans (`--cfg tokio_unstable`), which are not written as regions
+    /// unless asked for (see [`crate::recording::tokio`]).
+    pub tokio: Option<TokioSpan>,
+}
+
+/// Which of Tokio's own spans a region is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TokioSpan {
+    /// `runtime.spawn`: a task (or a `block_on` future).
+    Spawn,
+    /// `runtime.resource*`: timers, channels, semaphores and their operations.
+    Resource,
 }
 
 /// Span callsites registered with the layer (appended by `register_callsite`, cold).
@@ -109,10 +121,18 @@ impl RegionTable {
         let next = self.regions.len() as u32;
         let id = *self.by_name.entry(meta.name()).or_insert(next);
         if id == next {
+            let tokio = if crate::recording::tokio::is_spawn_callsite(meta) {
+                Some(TokioSpan::Spawn)
+            } else if crate::recording::tokio::is_resource_callsite(meta) {
+                Some(TokioSpan::Resource)
+            } else {
+                None
+            };
             self.regions.push(RegionInfo {
                 name: meta.name(),
                 file: meta.file(),
                 line: meta.line(),
+                tokio,
             });
         }
         self.by_callsite.insert(addr, id);

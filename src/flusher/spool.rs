@@ -9,11 +9,12 @@
 //! |---|---|---|
 //! | 0 | header | magic `SPRSPOL1`, `start_time_ns` i64, `timestamp` str, `label` str ("" = none), `track_threads` u8, `track_async` u8, `aggregate` u8 |
 //! | 1 | region | `id` u32, `line` i64, `name` str, `file` str |
-//! | 2 | calls | `region` u32, `n` u32, then n x (`start - previous start`, `dur`, `thread`, `task`, `await`, `gpu`), each a zigzag LEB128 varint (7 bytes per call, typically, against 44 fixed) |
+//! | 2 | calls | `region` u32, `n` u32, then n x (`start - previous start`, `dur`, `thread`, `task`, `await`, `gpu`), each a zigzag LEB128 varint (7 bytes per call, typically, against 44 fixed); then, only when a call of the frame ran in a Tokio task with a timeline, n x `scheduled` (-1 = none) |
 //! | 3 | threads | `n` u32, then n x (`index` u32, `native_id` i64, `start` i64, `end` i64, `cpu` i64, `name` str): rows of the thread table; a later row of the same index replaces an earlier one (an exited thread's row is written once, when it exits; live threads' rows at every flush) |
 //! | 4 | aggregate | `n` u32, then n x (`region` u32, `count` u64, `total` u64, `min` u64, `max` u64, `mean` f64, `m2` f64) |
-//! | 5 | tasks | `n` u32, then n x (`index`, `tokio_id`, `thread_index`, `created`, `done`, `steps`, `running`, `suspended`, `root_region` (-1 = none)), each a zigzag LEB128 varint: rows of tasks retired during the phase (see [`crate::flusher::task`]) |
-//! | 6 | polls | `n` u32, then n x (`region`, `start - previous start`, `dur`, `thread`, `task`), each a zigzag LEB128 varint |
+//! | 5 | tasks | `n` u32, then n x (`index`, `tokio_id`, `thread_index`, `created`, `done`, `steps`, `running`, `suspended`, `root_region` (-1 = none)), each a zigzag LEB128 varint: rows of tasks retired during the phase (see [`crate::flusher::task`]); then, only when a row has polls from Tokio's instrumentation, n x the ten values of [`crate::flusher::task::polls::PollTotals::to_spool`] |
+//! | 6 | polls | `n` u32, then n x (`region`, `start - previous start`, `dur`, `thread`, `task`), each a zigzag LEB128 varint; then, only when a poll of the frame has one, n x `scheduled` (-1 = none) |
+//! | 7 | sites | `n` u32, then n x (`id` u32, `line` u32, `col` u32, `name` str, `file` str): Tokio spawn sites (see [`crate::recording::tokio::sites`]) |
 //!
 //! A frame cut short by a crash is ignored on reading. The flusher writes frames at every
 //! flush interval (and whenever 1 MiB is buffered; fsynced with `durable`); each finalize moves
@@ -44,6 +45,7 @@ pub(crate) const TAG_THREADS: u8 = 3;
 pub(crate) const TAG_AGGREGATE: u8 = 4;
 pub(crate) const TAG_TASKS: u8 = 5;
 pub(crate) const TAG_POLLS: u8 = 6;
+pub(crate) const TAG_SITES: u8 = 7;
 /// Calls buffered per region before they become a frame.
 const CALLS_PER_FRAME: usize = 4096;
 /// Bytes buffered before they are written out.
@@ -110,6 +112,10 @@ pub(crate) struct SpoolWriter {
     /// Regions whose frame is in `buf` or on disk, and on disk.
     written_regions: usize,
     regions_on_disk: usize,
+    /// Tokio spawn sites declared, and those written (in `buf` or on disk) and on disk.
+    sites: Vec<(u32, crate::recording::tokio::sites::SiteInfo)>,
+    written_sites: usize,
+    sites_on_disk: usize,
     /// This phase's first error, and what was being done.
     failure: Option<(&'static str, io::Error)>,
     /// This phase's calls on disk, and lost.
@@ -167,6 +173,9 @@ impl SpoolWriter {
             regions: Vec::new(),
             written_regions: 0,
             regions_on_disk: 0,
+            sites: Vec::new(),
+            written_sites: 0,
+            sites_on_disk: 0,
             failure: None,
             kept: CallSpan::default(),
             lost: CallSpan::default(),
@@ -275,6 +284,11 @@ impl SpoolWriter {
             put_varint(&mut self.buf, i64::from(p.thread));
             put_varint(&mut self.buf, p.task);
         }
+        if self.pending_polls.iter().any(|p| p.sched_ns != -1) {
+            for p in &self.pending_polls {
+                put_varint(&mut self.buf, p.sched_ns);
+            }
+        }
         let len = (self.buf.len() - at - 5) as u32;
         self.buf[at + 1..at + 5].copy_from_slice(&len.to_le_bytes());
         self.pending_polls.clear();
@@ -309,6 +323,30 @@ impl SpoolWriter {
         frame(&mut self.buf, TAG_THREADS, &p);
     }
 
+    /// Declares Tokio spawn sites, which task rows name by id (written before the next frame,
+    /// and again at the start of every later phase's file, like regions).
+    pub(crate) fn sites(&mut self, sites: Vec<(u32, crate::recording::tokio::sites::SiteInfo)>) {
+        self.sites.extend(sites);
+    }
+
+    fn put_sites(&mut self) {
+        let new = &self.sites[self.written_sites..];
+        if new.is_empty() {
+            return;
+        }
+        let mut p = Vec::new();
+        p.extend_from_slice(&(new.len() as u32).to_le_bytes());
+        for (id, s) in new {
+            for v in [*id, s.line, s.col] {
+                p.extend_from_slice(&v.to_le_bytes());
+            }
+            put_str(&mut p, &s.name);
+            put_str(&mut p, &s.file);
+        }
+        frame(&mut self.buf, TAG_SITES, &p);
+        self.written_sites = self.sites.len();
+    }
+
     /// Buffers the rows of retired tasks (one frame).
     pub(crate) fn tasks(&mut self, rows: &[crate::flusher::task::TaskTotals]) {
         if rows.is_empty() {
@@ -341,6 +379,13 @@ impl SpoolWriter {
                 put_varint(&mut self.buf, v);
             }
         }
+        if rows.iter().any(|t| t.polls.sched.has()) {
+            for t in rows {
+                for v in t.polls.to_spool() {
+                    put_varint(&mut self.buf, v);
+                }
+            }
+        }
         let len = (self.buf.len() - at - 5) as u32;
         self.buf[at + 1..at + 5].copy_from_slice(&len.to_le_bytes());
         if self.buf.len() >= WRITE_THRESHOLD {
@@ -365,6 +410,7 @@ impl SpoolWriter {
             frame(&mut self.buf, TAG_REGION, &p);
             self.written_regions += 1;
         }
+        self.put_sites();
     }
 
     fn put_calls(&mut self, region: u32) {
@@ -390,6 +436,11 @@ impl SpoolWriter {
             put_varint(&mut self.buf, c.await_ns);
             put_varint(&mut self.buf, c.gpu_ns);
             self.in_buf.add(c.start_ns, c.start_ns + c.dur_ns.max(0));
+        }
+        if calls.iter().any(|c| c.sched_ns != -1) {
+            for c in &calls {
+                put_varint(&mut self.buf, c.sched_ns);
+            }
         }
         let len = (self.buf.len() - at - 5) as u32;
         self.buf[at + 1..at + 5].copy_from_slice(&len.to_le_bytes());
@@ -442,6 +493,7 @@ impl SpoolWriter {
             Ok(()) => {
                 self.on_disk += self.buf.len() as u64;
                 self.regions_on_disk = self.written_regions;
+                self.sites_on_disk = self.written_sites;
                 self.kept.merge(self.in_buf);
                 self.lanes.tasks += self.lanes_in_buf.tasks;
                 self.lanes.polls += self.lanes_in_buf.polls;
@@ -452,6 +504,7 @@ impl SpoolWriter {
                 self.lost_lanes += self.lanes_in_buf.total();
                 // What this write would have declared is declared again by the next one.
                 self.written_regions = self.regions_on_disk;
+                self.written_sites = self.sites_on_disk;
                 self.need_header = self.on_disk == 0;
                 self.fail(context, e);
             }

@@ -22,17 +22,22 @@
 //!   task that runs spans again gets a new index and a second row with the same `tokio_id`.
 
 //!
+//! With Tokio's own instrumentation a task's settled polls come here too ([`polls`]): every
+//! spawned task gets a row, with its busy, idle and scheduled time.
+//!
 //! A task's state is one slot of a slab, found through a map from Tokio id to slot and, first,
 //! a small direct-mapped cache of recent ids: a request's task is looked up a dozen times
 //! (its enters, polls, completions, settling), almost always in the cache.
 
 mod open;
+pub(crate) mod polls;
 
 use std::collections::VecDeque;
 
 use crate::fasthash::FastMap;
 use crate::output::model::TaskRow;
 use open::Starts;
+use polls::{PollTotals, TaskPoll};
 
 /// A task quiet for this long is retired (its row streamed out).
 pub(crate) const QUIET_NS: i64 = 1_000_000_000;
@@ -75,6 +80,8 @@ pub(crate) struct TaskTotals {
     pub suspended_ns: i64,
     /// Region of the first root (`u32::MAX` = none).
     pub root_region: u32,
+    /// Its polls from Tokio's own instrumentation, if any.
+    pub polls: PollTotals,
 }
 
 impl TaskTotals {
@@ -89,13 +96,14 @@ impl TaskTotals {
             running_ns: 0,
             suspended_ns: 0,
             root_region: u32::MAX,
+            polls: PollTotals::default(),
         }
     }
 
     /// The `task_table` row; `open` says a call of the task is still running.
     pub(crate) fn row(&self, open: bool) -> TaskRow {
         let none = self.created_ns == i64::MAX;
-        TaskRow {
+        let mut row = TaskRow {
             index: self.index,
             tokio_id: self.tokio_id,
             thread_index: self.thread_index,
@@ -105,7 +113,19 @@ impl TaskTotals {
             running_ns: self.running_ns,
             suspended_ns: self.suspended_ns,
             root_region: self.root_region,
+            sched: self.polls.sched,
+        };
+        if none && self.polls.sched.has() {
+            // No call: the lane columns from its polls (see `polls`).
+            (
+                row.created_ns,
+                row.done_ns,
+                row.steps,
+                row.running_ns,
+                row.suspended_ns,
+            ) = self.polls.lane_columns();
         }
+        row
     }
 
     fn fold(&mut self, r: &Root) {
@@ -270,6 +290,37 @@ impl Tasks {
                 // Idle now: it retires unless a call of it comes (a dropped call does not).
                 self.quiet.push_back((k, s.generation, self.last_now_ns));
             }
+        }
+    }
+
+    /// Accounts one settled poll of a task (Tokio's instrumentation); returns its dense index.
+    pub(crate) fn add_poll(&mut self, p: &TaskPoll) -> i64 {
+        let (k, created) = self.slot(p.tokio_id);
+        if created {
+            // Quiet until it runs again (an ended task is queued again when it ends).
+            self.quiet.push_back((k, 0, self.last_now_ns));
+        }
+        let index = self.index_of(k);
+        let s = &mut self.slots[k as usize];
+        s.generation = s.generation.wrapping_add(1);
+        if p.end_ns >= s.last_end_ns {
+            s.last_end_ns = p.end_ns;
+            s.totals.thread_index = p.lane;
+        }
+        s.totals.polls.add(p);
+        index
+    }
+
+    /// Tokio task `tokio_id` ended; `last_ns` is the end of its last poll. Its row retires
+    /// once it has been quiet for [`QUIET_NS`].
+    pub(crate) fn task_ended(&mut self, tokio_id: u64, site: u32, last_ns: Option<i64>) {
+        let (k, _) = self.slot(tokio_id);
+        self.index_of(k);
+        let s = &mut self.slots[k as usize];
+        s.totals.polls.end(site, last_ns);
+        s.generation = s.generation.wrapping_add(1);
+        if s.open.is_empty() && s.pending == 0 {
+            self.quiet.push_back((k, s.generation, self.last_now_ns));
         }
     }
 

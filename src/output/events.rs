@@ -19,6 +19,7 @@ use crate::error::Error;
 use crate::finalize::nesting::external::Runs;
 use crate::finalize::nesting::{Nested, Nester, Overlap, Span};
 use crate::flusher::stats::Stats;
+use crate::output::hdf5::lanes::OWN_GROUP;
 use crate::output::model::{CallRecord, PhaseData};
 
 /// Calls buffered over all rows before every row's buffer is written out.
@@ -64,6 +65,9 @@ pub(crate) struct Optional {
     pub tasks: bool,
     pub gpu: bool,
     pub ids: bool,
+    /// `/scope_profiler_rs/call_scheduled_ns` (a call ran in a Tokio task with a timeline;
+    /// single-rank files only).
+    pub sched: bool,
 }
 
 /// What the first pass learned about a phase's calls.
@@ -260,6 +264,7 @@ pub(crate) fn scan(data: &PhaseData, nest: Option<(i64, bool)>) -> Result<Scan, 
         want.threads |= c.thread != first;
         want.tasks |= c.task >= 0;
         want.gpu |= c.gpu_ns >= 0;
+        want.sched |= c.sched_ns >= 0;
         own_ids |= c.call_id >= 0;
         collect.push(Span::of(c, row, g as u32), data);
         g += 1;
@@ -326,9 +331,11 @@ enum Col {
     CallIds,
     ParentIds,
     GpuDurations,
+    /// In this crate's own group, not `events/`.
+    Scheduled,
 }
 
-const ALL_COLS: [Col; 8] = [
+const ALL_COLS: [Col; 9] = [
     Col::StartDeltas,
     Col::Durations,
     Col::ThreadIds,
@@ -337,6 +344,7 @@ const ALL_COLS: [Col; 8] = [
     Col::CallIds,
     Col::ParentIds,
     Col::GpuDurations,
+    Col::Scheduled,
 ];
 
 impl Col {
@@ -350,6 +358,15 @@ impl Col {
             Col::CallIds => "call_ids",
             Col::ParentIds => "parent_ids",
             Col::GpuDurations => "gpu_durations",
+            Col::Scheduled => "call_scheduled_ns",
+        }
+    }
+
+    /// Where the column lives.
+    fn path(self) -> String {
+        match self {
+            Col::Scheduled => format!("{OWN_GROUP}/{}", self.name()),
+            _ => format!("events/{}", self.name()),
         }
     }
 
@@ -386,7 +403,9 @@ pub(crate) fn sentinel(name: &str) -> i64 {
     }
 }
 
-/// Second pass: creates `events/*` at full length and writes every call at its row's place.
+/// Second pass: creates `events/*` (and `/scope_profiler_rs/call_scheduled_ns`, one value per
+/// row of `events`: see [`crate::flusher::sched`]) at full length and writes every call at its
+/// row's place.
 ///
 /// # Errors
 /// Reading the spool or writing a column failed (the error names the column).
@@ -406,6 +425,16 @@ pub(crate) fn write_events(
         }
         let ds = ctx.h5(&format!("events/{name}"), b.create(name))?;
         columns.push((name, ds));
+    }
+    if scan.want.sched {
+        let col = Col::Scheduled;
+        let file = ctx.h5(OWN_GROUP, events.file())?;
+        let own = match file.group(OWN_GROUP) {
+            Ok(g) => g,
+            Err(_) => ctx.h5(OWN_GROUP, file.create_group(OWN_GROUP))?,
+        };
+        let ds = own.new_dataset::<i64>().shape(n).create(col.name());
+        columns.push((col.name(), ctx.h5(&col.path(), ds)?));
     }
     write_events_at(ctx, columns, data, scan, (0, 0))
 }
@@ -428,7 +457,10 @@ pub(crate) fn write_events_at(
     if n == 0 {
         return Ok(());
     }
-    let own = column_names(scan.want);
+    let mut own = column_names(scan.want);
+    if scan.want.sched {
+        own.push(Col::Scheduled.name());
+    }
     let mut written = Vec::new();
     for (name, ds) in columns {
         match Col::of_name(name).filter(|_| own.contains(&name)) {
@@ -550,6 +582,7 @@ impl Writer<'_> {
                 Col::TaskIds => s.extend(calls.iter().map(|(_, c)| c.task)),
                 Col::AwaitNs => s.extend(calls.iter().map(|(_, c)| c.await_ns)),
                 Col::GpuDurations => s.extend(calls.iter().map(|(_, c)| c.gpu_ns.max(-1))),
+                Col::Scheduled => s.extend(calls.iter().map(|(_, c)| c.sched_ns.max(-1))),
                 Col::CallIds => s.extend(calls.iter().map(|&(g, c)| match nested {
                     Some(n) => n.call_id(g),
                     None => c.call_id,
@@ -560,8 +593,7 @@ impl Writer<'_> {
                 })),
             }
             let written = col.ds.write_slice(&s[..], range.clone());
-            self.ctx
-                .h5(&format!("events/{}", col.kind.name()), written)?;
+            self.ctx.h5(&col.kind.path(), written)?;
         }
         // Reuse the allocation.
         let mut calls = calls;

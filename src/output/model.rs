@@ -43,6 +43,9 @@ pub(crate) struct CallRecord {
     pub call_id: i64,
     /// Call id of the directly enclosing call on the same lane, -1 for a lane root.
     pub parent_id: i64,
+    /// Scheduled time of its task's suspensions while it was open (ns; see
+    /// [`crate::flusher::sched`]), -1 outside a task with Tokio's instrumentation.
+    pub sched_ns: i64,
 }
 
 impl CallRecord {
@@ -58,6 +61,7 @@ impl CallRecord {
             gpu_ns: -1,
             call_id: -1,
             parent_id: -1,
+            sched_ns: -1,
         }
     }
 }
@@ -101,6 +105,47 @@ pub(crate) struct TaskRow {
     /// Region of its first outermost call: an index into [`PhaseData::region_names`]
     /// (`u32::MAX` = none), like [`PollRecord::region`].
     pub root_region: u32,
+    /// Its polls as Tokio's instrumentation shows them (`polls < 0`: none).
+    pub sched: TaskSched,
+}
+
+/// A task's polls from Tokio's own instrumentation (see [`crate::flusher::sched`]): the
+/// `task_table` columns `spawn_location`, `busy_ns`, `idle_ns`, `scheduled_ns`, `polls` and
+/// `first_poll_delay_ns`, and the name of its lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TaskSched {
+    /// Interned spawn site (name, location): an id into [`PhaseExtra::sites`] (0: unknown).
+    pub site: u32,
+    /// Polls (-1: the task has no such data).
+    pub polls: i64,
+    /// Time inside its polls.
+    pub busy_ns: i64,
+    /// From the end of a poll to the wake that ended the suspension.
+    pub idle_ns: i64,
+    /// From that wake to the start of the next poll.
+    pub scheduled_ns: i64,
+    /// From the spawn to the first poll (-1: not in this row).
+    pub first_poll_delay_ns: i64,
+}
+
+impl Default for TaskSched {
+    fn default() -> Self {
+        TaskSched {
+            site: 0,
+            polls: -1,
+            busy_ns: -1,
+            idle_ns: -1,
+            scheduled_ns: -1,
+            first_poll_delay_ns: -1,
+        }
+    }
+}
+
+impl TaskSched {
+    /// Whether the task has this data.
+    pub(crate) fn has(&self) -> bool {
+        self.polls >= 0
+    }
 }
 
 impl TaskRow {
@@ -128,6 +173,9 @@ pub(crate) struct PollRecord {
     pub thread: u32,
     /// Task index, -1 outside a task.
     pub task: i64,
+    /// A task's poll: from the wake that ended its previous suspension to its start (ns); -1
+    /// for a task's first poll and for polls of other spans.
+    pub sched_ns: i64,
 }
 
 /// One region with at least one call in this phase.
@@ -360,6 +408,26 @@ pub(crate) struct PhaseExtra {
     pub overhead: Option<crate::recording::overhead::SelfCost>,
     /// Subtracted from a parent's exclusive time per child call (0 = no compensation).
     pub child_overhead_ns: i64,
+    /// Tokio's own instrumentation: spawn sites and counts.
+    pub tokio: TokioExtra,
+}
+
+/// What Tokio's own instrumentation (`--cfg tokio_unstable`) adds to a phase besides columns.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TokioExtra {
+    /// Spawn sites, site `id` at index `id - 1` (what [`TaskSched::site`] names).
+    pub sites: Vec<crate::recording::tokio::sites::SiteInfo>,
+    /// Tasks, wakes and the like, since `build()`.
+    pub counts: crate::flusher::sched::SchedCounts,
+    /// Calls of Tokio's own spans left out since `build()` (not regions unless asked for).
+    pub hidden_calls: u64,
+}
+
+impl TokioExtra {
+    /// The spawn site `id` (`None`: 0 or unknown).
+    pub(crate) fn site(&self, id: u32) -> Option<&crate::recording::tokio::sites::SiteInfo> {
+        id.checked_sub(1).and_then(|i| self.sites.get(i as usize))
+    }
 }
 
 /// perf_event counter totals per region (`rank0/perf_events/<region>`, schema spec §4.1).
@@ -438,6 +506,7 @@ mod tests {
                 running_ns: 0,
                 suspended_ns: 0,
                 root_region: 0,
+                sched: Default::default(),
             })
             .collect()
     }

@@ -128,6 +128,7 @@ pub(crate) fn phase_extra(
         line_profiles,
         overhead,
         child_overhead_ns,
+        tokio: data.extra.tokio.clone(),
     }
 }
 

@@ -97,6 +97,45 @@ pub struct IndexRow {
     pub exclusive_ns: Option<i64>,
 }
 
+/// `task_table`'s columns from Tokio's instrumentation, when the file has them.
+struct WaitColumns {
+    location: Vec<String>,
+    /// busy, idle, scheduled, polls, first poll delay.
+    ints: [Vec<i64>; 5],
+}
+
+impl WaitColumns {
+    /// Row `i`, unless the task has no such data (`polls < 0`).
+    fn row(&self, i: usize) -> Option<TaskWaits> {
+        let [busy, idle, sched, polls, first] = &self.ints;
+        (polls[i] >= 0).then(|| TaskWaits {
+            spawn_location: self.location[i].clone(),
+            busy_ns: busy[i],
+            idle_ns: idle[i],
+            scheduled_ns: sched[i],
+            polls: polls[i],
+            first_poll_delay_ns: first[i],
+        })
+    }
+}
+
+fn task_waits(h5: &H5<'_>, n: Option<u64>) -> Result<Option<WaitColumns>, ReadError> {
+    if !h5.exists("task_table/polls") {
+        return Ok(None);
+    }
+    let col = |name: &str| h5.ints::<i64>(&format!("task_table/{name}"), n);
+    Ok(Some(WaitColumns {
+        location: h5.strings("task_table/spawn_location", n)?,
+        ints: [
+            col("busy_ns")?,
+            col("idle_ns")?,
+            col("scheduled_ns")?,
+            col("polls")?,
+            col("first_poll_delay_ns")?,
+        ],
+    }))
+}
+
 /// Per-region totals of the aggregate layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -141,6 +180,30 @@ pub struct TaskInfo {
     pub name: String,
     /// Name of the task's root region (coroutine name in the Python package's files).
     pub root: String,
+    /// Tokio's task id (this crate's files; 0 when absent).
+    pub tokio_id: u64,
+    /// The task's polls from Tokio's own instrumentation (`--cfg tokio_unstable`), when the
+    /// file has them (see `docs/latency.md`).
+    pub sched: Option<TaskWaits>,
+}
+
+/// A task's time from Tokio's own instrumentation: `task_table`'s `spawn_location`,
+/// `busy_ns`, `idle_ns`, `scheduled_ns`, `polls` and `first_poll_delay_ns`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct TaskWaits {
+    /// `file:line:col` of the spawn ("" when unknown).
+    pub spawn_location: String,
+    /// Time inside its polls (ns).
+    pub busy_ns: i64,
+    /// From the end of a poll to the wake that ended the suspension (ns).
+    pub idle_ns: i64,
+    /// From that wake to the start of the next poll (ns).
+    pub scheduled_ns: i64,
+    /// Polls.
+    pub polls: i64,
+    /// From the spawn to the first poll (ns), -1 when the row does not hold the first poll.
+    pub first_poll_delay_ns: i64,
 }
 
 /// One call, decoded.
@@ -157,6 +220,9 @@ pub struct Call {
     pub task: i64,
     /// Device time (ns), -1 when not measured.
     pub gpu_ns: i64,
+    /// Scheduled time of its task's suspensions while it was open (ns,
+    /// `/scope_profiler_rs/call_scheduled_ns`), -1 outside a task or not recorded.
+    pub scheduled_ns: i64,
 }
 
 /// One poll of `/scope_profiler_rs/polls` (this crate's files only; rank 0).
@@ -173,6 +239,9 @@ pub struct Poll {
     pub thread: i64,
     /// Task index, -1 outside a task.
     pub task: i64,
+    /// A task's poll: from the wake that ended its previous suspension to its start (ns); -1
+    /// for a task's first poll, for polls of other spans and when not recorded.
+    pub scheduled_ns: i64,
 }
 
 /// The event columns of the file and how starts are encoded.
@@ -187,6 +256,8 @@ struct EventColumns {
     thread_ids: Option<Dataset>,
     task_ids: Option<Dataset>,
     gpu: Option<Dataset>,
+    /// `/scope_profiler_rs/call_scheduled_ns`.
+    scheduled: Option<Dataset>,
 }
 
 /// A profile file opened for reading. See the [module docs](self).
@@ -303,12 +374,11 @@ impl Profile {
                 "`{ends_name}` has {n_ends} elements but `{starts_name}` has {n}"
             )));
         }
-        let optional = |name: &str| -> Result<Option<Dataset>, ReadError> {
-            let path = format!("events/{name}");
-            if !h5.exists(&path) {
+        let optional = |path: &str| -> Result<Option<Dataset>, ReadError> {
+            if !h5.exists(path) {
                 return Ok(None);
             }
-            let (ds, len) = h5.int_dataset(&path)?;
+            let (ds, len) = h5.int_dataset(path)?;
             if len != n {
                 return Err(err(format!(
                     "`{path}` has {len} elements, expected {n} (one per call)"
@@ -320,9 +390,10 @@ impl Profile {
             starts,
             deltas,
             ends,
-            thread_ids: optional("thread_ids")?,
-            task_ids: optional("task_ids")?,
-            gpu: optional("gpu_durations")?,
+            thread_ids: optional("events/thread_ids")?,
+            task_ids: optional("events/task_ids")?,
+            gpu: optional("events/gpu_durations")?,
+            scheduled: optional("scope_profiler_rs/call_scheduled_ns")?,
         });
         self.events = n;
         for (i, &id) in ids.iter().enumerate() {
@@ -391,12 +462,20 @@ impl Profile {
             let index: Vec<i64> = h5.ints("task_table/index", n)?;
             let name = h5.strings("task_table/name", n)?;
             let root = h5.strings("task_table/coro_name", n)?;
+            let tokio: Option<Vec<i64>> = if h5.exists("task_table/tokio_id") {
+                Some(h5.ints("task_table/tokio_id", n)?)
+            } else {
+                None
+            };
+            let waits = task_waits(h5, n)?;
             for i in 0..ranks.len() {
                 self.tasks.push(TaskInfo {
                     rank: ranks[i].min(u64::from(u32::MAX)) as u32,
                     index: index[i],
                     name: name[i].clone(),
                     root: root[i].clone(),
+                    tokio_id: tokio.as_ref().map_or(0, |t| t[i] as u64),
+                    sched: waits.as_ref().and_then(|w| w.row(i)),
                 });
             }
         }
@@ -404,7 +483,10 @@ impl Profile {
         if h5.exists(polls) {
             let names = h5.strings("scope_profiler_rs/region_names", None)?;
             let (_, n) = h5.int_dataset(&format!("{polls}/start_ns"))?;
-            for col in ["region_ids", "durations", "thread_ids", "task_ids"] {
+            for col in ["region_ids", "durations", "thread_ids", "task_ids"]
+                .into_iter()
+                .chain(h5.exists(&format!("{polls}/scheduled_ns")).then_some("scheduled_ns"))
+            {
                 let (_, len) = h5.int_dataset(&format!("{polls}/{col}"))?;
                 if len != n {
                     return Err((h5.err)(format!(

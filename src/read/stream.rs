@@ -77,6 +77,7 @@ impl Profile {
                 let threads = col(&cols.thread_ids, "events/thread_ids")?;
                 let tasks = col(&cols.task_ids, "events/task_ids")?;
                 let gpu = col(&cols.gpu, "events/gpu_durations")?;
+                let sched = col(&cols.scheduled, "scope_profiler_rs/call_scheduled_ns")?;
                 buf.clear();
                 for i in 0..len {
                     let k = (a + i) as u64;
@@ -116,6 +117,7 @@ impl Profile {
                         thread,
                         task,
                         gpu_ns: gpu.as_ref().map_or(-1, |g| g[i].max(-1)),
+                        scheduled_ns: sched.as_ref().map_or(-1, |g| g[i].max(-1)),
                     });
                 }
                 f(row, &buf)?;
@@ -151,6 +153,10 @@ impl Profile {
             open("thread_ids")?,
             open("task_ids")?,
         );
+        let sc = h5
+            .exists("scope_profiler_rs/polls/scheduled_ns")
+            .then(|| open("scheduled_ns"))
+            .transpose()?;
         let chunk = chunk.max(1) as u64;
         let mut buf = Vec::with_capacity(chunk as usize);
         let mut done = 0u64;
@@ -162,7 +168,11 @@ impl Profile {
             let starts: Vec<i64> = read_range(&st, "polls/start_ns", range.clone(), &err)?;
             let durs: Vec<i64> = read_range(&du, "polls/durations", range.clone(), &err)?;
             let threads: Vec<i64> = read_range(&th, "polls/thread_ids", range.clone(), &err)?;
-            let tasks: Vec<i64> = read_range(&ta, "polls/task_ids", range, &err)?;
+            let tasks: Vec<i64> = read_range(&ta, "polls/task_ids", range.clone(), &err)?;
+            let sched: Option<Vec<i64>> = sc
+                .as_ref()
+                .map(|d| read_range(d, "polls/scheduled_ns", range, &err))
+                .transpose()?;
             buf.clear();
             for i in 0..len {
                 let k = (a + i) as u64;
@@ -189,6 +199,7 @@ impl Profile {
                     dur_ns: dur,
                     thread,
                     task,
+                    scheduled_ns: sched.as_ref().map_or(-1, |s| s[i].max(-1)),
                 });
             }
             f(&buf)?;

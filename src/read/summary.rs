@@ -265,6 +265,7 @@ impl Profile {
                     gpu_ns: c.gpu_ns,
                     call_id: -1,
                     parent_id: -1,
+                    sched_ns: -1,
                 });
             }
             Ok(())

@@ -96,6 +96,10 @@ where
             } else if self.line_timing && meta.is_event() {
                 crate::recording::events::register_event_site(&self.shared.lines, meta);
             }
+            if self.track_async {
+                // Tokio's own instrumentation (`--cfg tokio_unstable`), see `recording::tokio`.
+                self.shared.tokio.register(meta);
+            }
         }
         Interest::always()
     }
@@ -130,16 +134,30 @@ where
 
     #[inline]
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
-        if !self.line_timing || self.skip() {
+        if !(self.line_timing || self.track_async) || self.skip() {
             return;
         }
-        crate::recording::events::record_event(&self.shared, event, &ctx);
+        if self.track_async
+            && self.shared.tokio.seen()
+            && crate::recording::tokio::on_event(&self.shared, event)
+        {
+            return; // a Tokio waker event
+        }
+        if self.line_timing {
+            crate::recording::events::record_event(&self.shared, event, &ctx);
+        }
     }
 
     #[inline(always)]
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _ctx: Context<'_, S>) {
         if self.skip() {
             return;
+        }
+        if self.track_async
+            && self.shared.tokio.seen()
+            && crate::recording::tokio::on_new_span(&self.shared, id.into_u64(), attrs)
+        {
+            return; // a Tokio task's spawn (its records are written)
         }
         // No clock read: an id is never reused while its span is open, and the flusher tells
         // instances of a reused id apart by their order in the lanes (see `assemble`).

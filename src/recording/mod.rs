@@ -7,7 +7,8 @@
 //! - `clock`: the TSC read on every enter/exit and its conversion to nanoseconds;
 //! - `pause`: the runtime switch checked by every callback;
 //! - `events`: line-timing checkpoints (`tracing` events inside spans);
-//! - `overhead`: the recording cost, measured once at `build()`.
+//! - `overhead`: the recording cost, measured once at `build()`;
+//! - `tokio`: Tokio's own instrumentation (`--cfg tokio_unstable`): task spawns and wakes.
 //!
 //! Nothing here assembles or writes: records go to the flusher (`crate::flusher`).
 
@@ -17,3 +18,4 @@ pub(crate) mod lane;
 pub(crate) mod layer;
 pub(crate) mod overhead;
 pub(crate) mod pause;
+pub(crate) mod tokio;

@@ -19,6 +19,8 @@ pub(super) const NOT_ENTERED: u64 = u64::MAX;
 pub(super) const TAINTED: u8 = 1;
 /// A record of this call was lost (a `LOST` marker): the call is dropped whole.
 pub(super) const LOST: u8 = 2;
+/// The `runtime.spawn` span of a Tokio task (see [`crate::flusher::sched`]).
+pub(super) const TASK_SPAN: u8 = 4;
 /// It has an entry in the extras table.
 pub(super) const EXTRA: u8 = 8;
 /// The slab entry is free (its `prev` links the free list).
@@ -48,7 +50,7 @@ pub(super) struct Inst {
     pub closed_lane: u32,
     /// Polls in progress (entries in the lanes' lists).
     pub open: u16,
-    /// [`TAINTED`], [`LOST`], [`EXTRA`].
+    /// [`TAINTED`], [`LOST`], [`TASK_SPAN`], [`EXTRA`].
     pub flags: u8,
 }
 

@@ -3,8 +3,22 @@
 //! up to the watermark (see [`crate::flusher::task`]).
 
 use super::{Flusher, PhaseRegion, BATCH_KEEP, MEMORY_CALL_CAP};
+use crate::flusher::assemble::NO_SCHED;
+use crate::flusher::region::{RegionInfo, TokioSpan};
+use crate::flusher::sched::TaskOut;
+use crate::flusher::task::polls::TaskPoll;
 use crate::flusher::task::TaskCall;
 use crate::output::model::{CallRecord, PollRecord};
+use crate::shared::Config;
+
+/// Whether calls of region `region` are left out: Tokio's own spans, unless asked for.
+pub(super) fn hidden(regions: &[RegionInfo], cfg: &Config, region: u32) -> bool {
+    match regions.get(region as usize).and_then(|r| r.tokio) {
+        Some(TokioSpan::Spawn) => !cfg.task_regions,
+        Some(TokioSpan::Resource) => !cfg.tokio_resources,
+        None => false,
+    }
+}
 
 impl Flusher {
     /// Folds assembled calls into the phase: statistics always, the calls themselves in
@@ -33,6 +47,10 @@ impl Flusher {
         let track_tasks = self.shared.config.track_async;
         let pauses = self.shared.pause.windows();
         for c in self.scratch.drain(..) {
+            if hidden(self.asm.regions.regions(), &self.shared.config, c.region) {
+                self.hidden_calls += 1;
+                continue;
+            }
             if crate::recording::pause::overlaps(&pauses, c.start, c.end) {
                 self.paused_calls += 1;
                 continue;
@@ -99,6 +117,10 @@ impl Flusher {
                 gpu_ns,
                 call_id: -1,
                 parent_id: -1,
+                sched_ns: match c.sched {
+                    NO_SCHED => -1,
+                    t => clock.ticks_to_ns(t).clamp(0, dur_ns),
+                },
             };
             if !self.keep_calls {
                 continue;
@@ -113,6 +135,7 @@ impl Flusher {
             }
         }
         self.polls();
+        self.task_polls();
         // A round after a burst can hold many calls and polls;
         // give that memory back instead of keeping the batch vectors at their peak.
         if self.scratch.capacity() > BATCH_KEEP {
@@ -127,8 +150,10 @@ impl Flusher {
     pub(super) fn polls(&mut self) {
         let clock = self.shared.clock;
         let pauses = self.shared.pause.windows();
-        for p in self.asm.polls.drain(..) {
-            if crate::recording::pause::overlaps(&pauses, p.start, p.end) {
+        for p in std::mem::take(&mut self.asm.polls) {
+            if hidden(self.asm.regions.regions(), &self.shared.config, p.region)
+                || crate::recording::pause::overlaps(&pauses, p.start, p.end)
+            {
                 continue;
             }
             let start_ns = clock.to_ns(p.start);
@@ -142,10 +167,74 @@ impl Flusher {
                 } else {
                     -1
                 },
+                sched_ns: -1,
             };
-            match &mut self.spool {
-                Some(spool) => spool.poll(record),
-                None => self.polls.push(record),
+            self.keep_poll(record);
+        }
+    }
+
+    fn keep_poll(&mut self, record: PollRecord) {
+        match &mut self.spool {
+            Some(spool) => spool.poll(record),
+            None => self.polls.push(record),
+        }
+    }
+
+    /// Folds the tasks' settled polls and ends (Tokio's instrumentation, see
+    /// [`crate::flusher::sched`]) into the task table, and the polls into the phase's polls.
+    pub(super) fn task_polls(&mut self) {
+        if self.asm.sched.out.is_empty() {
+            return;
+        }
+        let clock = self.shared.clock;
+        let pauses = self.shared.pause.windows();
+        let ns = |t: u64| clock.ticks_to_ns(t);
+        for out in std::mem::take(&mut self.asm.sched.out) {
+            match out {
+                TaskOut::Poll {
+                    tokio,
+                    site,
+                    region,
+                    spawn,
+                    poll: d,
+                } => {
+                    if crate::recording::pause::overlaps(&pauses, d.start, d.end) {
+                        continue;
+                    }
+                    let start_ns = clock.to_ns(d.start);
+                    let end_ns = start_ns + ns(d.end - d.start);
+                    let sched_ns = d.sched.map(ns);
+                    let index = self.asm.tasks.add_poll(&TaskPoll {
+                        tokio_id: tokio,
+                        site,
+                        lane: d.lane,
+                        start_ns,
+                        end_ns,
+                        sched_ns,
+                        idle_ns: ns(d.idle),
+                        first_delay_ns: d.first_delay.map(ns),
+                        spawn_ns: (d.first_delay.is_some() && spawn != 0)
+                            .then(|| clock.to_ns(spawn)),
+                    });
+                    if self.asm.keep_polls {
+                        self.keep_poll(PollRecord {
+                            region,
+                            start_ns,
+                            dur_ns: end_ns - start_ns,
+                            thread: d.lane,
+                            task: index,
+                            sched_ns: sched_ns.unwrap_or(-1),
+                        });
+                    }
+                }
+                TaskOut::Ended {
+                    tokio,
+                    site,
+                    last_end,
+                } => {
+                    let last = last_end.map(|t| clock.to_ns(t));
+                    self.asm.tasks.task_ended(tokio, site, last);
+                }
             }
         }
     }
@@ -165,7 +254,15 @@ impl Flusher {
             return;
         }
         match &mut self.spool {
-            Some(spool) => spool.tasks(&finished),
+            Some(spool) => {
+                // Sites their rows name, first (a recovered spool names its tasks with them).
+                let known = self.shared.tokio.sites.len();
+                if known > self.spooled_sites {
+                    spool.sites(self.shared.tokio.sites.since(self.spooled_sites));
+                    self.spooled_sites = known;
+                }
+                spool.tasks(&finished)
+            }
             None => self.finished_tasks.extend(finished),
         }
     }

@@ -63,6 +63,8 @@ pub(crate) struct Snapshot {
     pub spool_lost: u64,
     /// Earliest start and latest end of this phase's calls (`None` without calls).
     pub span_ns: Option<(i64, i64)>,
+    /// Tokio's own instrumentation: spawn sites and counts.
+    pub tokio: crate::output::model::TokioExtra,
 }
 
 impl Flusher {
@@ -124,7 +126,11 @@ impl Flusher {
             spooled_calls: rotated.calls,
             spool_failure: rotated.failure,
             calls_truncated: std::mem::take(&mut self.calls_truncated),
-            in_flight: self.asm.in_flight(),
+            in_flight: {
+                let (regions, cfg) = (self.asm.regions.regions(), &self.shared.config);
+                self.asm
+                    .in_flight_except(|r| super::fold::hidden(regions, cfg, r))
+            },
             dropped: self.dropped(),
             spool_lost: self.spool.as_ref().map_or(0, |s| s.lost_calls),
             span_ns: self.span_ns.take(),
@@ -134,6 +140,13 @@ impl Flusher {
             waits: self.shared.pool.waits.load(Ordering::Relaxed),
             wait_ns: self.shared.pool.wait_ns.load(Ordering::Relaxed),
             corrupt: self.asm.corrupt,
+            tokio: crate::output::model::TokioExtra {
+                sites: (self.shared.tokio.sites.since(0).into_iter())
+                    .map(|(_, s)| s)
+                    .collect(),
+                counts: self.asm.sched.counts,
+                hidden_calls: self.hidden_calls,
+            },
         }
     }
 }

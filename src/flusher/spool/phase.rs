@@ -89,6 +89,8 @@ impl SpoolWriter {
         self.need_header = true;
         self.written_regions = 0;
         self.regions_on_disk = 0;
+        self.written_sites = 0;
+        self.sites_on_disk = 0;
         self.put_preamble();
         self.write_out();
         Rotated {

@@ -8,8 +8,9 @@ use std::path::Path;
 
 use super::{
     Header, SpoolRegion, MAGIC, TAG_AGGREGATE, TAG_CALLS, TAG_HEADER, TAG_POLLS, TAG_REGION,
-    TAG_TASKS, TAG_THREADS,
+    TAG_SITES, TAG_TASKS, TAG_THREADS,
 };
+use crate::recording::tokio::sites::SiteInfo;
 use crate::flusher::stats::Stats;
 use crate::output::model::{CallRecord, PollRecord, TaskRow, ThreadRow};
 
@@ -56,6 +57,8 @@ pub(crate) struct SpoolContents {
     pub tasks: Vec<TaskRow>,
     /// Polls, in spool order (kept in memory: only written with `track_async`).
     pub polls: Vec<PollRecord>,
+    /// Tokio spawn sites, site `id` at index `id - 1` (empty without Tokio's instrumentation).
+    pub sites: Vec<SiteInfo>,
     /// Bytes at the end that did not form a whole frame (a write cut short).
     pub torn_bytes: u64,
 }
@@ -176,6 +179,7 @@ pub(crate) fn scan_into(
                 merge_threads(&mut out.threads, &mut thread_at, rows);
             }
             TAG_AGGREGATE => out.aggregate = aggregate(&mut r).ok_or_else(|| bad("aggregate"))?,
+            TAG_SITES => sites(&mut r, &mut out.sites).ok_or_else(|| bad("sites"))?,
             _ => return Err(bad(&format!("unknown frame tag {tag}"))),
         }
     }
@@ -245,13 +249,42 @@ fn calls(
                 gpu_ns: next()?,
                 call_id: -1,
                 parent_id: -1,
+                sched_ns: -1,
             })
         })()
         .ok_or("calls")?;
         previous = c.start_ns;
         out.push(c);
     }
+    if at < d.len() {
+        // Scheduled time of calls in Tokio tasks.
+        for c in out.iter_mut() {
+            c.sched_ns = get_varint(d, &mut at).ok_or("calls")?;
+        }
+    }
     Ok(region)
+}
+
+/// Frame 7: Tokio spawn sites, each at its id.
+fn sites(r: &mut Cursor<'_>, all: &mut Vec<SiteInfo>) -> Option<()> {
+    let n = r.u32()?;
+    for _ in 0..n {
+        let (id, line, col) = (r.u32()? as usize, r.u32()?, r.u32()?);
+        let site = SiteInfo {
+            line,
+            col,
+            name: r.str()?,
+            file: r.str()?,
+        };
+        if id == 0 || id > 1 << 20 {
+            return None;
+        }
+        if all.len() < id {
+            all.resize(id, SiteInfo::default());
+        }
+        all[id - 1] = site;
+    }
+    Some(())
 }
 
 /// Adds thread rows to `all`: a row of an index already there replaces it (`at`: index ->
@@ -316,6 +349,7 @@ pub(super) fn polls(r: &mut Cursor<'_>, out: &mut Vec<PollRecord>) -> Option<()>
     let (d, mut at) = (r.d, r.at);
     let mut previous = 0i64;
     out.reserve(n as usize);
+    let first = out.len();
     for _ in 0..n {
         let mut next = || get_varint(d, &mut at);
         let region = u32::try_from(next()?).ok()?;
@@ -326,9 +360,15 @@ pub(super) fn polls(r: &mut Cursor<'_>, out: &mut Vec<PollRecord>) -> Option<()>
             dur_ns: next()?,
             thread: u32::try_from(next()?).ok()?,
             task: next()?,
+            sched_ns: -1,
         };
         previous = p.start_ns;
         out.push(p);
+    }
+    if at < d.len() {
+        for p in &mut out[first..] {
+            p.sched_ns = get_varint(d, &mut at)?;
+        }
     }
     Some(())
 }
@@ -338,10 +378,21 @@ pub(super) fn tasks(r: &mut Cursor<'_>, rows: &mut Vec<TaskRow>) -> Option<()> {
     let n = r.u32()?;
     let (d, mut at) = (r.d, r.at);
     rows.reserve(n.min(1 << 16) as usize);
+    let mut all = Vec::with_capacity(n.min(1 << 16) as usize);
     for _ in 0..n {
         let mut v = [0i64; 9];
         for x in &mut v {
             *x = get_varint(d, &mut at)?;
+        }
+        all.push(v);
+    }
+    let with_polls = at < d.len();
+    for v in all {
+        let mut p = [0i64; 10];
+        if with_polls {
+            for x in &mut p {
+                *x = get_varint(d, &mut at)?;
+            }
         }
         let totals = crate::flusher::task::TaskTotals {
             index: v[0],
@@ -353,6 +404,11 @@ pub(super) fn tasks(r: &mut Cursor<'_>, rows: &mut Vec<TaskRow>) -> Option<()> {
             running_ns: v[6],
             suspended_ns: v[7],
             root_region: u32::try_from(v[8]).unwrap_or(u32::MAX),
+            polls: if with_polls {
+                crate::flusher::task::polls::PollTotals::from_spool(&p)
+            } else {
+                Default::default()
+            },
         };
         rows.push(totals.row(false));
     }

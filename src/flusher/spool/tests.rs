@@ -105,6 +105,7 @@ fn polls_and_retired_task_rows_round_trip() {
             dur_ns: 3,
             thread: (k % 2) as u32,
             task: if k % 3 == 0 { -1 } else { k },
+            sched_ns: -1,
         })
         .collect();
     for p in &polls {
@@ -120,6 +121,7 @@ fn polls_and_retired_task_rows_round_trip() {
         running_ns: 6,
         suspended_ns: 4,
         root_region: 0,
+        polls: Default::default(),
     };
     w.tasks(&[task]);
     w.flush(&[], &[]);
@@ -141,6 +143,7 @@ fn a_torn_frame_reads_the_same_whether_it_is_read_or_skipped() {
             dur_ns: 1,
             thread: 0,
             task: -1,
+            sched_ns: -1,
         });
     }
     w.flush(&[], &[]);
@@ -178,6 +181,7 @@ fn a_follower_reads_the_lanes_of_a_spool_while_it_grows() {
         running_ns: 600_000 + k,
         suspended_ns: 400_000 + k,
         root_region: 0,
+        polls: Default::default(),
     };
     for k in 0..20_000 {
         w.call(0, call(k, 5));
@@ -187,6 +191,7 @@ fn a_follower_reads_the_lanes_of_a_spool_while_it_grows() {
             dur_ns: 3,
             thread: 0,
             task: k,
+            sched_ns: -1,
         });
     }
     w.tasks(&(0..10).map(task).collect::<Vec<_>>());

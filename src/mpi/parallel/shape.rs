@@ -86,8 +86,16 @@ impl Shape {
         if let Some(widest) = tasks.iter().max_by_key(|t| t.tokio_id) {
             widths[4] = width_of(TASK_KIND);
             let mut name = String::new();
-            task_name(&mut name, widest);
+            task_name(&mut name, data, widest);
             widths[5] = width_of(&name);
+            if tasks.iter().any(|t| t.sched.site != 0) {
+                // Named from their spawn sites: the widest of all.
+                for t in tasks {
+                    name.clear();
+                    task_name(&mut name, data, t);
+                    widths[5] = widths[5].max(width_of(&name));
+                }
+            }
         }
         widths[6] = max(&mut tasks.iter().map(|t| coro_name(data, t)));
         if !data.polls.is_empty() {
@@ -131,6 +139,8 @@ impl Union {
                 tasks: at(1) > 0,
                 gpu: at(2) > 0,
                 ids: at(3) > 0,
+                // Not in multi-rank files (see `events::Optional::sched`).
+                sched: false,
             },
             widths,
         }
@@ -208,6 +218,7 @@ mod tests {
                 tasks: false,
                 gpu: true,
                 ids: false,
+                sched: false,
             },
             widths: [1, 2, 3, 4, 5, 6, 7, 8],
         };

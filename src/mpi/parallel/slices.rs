@@ -203,7 +203,7 @@ fn lanes(ctx: &Ctx<'_>, f: &File, m: &Mine<'_>) -> Result<(), Error> {
             let mut ends = Vec::with_capacity(block.len());
             names.clear();
             for r in block {
-                task_name(&mut names, r);
+                task_name(&mut names, data, r);
                 ends.push(names.len());
             }
             let mut start = 0;

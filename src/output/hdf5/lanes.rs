@@ -8,6 +8,13 @@
 //! `events`), `durations` (i64 ns), `thread_ids` (i64, `thread_table` index) and `task_ids` (i64,
 //! `task_table` index, -1 outside a task).
 //!
+//! With Tokio's own instrumentation (`--cfg tokio_unstable`, see [`crate::flusher::sched`]),
+//! `task_table` gains `spawn_location` (str, `file:line:col`), `busy_ns`, `idle_ns`,
+//! `scheduled_ns`, `polls` and `first_poll_delay_ns` (i64, -1 for a row without such data),
+//! its `name` is the task's `task.name` or `task <file>:<line>`, and the polls gain
+//! `scheduled_ns` (i64: from the wake that ended the task's previous suspension to the poll;
+//! -1 for a task's first poll and for polls of other spans). Without it nothing changes.
+//!
 //! Mind the mixed time bases the reader expects: lane-table times are relative to
 //! `metadata/start_time_ns`, event and poll times are absolute; `cpu_ns` is absolute CPU time.
 
@@ -56,6 +63,21 @@ pub(crate) const TASK_COLS: [LaneCol<TaskRow>; 8] = [
     ("tokio_id", |r, _| r.tokio_id as i64),
 ];
 
+/// `task_table`'s columns from Tokio's instrumentation (besides `spawn_location`), written
+/// when a row has such data.
+pub(crate) const TASK_SCHED_COLS: [(&str, fn(&TaskRow) -> i64); 5] = [
+    ("busy_ns", |r| r.sched.busy_ns),
+    ("idle_ns", |r| r.sched.idle_ns),
+    ("scheduled_ns", |r| r.sched.scheduled_ns),
+    ("polls", |r| r.sched.polls),
+    ("first_poll_delay_ns", |r| r.sched.first_poll_delay_ns),
+];
+
+/// Whether a phase's lanes have Tokio's scheduling data (the extra columns are written).
+pub(crate) fn has_sched(lanes: &Lanes<'_>) -> bool {
+    lanes.tasks.iter().any(|t| t.sched.has()) || lanes.polls.iter().any(|p| p.sched_ns >= 0)
+}
+
 /// A poll column: its name and its value for a poll.
 pub(crate) type PollCol = (&'static str, fn(&PollRecord) -> i64);
 
@@ -67,10 +89,25 @@ pub(crate) const POLL_COLS: [PollCol; 4] = [
     ("task_ids", |x| x.task),
 ];
 
-/// `Task-<tokio id>`: a task's name in `task_table/name`, written into `out`.
-pub(crate) fn task_name(out: &mut String, row: &TaskRow) {
+/// A task's name in `task_table/name`, written into `out`: its `task.name`, else `task
+/// <file>:<line>` of its spawn (Tokio's instrumentation), else `Task-<tokio id>`.
+pub(crate) fn task_name(out: &mut String, data: &PhaseData, row: &TaskRow) {
     use std::fmt::Write as _;
-    let _ = write!(out, "Task-{}", row.tokio_id);
+    match data.extra.tokio.site(row.sched.site).map(|s| s.lane_name()) {
+        Some(name) if !name.is_empty() => out.push_str(&name),
+        _ => {
+            let _ = write!(out, "Task-{}", row.tokio_id);
+        }
+    }
+}
+
+/// A task's spawn location (`file:line:col`, "" when unknown).
+pub(crate) fn spawn_location(data: &PhaseData, row: &TaskRow) -> String {
+    data.extra
+        .tokio
+        .site(row.sched.site)
+        .map(|s| s.location())
+        .unwrap_or_default()
 }
 
 /// The root region's name of a task (`task_table/coro_name`).
@@ -129,7 +166,7 @@ pub(super) fn write_lanes(
         let mut names = String::with_capacity(rows.len() * 12);
         let mut ends = Vec::with_capacity(rows.len());
         for r in rows {
-            task_name(&mut names, r);
+            task_name(&mut names, data, r);
             ends.push(names.len());
         }
         let mut start = 0;
@@ -143,6 +180,13 @@ pub(super) fn write_lanes(
             }),
         )?;
         ctx.strings(&t, "coro_name", rows.iter().map(|r| coro_name(data, r)))?;
+        if has_sched(&lanes) {
+            for (name, f) in TASK_SCHED_COLS {
+                ctx.column(&t, name, rows, f)?;
+            }
+            let locations: Vec<String> = rows.iter().map(|r| spawn_location(data, r)).collect();
+            ctx.strings(&t, "spawn_location", locations.iter().map(String::as_str))?;
+        }
     }
     if !lanes.polls.is_empty() {
         let own = ctx.group(file, OWN_GROUP)?;
@@ -156,6 +200,9 @@ pub(super) fn write_lanes(
         ctx.column(&polls, "region_ids", p, |x| x.region)?;
         for (name, f) in POLL_COLS {
             ctx.column(&polls, name, p, f)?;
+        }
+        if has_sched(&lanes) {
+            ctx.column(&polls, "scheduled_ns", p, |x| x.sched_ns)?;
         }
     }
     Ok(())

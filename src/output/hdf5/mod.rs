@@ -329,6 +329,21 @@ pub(crate) fn write_metadata(ctx: &Ctx<'_>, meta: &Group, data: &PhaseData) -> R
     ctx.attr(meta, "dropped_calls", &count(data.losses.dropped_calls))?;
     ctx.attr(meta, "backpressure_waits", &count(data.losses.waits))?;
     ctx.attr(meta, "backpressure_wait_ns", &count(data.losses.wait_ns))?;
+    let tokio = &data.extra.tokio;
+    if tokio.counts.tasks > 0 || tokio.hidden_calls > 0 {
+        // Tokio's own instrumentation (see `crate::flusher::sched`), since `build()`.
+        let c = &tokio.counts;
+        for (key, n) in [
+            ("tokio_tasks", c.tasks),
+            ("tokio_wakes", c.wakes),
+            ("tokio_wakes_of_ended_tasks", c.ended_wakes),
+            ("tokio_extra_wakes", c.extra_wakes),
+            ("tokio_unwoken_suspensions", c.unwoken),
+            ("tokio_hidden_calls", tokio.hidden_calls),
+        ] {
+            ctx.attr(meta, key, &count(n))?;
+        }
+    }
     crate::output::hdf5::lines::write_overhead(ctx, meta, &data.extra)
 }
 

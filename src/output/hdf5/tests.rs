@@ -498,6 +498,7 @@ fn a_staged_file_is_completed_at_its_target_or_removed() {
         running_ns: 500,
         suspended_ns: 500,
         root_region: 0,
+        sched: Default::default(),
     }];
     let polls = [PollRecord {
         region: 0,
@@ -505,6 +506,7 @@ fn a_staged_file_is_completed_at_its_target_or_removed() {
         dur_ns: 100,
         thread: 0,
         task: 0,
+        sched_ns: -1,
     }];
     let lanes = Lanes {
         tasks: &tasks,

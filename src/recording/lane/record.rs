@@ -14,7 +14,12 @@
 //! | `AUX` | span id | a sink's 61-bit payload for the span (e.g. a CUDA event pair) |
 //! | `EVENT` | span id | clock ticks of a line-timing checkpoint; the next slot, always in the same chunk, is its [`event_site`](Record::event_site) |
 //! | `LOST` | span id | 1 when the lost record was the span's close, else 0 |
-//! | `TASK` | Tokio task id (0: none) | nothing: the lane's enters from here on run in this task |
+//! | `TASK` | Tokio task id (0: none) | 0: the lane's enters from here on run in this task |
+//! | `TASK` | span id of a Tokio task's `runtime.spawn` span | clock ticks (never 0): a *wake* of that task (see [`crate::recording::tokio`]) |
+//!
+//! A Tokio task's spawn is three slots written together: its `NEW`, a wake at the spawn (a
+//! task is runnable from its spawn on) and a site slot: kind `EVENT`, payload 0, `id` the
+//! interned spawn site (the shape of a checkpoint's site slot, which never follows a wake).
 //!
 //! The task id is written only when it changes on a lane (`TASK`), not in every enter: a
 //! thread running one task's spans, or no task at all, pays nothing for it. Ticks are raw
@@ -129,6 +134,24 @@ impl Record {
         Record::tagged(task, 0, TASK)
     }
 
+    /// A wake of the Tokio task whose `runtime.spawn` span is `span`, at `ticks` (never 0).
+    #[inline(always)]
+    pub(crate) const fn wake(span: u64, ticks: u64) -> Record {
+        Record::tagged(span, ticks, TASK)
+    }
+
+    /// The third slot of a spawn: the interned spawn site `site` (see the module docs).
+    #[inline(always)]
+    pub(crate) const fn spawn_site(site: u32) -> Record {
+        Record::tagged(site as u64, 0, EVENT)
+    }
+
+    /// Whether this is a wake (a `TASK` record with ticks).
+    #[inline(always)]
+    pub(crate) const fn is_wake(&self) -> bool {
+        self.kind() == TASK && self.payload() != 0
+    }
+
     /// The kind tag.
     #[inline(always)]
     pub(crate) const fn kind(&self) -> u64 {
@@ -142,11 +165,12 @@ impl Record {
         self.word >> KIND_BITS
     }
 
-    /// The clock ticks of a record that has them (`ENTER`, `EXIT`, a checkpoint), else 0.
+    /// The clock ticks of a record that has them (`ENTER`, `EXIT`, a checkpoint, a wake),
+    /// else 0.
     #[inline(always)]
     pub(crate) const fn ticks(&self) -> u64 {
         match self.kind() {
-            ENTER | EXIT | EVENT => self.payload(),
+            ENTER | EXIT | EVENT | TASK => self.payload(),
             _ => 0,
         }
     }
@@ -224,7 +248,11 @@ mod tests {
         let a = Record::aux(3, 0xAB_CDEF);
         assert_eq!((a.kind(), a.payload(), a.ticks()), (AUX, 0xAB_CDEF, 0));
         let t = Record::task(u64::MAX);
-        assert_eq!((t.kind(), t.id), (TASK, u64::MAX));
+        assert_eq!((t.kind(), t.id, t.ticks(), t.is_wake()), (TASK, u64::MAX, 0, false));
+        let w = Record::wake(9, 1234);
+        assert_eq!((w.kind(), w.id, w.ticks(), w.is_wake()), (TASK, 9, 1234, true));
+        let site = Record::spawn_site(3);
+        assert!(site.is_event_site() && site.id == 3);
         let l = Record::lost(5, true);
         assert_eq!((l.kind(), l.payload()), (LOST, 1));
         let site: &'static Metadata<'static> = Box::leak(Box::new(Metadata::new(

@@ -134,7 +134,43 @@ impl Writer {
         true
     }
 
-    /// Makes sure `n` (at most 2 + the pending lost markers' room) slots are free in the
+    /// Appends `N` (at most 3) records that must be read together (a Tokio spawn), made by
+    /// `make` from the clock read once their slots are secured. When they cannot be buffered,
+    /// the first is noted as lost as usual. False when dropped.
+    #[inline(always)]
+    pub(crate) fn push_with_ticks<const N: usize>(
+        &mut self,
+        make: impl FnOnce(u64) -> [Record; N],
+    ) -> bool {
+        if !self.room(N) {
+            let recs = make(crate::recording::clock::ticks());
+            self.note_lost(&recs[0]);
+            return false;
+        }
+        for rec in make(crate::recording::clock::ticks()) {
+            self.write(rec);
+        }
+        self.publish();
+        true
+    }
+
+    /// Appends a record that stands alone (a wake: its loss drops no call), made by `make`
+    /// from the clock read once its slot is secured. A record that cannot be buffered is
+    /// counted as dropped, without a lost marker. False when dropped.
+    #[inline(always)]
+    pub(crate) fn push_marker(&mut self, make: impl FnOnce(u64) -> Record) -> bool {
+        if !self.room(1) {
+            self.lane
+                .dropped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return false;
+        }
+        self.write(make(crate::recording::clock::ticks()));
+        self.publish();
+        true
+    }
+
+    /// Makes sure `n` (at most 3 + the pending lost markers' room) slots are free in the
     /// current chunk, handing it off for a fresh one when they are not; false when no chunk
     /// can be had.
     #[inline(always)]

@@ -1,0 +1,188 @@
+//! The harness of the tests of scope-profiler against Tokio's own instrumentation: a Tokio
+//! runtime whose every thread reports to one profiler, the file read back, and the two tools
+//! the checks run (`scopeprof`, the Python reader).
+//!
+//! Built with `RUSTFLAGS="--cfg tokio_unstable"` and Tokio's `tracing` feature, in a target
+//! directory of its own (`scripts/tokio-unstable-tests.sh`); built without the flag, every
+//! test fails and says so.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use scope_profiler::read::{Call, IndexRow, Poll, Profile, TaskInfo};
+use scope_profiler::{Builder, Report, ScopeLayer};
+use tracing_subscriber::prelude::*;
+
+/// Fails the test unless this build has Tokio's instrumentation.
+pub fn require_tokio_unstable() {
+    assert!(
+        cfg!(tokio_unstable),
+        "these tests need Tokio's own instrumentation: build with \
+         RUSTFLAGS=\"--cfg tokio_unstable\" (scripts/tokio-unstable-tests.sh does)"
+    );
+}
+
+/// A profiled run: the file and the report.
+pub struct Run {
+    /// The profile written.
+    pub path: PathBuf,
+    /// What finalize returned.
+    pub report: Report,
+}
+
+/// Profiles `body` on a multi-thread runtime with `workers` workers into `dir/name.h5`, with
+/// `track_async(true)` and whatever `tweak` adds; every runtime thread and the calling thread
+/// report to the profiler. `body` gets the runtime and the dispatch (for threads it starts).
+pub fn profile(
+    dir: &Path,
+    name: &str,
+    workers: usize,
+    tweak: impl FnOnce(Builder) -> Builder,
+    body: impl FnOnce(&tokio::runtime::Runtime, &tracing::Dispatch),
+) -> Run {
+    require_tokio_unstable();
+    let path = dir.join(format!("{name}.h5"));
+    let builder = ScopeLayer::builder()
+        .output(&path)
+        .track_async(true)
+        .summary(false);
+    let (layer, guard) = tweak(builder).build().expect("build the profiler");
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let d2 = dispatch.clone();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .enable_all()
+        .on_thread_start(move || std::mem::forget(tracing::dispatcher::set_default(&d2)))
+        .build()
+        .expect("runtime");
+    tracing::dispatcher::with_default(&dispatch, || body(&rt, &dispatch));
+    drop(rt);
+    let report = guard.finalize().expect("finalize");
+    Run { path, report }
+}
+
+/// Spins (holding the thread) for `d`.
+pub fn spin(d: Duration) {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        std::hint::spin_loop();
+    }
+}
+
+/// Everything of a profile the checks look at.
+pub struct Read {
+    /// The profile.
+    pub profile: Profile,
+    /// Task rows.
+    pub tasks: Vec<TaskInfo>,
+    /// Every poll.
+    pub polls: Vec<Poll>,
+    /// Every call with its region's name.
+    pub calls: Vec<(String, Call)>,
+}
+
+impl Read {
+    /// Reads `path` whole.
+    pub fn open(path: &Path) -> Read {
+        let profile = Profile::open(path).expect("open the profile");
+        let tasks = profile.tasks().to_vec();
+        let mut polls = Vec::new();
+        profile
+            .for_each_poll(1 << 16, |p| {
+                polls.extend_from_slice(p);
+                Ok(())
+            })
+            .expect("polls");
+        let mut calls = Vec::new();
+        profile
+            .for_each_call(1 << 16, |row: &IndexRow, c| {
+                let name = profile.region_name(row.region).to_owned();
+                calls.extend(c.iter().map(|c| (name.clone(), *c)));
+                Ok(())
+            })
+            .expect("calls");
+        Read {
+            profile,
+            tasks,
+            polls,
+            calls,
+        }
+    }
+
+    /// The task rows with Tokio's data whose spawn location is on `line` of this crate's
+    /// `file`.
+    pub fn spawned_at(&self, file: &str, line: u32) -> Vec<&TaskInfo> {
+        let at = format!("{file}:{line}:");
+        self.tasks
+            .iter()
+            .filter(|t| t.sched.as_ref().is_some_and(|s| s.spawn_location.starts_with(&at)))
+            .collect()
+    }
+
+    /// The polls of task `index`, by start.
+    pub fn task_polls(&self, index: i64) -> Vec<Poll> {
+        let mut v: Vec<Poll> = self.polls.iter().filter(|p| p.task == index).copied().collect();
+        v.sort_by_key(|p| p.start_ns);
+        v
+    }
+
+    /// The calls of region `name`.
+    pub fn calls_of(&self, name: &str) -> Vec<Call> {
+        self.calls
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, c)| *c)
+            .collect()
+    }
+}
+
+/// The `scopeprof` binary: `$SCOPEPROF` (scripts/tokio-unstable-tests.sh sets it).
+pub fn scopeprof() -> PathBuf {
+    let p = std::env::var_os("SCOPEPROF").map(PathBuf::from).expect(
+        "SCOPEPROF must name a scopeprof binary (scripts/tokio-unstable-tests.sh builds one)",
+    );
+    assert!(p.is_file(), "SCOPEPROF={} is no file", p.display());
+    p
+}
+
+/// Runs `program` with `args`, returning stdout; panics with its output unless it succeeds.
+pub fn run_ok(program: &Path, args: &[&str]) -> String {
+    let out = Command::new(program)
+        .args(args)
+        .env("NO_COLOR", "1")
+        .env("COLUMNS", "200")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed:\n{}{}",
+        program.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A program of a venv: `$VAR/bin/program` (scripts/tokio-unstable-tests.sh sets `VAR`).
+pub fn venv_program(var: &str, program: &str) -> PathBuf {
+    let venv = std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
+        panic!("{var} must name a venv (scripts/tokio-unstable-tests.sh makes it)")
+    });
+    let p = venv.join("bin").join(program);
+    assert!(p.is_file(), "{} is missing", p.display());
+    p
+}
+
+/// The repository's root (for its scripts).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repo root")
+}
+
+/// `a` and `b` in milliseconds, for messages.
+pub fn ms(ns: i64) -> f64 {
+    ns as f64 / 1e6
+}
