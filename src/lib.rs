@@ -115,5 +115,6 @@ pub use finalize::report::{DetailLost, RegionStats, Report};
 pub use mpi::merge::{merge_ranks, Merged};
 pub use mpi::MpiWrite;
 pub use output::model::SESSION_REGION;
+pub use output::tasks::TaskStats;
 pub use recording::layer::ScopeLayer;
 pub use recording::pause::Switch;

@@ -512,6 +512,7 @@ fn report(
         ranks: Vec::new(),
         detail_lost: facts.detail_lost.clone(),
         mpi_write: None,
+        tasks: crate::output::tasks::of_phase(data),
     }
 }
 

@@ -183,6 +183,8 @@ pub struct Report {
     pub(crate) detail_lost: Option<DetailLost>,
     /// A multi-rank run: how its file was written.
     pub(crate) mpi_write: Option<crate::mpi::MpiWrite>,
+    /// Tokio tasks' time (Tokio's own instrumentation), when the phase has any.
+    pub(crate) tasks: Option<crate::output::tasks::TaskSummary>,
 }
 
 impl Report {
@@ -205,6 +207,21 @@ impl Report {
     /// when no file was written.
     pub fn mpi_write(&self) -> Option<crate::mpi::MpiWrite> {
         self.mpi_write
+    }
+
+    /// With Tokio's own instrumentation (a program built with
+    /// `RUSTFLAGS="--cfg tokio_unstable"` and Tokio's `tracing` feature, and
+    /// [`track_async(true)`](crate::Builder::track_async)): the tasks of this phase with the most
+    /// scheduled time (woken, waiting for a worker), most first, at most ten; empty without
+    /// the instrumentation. The summary's tasks box lists them; see `docs/latency.md`.
+    pub fn tasks(&self) -> &[crate::TaskStats] {
+        self.tasks.as_ref().map_or(&[], |t| &t.top)
+    }
+
+    /// How many tasks [`tasks`](Self::tasks) chose from, and their sums (name `all N
+    /// tasks`); `None` without Tokio's instrumentation.
+    pub fn all_tasks(&self) -> Option<(u64, &crate::TaskStats)> {
+        self.tasks.as_ref().map(|t| (t.tasks, &t.all))
     }
 
     /// The region named `name`.

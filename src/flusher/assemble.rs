@@ -276,7 +276,8 @@ impl Assembler {
             aux: Vec::new(),
             lines: None,
             close: end,
-            sched: if self.sched.has_task(task) {
+            // Inside one poll: no suspension.
+            sched: if self.sched.active && task != 0 {
                 0
             } else {
                 NO_SCHED
@@ -573,11 +574,11 @@ impl Assembler {
         }
         let task_span = inst.flags & TASK_SPAN != 0;
         let sched = if task_span {
-            self.sched.task_closed(k);
+            let sched = self.sched.task_closed(k);
             if !self.task_regions {
                 return;
             }
-            NO_SCHED
+            sched.unwrap_or(NO_SCHED)
         } else {
             self.sched.take_call(k).unwrap_or(NO_SCHED)
         };
@@ -655,17 +656,17 @@ impl Assembler {
     /// Calls started and not yet closed (in flight).
     #[cfg(test)]
     pub(crate) fn in_flight(&self) -> u64 {
-        self.in_flight_except(|_| false)
+        self.in_flight_except(|_, _| false)
     }
 
-    /// Calls started and not yet closed (in flight); calls of regions `hidden` says are not
+    /// Calls started and not yet closed (in flight); calls `hidden(region, task)` says are not
     /// written are not counted, nor are task spans that are no calls.
-    pub(crate) fn in_flight_except(&self, hidden: impl Fn(u32) -> bool) -> u64 {
+    pub(crate) fn in_flight_except(&self, hidden: impl Fn(u32, u64) -> bool) -> u64 {
         self.insts
             .iter()
             .filter(|i| i.first != NOT_ENTERED && i.closed_lane == NONE && i.flags & TAINTED == 0)
             .filter(|i| self.task_regions || i.flags & TASK_SPAN == 0)
-            .filter(|i| !hidden(i.region))
+            .filter(|i| !hidden(i.region, i.task))
             .count() as u64
     }
 
@@ -686,3 +687,5 @@ impl Assembler {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tokio_tests;

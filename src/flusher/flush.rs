@@ -430,6 +430,9 @@ impl Flusher {
             if let Some(t) = records.iter().rev().map(|r| r.ticks()).find(|&t| t != 0) {
                 read = read.max(t);
             }
+            // Loaded after the records were: set before any record of a Tokio task was
+            // written, so calls inside tasks are followed from the first such record on.
+            asm.sched.active |= shared.tokio.seen();
             asm.feed(index, records, scratch)
         });
         debug_assert!(d.chunks <= DRAIN_BATCH);

@@ -97,7 +97,8 @@ pub(crate) struct SchedCounts {
 /// Every live task's timeline and the events waiting for the watermark.
 #[derive(Default)]
 pub(crate) struct Sched {
-    /// A task spawn was seen: calls inside tasks get their scheduled time.
+    /// Tokio's instrumentation is on (its callsites registered; set by the flusher): calls
+    /// inside tasks get their scheduled time.
     pub(crate) active: bool,
     next_serial: u64,
     /// Instance of a task's span -> its timeline's serial.
@@ -115,7 +116,6 @@ pub(crate) struct Sched {
 impl Sched {
     /// Instance `k` (of region `region`) is a task spawned at `tick` from site `site`.
     pub(crate) fn spawn(&mut self, k: u32, region: u32, tick: u64, site: u32) {
-        self.active = true;
         self.next_serial += 1;
         let mut t = Timeline::new(tick, site);
         t.region = region;
@@ -135,12 +135,6 @@ impl Sched {
                 self.by_tokio.insert(tokio, serial);
             }
         }
-    }
-
-    /// Whether Tokio task `tokio` has a timeline (its calls get scheduled time).
-    #[inline]
-    pub(crate) fn has_task(&self, tokio: u64) -> bool {
-        tokio != 0 && self.by_tokio.contains_key(&tokio)
     }
 
     fn task_event(&mut self, k: u32, tick: u64, kind: Kind, arg: u32) {
@@ -270,17 +264,14 @@ impl Sched {
     }
 
     /// Task span `k` completed (the watermark has passed its close, so every event of it up
-    /// to there has run): its last enter-exit was the drop of its future.
-    pub(crate) fn task_closed(&mut self, k: u32) {
-        let Some(serial) = self.by_inst.remove(&k) else {
-            return;
-        };
-        let Some(mut t) = self.timelines.remove(&serial) else {
-            return;
-        };
+    /// to there has run): its last enter-exit was the drop of its future. Returns the task's
+    /// scheduled time (what the span's call gathered, with `Builder::task_regions`).
+    pub(crate) fn task_closed(&mut self, k: u32) -> Option<u64> {
+        let serial = self.by_inst.remove(&k)?;
+        let mut t = self.timelines.remove(&serial)?;
         self.counts.extra_wakes += t.extra_wakes;
         if t.tokio == 0 {
-            return; // never entered: no task row
+            return None; // never entered: no task row
         }
         if self.by_tokio.get(&t.tokio) == Some(&serial) {
             self.by_tokio.remove(&t.tokio);
@@ -290,6 +281,7 @@ impl Sched {
             site: t.site,
             last_end: t.close(),
         });
+        Some(t.cum)
     }
 
     /// Gives back the tables of a burst once it has passed (call between rounds).

@@ -8,6 +8,7 @@
 //!   file and object; `lanes`: thread and task tables, polls; `lines`: line profiles and the
 //!   profiler's own cost; `aux`: the `rank0` perf and LIKWID groups);
 //! - `summary`: the table printed at finalize;
+//! - `tasks`: its tasks box (Tokio tasks' busy, idle and scheduled time);
 //! - `source`: the source text of each region;
 //! - `files`: creating, checking and publishing files safely.
 
@@ -17,3 +18,4 @@ pub(crate) mod hdf5;
 pub(crate) mod model;
 pub(crate) mod source;
 pub(crate) mod summary;
+pub(crate) mod tasks;

@@ -32,6 +32,9 @@ pub(crate) fn render(report: &Report, title: &str) -> String {
         rows.push(row);
     }
     let mut out = boxed(&columns.headers, &rows);
+    if let Some(tasks) = &report.tasks {
+        out += &crate::output::tasks::render(tasks);
+    }
     out += &info_box(&info_lines(report, title, &columns));
     out
 }
@@ -174,7 +177,7 @@ impl<'a> Columns<'a> {
 
 /// The rounded box: headers, a rule, then the rows; the first column left-aligned, the
 /// others right-aligned.
-fn boxed(headers: &[String], rows: &[Vec<String>]) -> String {
+pub(crate) fn boxed(headers: &[String], rows: &[Vec<String>]) -> String {
     let mut widths: Vec<usize> = headers.iter().map(|h| width(h)).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

@@ -144,6 +144,8 @@ pub struct Calls {
     data: Option<PhaseData>,
     aggregate: Option<Summary>,
     title: String,
+    /// The file's tasks box (Tokio's own instrumentation).
+    tasks: Option<crate::output::tasks::TaskSummary>,
 }
 
 impl Calls {
@@ -154,7 +156,10 @@ impl Calls {
         }
         let Some(mut data) = self.data else {
             return Summary {
-                report: Report::default(),
+                report: Report {
+                    tasks: self.tasks,
+                    ..Report::default()
+                },
                 title: self.title,
             };
         };
@@ -176,6 +181,7 @@ impl Calls {
             wall_ns: last.saturating_sub(first).max(0) as u64,
             tree,
             flat,
+            tasks: self.tasks,
             ..Report::default()
         };
         Summary {
@@ -204,18 +210,39 @@ impl Profile {
             || self.path().display().to_string(),
             |l| format!("{l} - {}", self.path().display()),
         );
+        let tasks = self.task_summary();
         match self.layout() {
             StorageLayout::Aggregate => Ok(Calls {
                 data: None,
                 aggregate: Some(self.aggregate_summary(title.clone())),
                 title,
+                tasks,
             }),
             StorageLayout::Columnar => Ok(Calls {
                 data: Some(self.phase_data(progress)?),
                 aggregate: None,
                 title,
+                tasks,
             }),
         }
+    }
+
+    /// The tasks box of the file's tasks with Tokio's data.
+    fn task_summary(&self) -> Option<crate::output::tasks::TaskSummary> {
+        crate::output::tasks::summarize(self.tasks().iter().filter_map(|t| {
+            let s = t.sched.as_ref()?;
+            let stats = crate::TaskStats {
+                name: t.name.clone(),
+                tokio_id: t.tokio_id,
+                spawn_location: s.spawn_location.clone(),
+                polls: s.polls.max(0) as u64,
+                busy_ns: s.busy_ns.max(0) as u64,
+                idle_ns: s.idle_ns.max(0) as u64,
+                scheduled_ns: s.scheduled_ns.max(0) as u64,
+                first_poll_delay_ns: u64::try_from(s.first_poll_delay_ns).ok(),
+            };
+            Some((t.rank, stats))
+        }))
     }
 
     /// All calls, pooled by region name, lanes made unique across ranks.

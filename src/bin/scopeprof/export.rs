@@ -65,7 +65,7 @@ fn inspect(file: &Path, json: bool) -> Result<(), String> {
     let text = if json {
         summary.to_json()
     } else {
-        summary.render()
+        summary.render() + &crate::delays::worst(&p).map_err(|e| e.to_string())?
     };
     let mut out = std::io::stdout().lock();
     // A closed pipe (`| head`) is not an error of the file.

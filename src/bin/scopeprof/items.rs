@@ -3,7 +3,9 @@
 //!
 //! A call runs on its lane: the task's track when it ran in a task, else its thread's track
 //! (the same lanes the nesting of the summary uses). A poll runs on the track of the thread
-//! that ran it. A device time is drawn on the rank's GPU track from its call's start.
+//! that ran it. A device time is drawn on the rank's GPU track from its call's start. With
+//! Tokio's own instrumentation, a task's poll that waited for a worker after its wake has that
+//! wait drawn before it on the task's track, as a slice named `scheduled`.
 
 use std::collections::HashMap;
 
@@ -21,6 +23,8 @@ pub(crate) enum Kind {
     Poll = 1,
     /// A call's device time.
     Gpu = 2,
+    /// A task's scheduled time before a poll (woken, waiting for a worker).
+    Sched = 3,
 }
 
 impl Kind {
@@ -28,6 +32,7 @@ impl Kind {
         match v {
             0 => Kind::Call,
             1 => Kind::Poll,
+            3 => Kind::Sched,
             _ => Kind::Gpu,
         }
     }
@@ -38,6 +43,7 @@ impl Kind {
             Kind::Call => "call",
             Kind::Poll => "poll",
             Kind::Gpu => "gpu",
+            Kind::Sched => "scheduled",
         }
     }
 }
@@ -123,6 +129,8 @@ pub(crate) struct Tracks {
     pub names: Vec<String>,
     /// Poll region id -> index into `names`.
     poll_names: Vec<u32>,
+    /// Index of the name `scheduled` in `names`, once a poll needed it.
+    sched_name: Option<u32>,
     by_key: HashMap<Key, u32>,
     /// Per rank: [thread lanes, task lanes], indexed by lane index + 1.
     dense: Vec<[Vec<u32>; 2]>,
@@ -168,6 +176,7 @@ impl Tracks {
             tracks: Vec::new(),
             names,
             poll_names,
+            sched_name: None,
             by_key: HashMap::new(),
             dense: Vec::new(),
             threads,
@@ -324,6 +333,21 @@ impl Tracks {
                     kind: Kind::Poll,
                 };
                 push(poll, 0);
+                if task != NONE && q.scheduled_ns > 0 {
+                    let name = *self.sched_name.get_or_insert_with(|| {
+                        self.names.push("scheduled".into());
+                        (self.names.len() - 1) as u32
+                    });
+                    let sched = Item {
+                        start: q.start_ns.saturating_sub(q.scheduled_ns),
+                        end: q.start_ns,
+                        name,
+                        track: task,
+                        other: NONE,
+                        kind: Kind::Sched,
+                    };
+                    push(sched, 0);
+                }
             }
             Ok(())
         })

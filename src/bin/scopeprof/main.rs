@@ -1,7 +1,8 @@
 //! `scopeprof`: look at scope-profiler files without Python.
 //!
 //! ```text
-//! scopeprof inspect FILE [--json]                         the summary table (or its rows as JSON)
+//! scopeprof inspect FILE [--json]                         the summary table (or its rows as JSON),
+//!                                                         and the worst scheduled delays of tasks
 //! scopeprof export --format perfetto|chrome FILE -o OUT   a timeline for ui.perfetto.dev
 //! scopeprof flamegraph FILE -o OUT.svg [--folded]         exclusive-time flamegraph
 //! scopeprof recover OUTPUT.h5 [--spool SPOOL]             a profile from a crashed run's spool
@@ -12,6 +13,7 @@
 //! one line on stderr naming the file and the problem, never a crash.
 
 mod chrome;
+mod delays;
 mod export;
 mod flame;
 mod items;

@@ -2,7 +2,7 @@
 //!
 //! Packets written, on one trusted sequence:
 //! - one `interned_data` packet that clears the incremental state and interns every slice
-//!   name and the three categories (`call`, `poll`, `gpu`);
+//!   name and the four categories (`call`, `poll`, `gpu`, `scheduled`);
 //! - one `TrackDescriptor` per rank (a process, pid = rank + 1), per thread (a thread of that
 //!   process: TID and name from `thread_table`), per Tokio task and GPU (named tracks under the
 //!   process), and per overlap level that a track needed;
@@ -64,7 +64,10 @@ impl<W: Write> Perfetto<W> {
         };
         // Interned names and categories.
         let mut interned = Vec::new();
-        for (i, k) in [Kind::Call, Kind::Poll, Kind::Gpu].iter().enumerate() {
+        for (i, k) in [Kind::Call, Kind::Poll, Kind::Gpu, Kind::Sched]
+            .iter()
+            .enumerate()
+        {
             p.inner.clear();
             uint(&mut p.inner, 1, i as u64 + 1);
             string(&mut p.inner, 2, k.category());

@@ -274,7 +274,7 @@ mod tests {
         fn spilled_runs_merge_in_order(
             v in proptest::collection::vec(
                 (prop_oneof![3 => -50i64..50, 1 => -(1i64 << 61)..(1i64 << 61)], 0i64..(1 << 40),
-                 any::<u32>(), 0u32..4, prop_oneof![Just(u32::MAX), any::<u32>()], 0u8..3),
+                 any::<u32>(), 0u32..4, prop_oneof![Just(u32::MAX), any::<u32>()], 0u8..4),
                 0..300),
             run in 2usize..40,
         ) {

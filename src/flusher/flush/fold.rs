@@ -11,10 +11,11 @@ use crate::flusher::task::TaskCall;
 use crate::output::model::{CallRecord, PollRecord};
 use crate::shared::Config;
 
-/// Whether calls of region `region` are left out: Tokio's own spans, unless asked for.
-pub(super) fn hidden(regions: &[RegionInfo], cfg: &Config, region: u32) -> bool {
+/// Whether a call of region `region` in Tokio task `task` (0: none) is left out: Tokio's own
+/// spans, unless asked for; a `runtime.spawn` span outside a task (a `block_on` future) always.
+pub(super) fn hidden(regions: &[RegionInfo], cfg: &Config, region: u32, task: u64) -> bool {
     match regions.get(region as usize).and_then(|r| r.tokio) {
-        Some(TokioSpan::Spawn) => !cfg.task_regions,
+        Some(TokioSpan::Spawn) => !cfg.task_regions || task == 0,
         Some(TokioSpan::Resource) => !cfg.tokio_resources,
         None => false,
     }
@@ -47,7 +48,7 @@ impl Flusher {
         let track_tasks = self.shared.config.track_async;
         let pauses = self.shared.pause.windows();
         for c in self.scratch.drain(..) {
-            if hidden(self.asm.regions.regions(), &self.shared.config, c.region) {
+            if hidden(self.asm.regions.regions(), &self.shared.config, c.region, c.task) {
                 self.hidden_calls += 1;
                 continue;
             }
@@ -151,7 +152,8 @@ impl Flusher {
         let clock = self.shared.clock;
         let pauses = self.shared.pause.windows();
         for p in std::mem::take(&mut self.asm.polls) {
-            if hidden(self.asm.regions.regions(), &self.shared.config, p.region)
+            // (A task's polls come from its timeline; polls of spawn spans here are not tasks'.)
+            if hidden(self.asm.regions.regions(), &self.shared.config, p.region, 0)
                 || crate::recording::pause::overlaps(&pauses, p.start, p.end)
             {
                 continue;

@@ -129,7 +129,7 @@ impl Flusher {
             in_flight: {
                 let (regions, cfg) = (self.asm.regions.regions(), &self.shared.config);
                 self.asm
-                    .in_flight_except(|r| super::fold::hidden(regions, cfg, r))
+                    .in_flight_except(|r, task| super::fold::hidden(regions, cfg, r, task))
             },
             dropped: self.dropped(),
             spool_lost: self.spool.as_ref().map_or(0, |s| s.lost_calls),
