@@ -319,3 +319,85 @@ fn a_read_only_directory_keeps_the_phase_in_place() {
     let aside = PathBuf::from(format!("{}.1", path.display()));
     assert_eq!(read(&aside).unwrap().calls[0], vec![call(1, 1), call(2, 1)]);
 }
+
+#[test]
+fn tokio_scheduling_data_round_trips_and_rotates_with_its_sites() {
+    use crate::flusher::task::polls::{PollTotals, TaskPoll};
+    use crate::recording::tokio::sites::SiteInfo;
+    let dir = tempfile::tempdir().unwrap();
+    let path = spool_path(&dir.path().join("t.h5"));
+    let mut w = SpoolWriter::create(path.clone(), header(), false).unwrap();
+    w.region(0, "handler", "", -1);
+    let site = SiteInfo {
+        name: "worker".into(),
+        file: "src/main.rs".into(),
+        line: 42,
+        col: 5,
+    };
+    w.sites(vec![(1, site.clone())]);
+    // Calls: one frame with scheduled time, one (another region) without.
+    w.region(1, "sync", "", -1);
+    w.call(
+        0,
+        CallRecord {
+            sched_ns: 1_500,
+            ..call(10, 20)
+        },
+    );
+    w.call(1, call(40, 5));
+    w.poll(PollRecord {
+        region: 0,
+        start_ns: 5,
+        dur_ns: 3,
+        thread: 0,
+        task: 0,
+        sched_ns: 700,
+    });
+    let mut polls = PollTotals::default();
+    polls.add(&TaskPoll {
+        tokio_id: 9,
+        site: 1,
+        lane: 0,
+        start_ns: 100,
+        end_ns: 130,
+        sched_ns: None,
+        idle_ns: 0,
+        first_delay_ns: Some(12),
+        spawn_ns: Some(88),
+    });
+    polls.end(1, Some(130));
+    let task = crate::flusher::task::TaskTotals {
+        index: 0,
+        tokio_id: 9,
+        thread_index: 0,
+        created_ns: i64::MAX,
+        done_ns: -1,
+        steps: 0,
+        running_ns: 0,
+        suspended_ns: 0,
+        root_region: u32::MAX,
+        polls,
+    };
+    w.tasks(&[task]);
+    w.flush(&[], &[]);
+    let c = read(&path).unwrap();
+    assert_eq!(c.calls[0][0].sched_ns, 1_500);
+    assert_eq!(c.calls[1][0].sched_ns, -1, "a frame without scheduled time");
+    assert_eq!(c.polls[0].sched_ns, 700);
+    assert_eq!(c.sites, [site.clone()]);
+    let row = &c.tasks[0];
+    assert_eq!(row, &task.row(false));
+    assert_eq!(
+        (row.sched.polls, row.sched.busy_ns, row.sched.first_poll_delay_ns),
+        (1, 30, 12)
+    );
+    assert_eq!(
+        (row.created_ns, row.done_ns, row.steps),
+        (88, 130, 1),
+        "a task without calls: lane columns from its polls"
+    );
+    // The next phase's file declares the sites again.
+    w.rotate(1, &[], &[]);
+    w.flush(&[], &[]);
+    assert_eq!(read(&path).unwrap().sites, [site]);
+}
