@@ -72,7 +72,10 @@ fn tokio_shaped_spans_make_task_rows_with_idle_and_scheduled_time() {
     assert_eq!(report.region("handler").unwrap().calls, 1);
     let tasks = report.tasks();
     assert_eq!(tasks.len(), 2, "{tasks:?}");
-    let t = tasks.iter().find(|t| t.name == "task src/server.rs:42").unwrap();
+    let t = tasks
+        .iter()
+        .find(|t| t.name == "task src/server.rs:42")
+        .unwrap();
     assert_eq!(t.spawn_location, "src/server.rs:42:9");
     assert_eq!(t.polls, 2, "the last enter was the drop");
     let ms = |ns: u64| ns as f64 / 1e6;
@@ -87,7 +90,11 @@ fn tokio_shaped_spans_make_task_rows_with_idle_and_scheduled_time() {
         ms(t.scheduled_ns)
     );
     let delay = t.first_poll_delay_ns.unwrap();
-    assert!((1.5..15.0).contains(&ms(delay)), "first poll after {} ms", ms(delay));
+    assert!(
+        (1.5..15.0).contains(&ms(delay)),
+        "first poll after {} ms",
+        ms(delay)
+    );
     assert!(tasks.iter().any(|t| t.name == "worker"));
     // The file.
     let f = hdf5::File::open(&path).unwrap();
@@ -96,7 +103,10 @@ fn tokio_shaped_spans_make_task_rows_with_idle_and_scheduled_time() {
     let polls = common::read::<i64>(&f, "task_table/polls");
     assert_eq!(polls.len(), names.len());
     for col in ["busy_ns", "idle_ns", "scheduled_ns", "first_poll_delay_ns"] {
-        assert_eq!(common::read::<i64>(&f, &format!("task_table/{col}")).len(), names.len());
+        assert_eq!(
+            common::read::<i64>(&f, &format!("task_table/{col}")).len(),
+            names.len()
+        );
     }
     let locations = common::read_strings(&f, "task_table/spawn_location");
     assert!(locations.contains(&"src/server.rs:43:9".to_owned()));
@@ -109,7 +119,11 @@ fn tokio_shaped_spans_make_task_rows_with_idle_and_scheduled_time() {
     assert!(sched.iter().any(|&s| s >= 4_500_000));
     let call_sched = common::read::<i64>(&f, "scope_profiler_rs/call_scheduled_ns");
     let events = common::read::<i64>(&f, "events/durations");
-    assert_eq!(call_sched.len(), events.len(), "one value per row of events");
+    assert_eq!(
+        call_sched.len(),
+        events.len(),
+        "one value per row of events"
+    );
     let meta = f.group("metadata").unwrap();
     let attr = |k: &str| meta.attr(k).unwrap().read_scalar::<i64>().unwrap();
     assert_eq!(attr("tokio_tasks"), 2);

@@ -56,6 +56,8 @@ use crate::recording::lane::record::{Record, AUX, CLOSE, ENTER, EVENT, EXIT, LOS
 
 mod insts;
 mod lanes;
+mod stash;
+mod tokio;
 use insts::{Insts, EXTRA, NONE, NOT_ENTERED, TAINTED, TASK_SPAN};
 use lanes::{Close, LaneState, Lanes, OpenPoll};
 
@@ -207,13 +209,10 @@ impl Assembler {
                 }
             }
             let r = &records[i];
-            if let [n, w, site, ..] = &records[i..] {
-                if n.kind() == NEW && w.is_wake() && w.id == n.id && site.is_event_site() {
-                    // A Tokio task's spawn (see `recording::tokio`).
-                    self.spawn(lane, &mut ls, n, w.ticks(), site.id as u32, out);
-                    i += 3;
-                    continue;
-                }
+            if let Some((tick, site)) = tokio::spawn_at(&records[i..]) {
+                self.spawn(lane, &mut ls, r, tick, site, out);
+                i += 3;
+                continue;
             }
             match r.kind() {
                 TASK if !r.is_wake() => ls.task = r.id,
@@ -285,29 +284,6 @@ impl Assembler {
         });
     }
 
-    /// A Tokio task's spawn: `n` created its span at `tick`, from spawn site `site`.
-    fn spawn(
-        &mut self,
-        lane: u32,
-        ls: &mut LaneState,
-        n: &Record,
-        tick: u64,
-        site: u32,
-        out: &mut Vec<RawCall>,
-    ) {
-        ls.stamp(tick);
-        let Some(region) = self.regions.region_of(n.callsite_addr()) else {
-            self.corrupt += 3;
-            return;
-        };
-        let k = self.insts.create(n.id, region);
-        self.insts.get_mut(k).flags |= TASK_SPAN;
-        self.sched.spawn(k, region, tick, site);
-        if let Some(stashed) = self.stash.remove(&n.id) {
-            self.replay(lane, stashed, out);
-        }
-    }
-
     /// The instance record `r` of lane `lane` belongs to: the newest of its id, unless that
     /// one was closed on this very lane (then a newer one's `NEW` has not arrived yet).
     #[inline]
@@ -358,17 +334,7 @@ impl Assembler {
         // An id is reused only after its span closed, so a record belongs to the instance of
         // its id created last (what `replay` keeps true for records that wait for their NEW).
         let Some(k) = self.route(lane, r) else {
-            let tick = tick_of(r);
-            self.stash_min = self.stash_min.min(tick);
-            self.stash
-                .entry(r.id)
-                .or_insert_with(|| Vec::with_capacity(1))
-                .push(Stashed {
-                    tick,
-                    lane,
-                    task,
-                    rec: *r,
-                });
+            self.stash_record(lane, task, r);
             return;
         };
         match r.kind() {
@@ -455,8 +421,8 @@ impl Assembler {
                     }
                     if self.keep_polls {
                         self.polls.push(RawPoll {
-                        region,
-                        start,
+                            region,
+                            start,
                             end: tick.max(start),
                             lane,
                             task,
@@ -486,45 +452,6 @@ impl Assembler {
             }
         }
         inst.closed_lane = lane;
-    }
-
-    /// Replays the stashed records of an id whose `NEW` just arrived on lane `created_on`.
-    /// Stashed records of that same lane came before the `NEW` in its program order, so they
-    /// belong to an earlier instance of the reused id whose `NEW` was lost: orphans.
-    fn replay(&mut self, created_on: u32, stashed: Vec<Stashed>, out: &mut Vec<RawCall>) {
-        let (now, earlier): (Vec<_>, Vec<_>) =
-            stashed.into_iter().partition(|s| s.lane != created_on);
-        self.orphaned(earlier.iter().map(|s| &s.rec));
-        for s in now {
-            // A stashed record is not where its lane stands now: it shows no time of that lane,
-            // and a close among them takes the tick it was stashed with.
-            self.replaying = Some(s.tick);
-            let mut ls = self.lanes.take(s.lane);
-            self.feed_one(s.lane, &mut ls, s.task, &s.rec, out);
-            self.lanes.put(s.lane, ls);
-        }
-        self.replaying = None;
-    }
-
-    /// Counts records that belong to no instance (one id's). When a marker of a lost record
-    /// is among them, every span they belong to lost its `NEW` and is one dropped call: as
-    /// many as they hold closes (or markers of lost closes), at least one. (Their order is no
-    /// guide: they come from several lanes.)
-    fn orphaned<'a>(&mut self, records: impl Iterator<Item = &'a Record>) {
-        let (mut lost, mut closes) = (false, 0u64);
-        for r in records {
-            if r.is_wake() {
-                // A wake of a task that had ended before its record was read: no loss.
-                self.sched.wake_of_ended_task();
-                continue;
-            }
-            self.orphans += 1;
-            lost |= r.kind() == LOST;
-            closes += u64::from(r.kind() == CLOSE || (r.kind() == LOST && r.payload() == 1));
-        }
-        if lost {
-            self.dropped_calls += closes.max(1);
-        }
     }
 
     /// The flusher has read everything lane `lane` published before `tick`.
@@ -611,28 +538,6 @@ impl Assembler {
             close: tick,
             sched,
         });
-    }
-
-    /// Counts the stashed records of the ids whose records the watermark `wm` has all passed
-    /// as orphans.
-    fn expire_stash(&mut self, wm: u64) {
-        // An id's records go together, once the watermark has passed the newest of them: the
-        // records of one span are counted as one dropped call, not one per batch.
-        let mut expired = Vec::new();
-        let mut min = u64::MAX;
-        self.stash.retain(|_, v| {
-            let newest = v.iter().map(|s| s.tick).max().unwrap_or(0);
-            if newest > wm {
-                min = min.min(newest);
-                return true;
-            }
-            expired.push(std::mem::take(v));
-            false
-        });
-        self.stash_min = min;
-        for gone in expired {
-            self.orphaned(gone.iter().map(|s| &s.rec));
-        }
     }
 
     /// Gives back the tables of a burst (a flusher far behind) once they have emptied; call

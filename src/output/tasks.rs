@@ -182,7 +182,10 @@ mod tests {
         assert_eq!(s.top[1].tokio_id, 15);
         assert_eq!(s.all.polls, 16 * 3);
         let text = render(&s);
-        assert!(text.contains("scheduled [s]") && text.contains("all 15 tasks"), "{text}");
+        assert!(
+            text.contains("scheduled [s]") && text.contains("all 15 tasks"),
+            "{text}"
+        );
         assert_eq!(summarize(std::iter::empty()), None);
     }
 }

@@ -45,6 +45,7 @@
 mod columns;
 mod stream;
 mod summary;
+mod tasks;
 
 use std::path::{Path, PathBuf};
 
@@ -52,6 +53,7 @@ use ::hdf5::{Dataset, File};
 
 use columns::{short, H5};
 pub use summary::{json_str, Calls, Summary};
+pub use tasks::TaskWaits;
 
 /// A file that cannot be read as a profile, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,45 +97,6 @@ pub struct IndexRow {
     pub count: u64,
     /// Stored sum of exclusive times (ns), `None` when absent or -1.
     pub exclusive_ns: Option<i64>,
-}
-
-/// `task_table`'s columns from Tokio's instrumentation, when the file has them.
-struct WaitColumns {
-    location: Vec<String>,
-    /// busy, idle, scheduled, polls, first poll delay.
-    ints: [Vec<i64>; 5],
-}
-
-impl WaitColumns {
-    /// Row `i`, unless the task has no such data (`polls < 0`).
-    fn row(&self, i: usize) -> Option<TaskWaits> {
-        let [busy, idle, sched, polls, first] = &self.ints;
-        (polls[i] >= 0).then(|| TaskWaits {
-            spawn_location: self.location[i].clone(),
-            busy_ns: busy[i],
-            idle_ns: idle[i],
-            scheduled_ns: sched[i],
-            polls: polls[i],
-            first_poll_delay_ns: first[i],
-        })
-    }
-}
-
-fn task_waits(h5: &H5<'_>, n: Option<u64>) -> Result<Option<WaitColumns>, ReadError> {
-    if !h5.exists("task_table/polls") {
-        return Ok(None);
-    }
-    let col = |name: &str| h5.ints::<i64>(&format!("task_table/{name}"), n);
-    Ok(Some(WaitColumns {
-        location: h5.strings("task_table/spawn_location", n)?,
-        ints: [
-            col("busy_ns")?,
-            col("idle_ns")?,
-            col("scheduled_ns")?,
-            col("polls")?,
-            col("first_poll_delay_ns")?,
-        ],
-    }))
 }
 
 /// Per-region totals of the aggregate layout.
@@ -185,25 +148,6 @@ pub struct TaskInfo {
     /// The task's polls from Tokio's own instrumentation (`--cfg tokio_unstable`), when the
     /// file has them (see `docs/latency.md`).
     pub sched: Option<TaskWaits>,
-}
-
-/// A task's time from Tokio's own instrumentation: `task_table`'s `spawn_location`,
-/// `busy_ns`, `idle_ns`, `scheduled_ns`, `polls` and `first_poll_delay_ns`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct TaskWaits {
-    /// `file:line:col` of the spawn ("" when unknown).
-    pub spawn_location: String,
-    /// Time inside its polls (ns).
-    pub busy_ns: i64,
-    /// From the end of a poll to the wake that ended the suspension (ns).
-    pub idle_ns: i64,
-    /// From that wake to the start of the next poll (ns).
-    pub scheduled_ns: i64,
-    /// Polls.
-    pub polls: i64,
-    /// From the spawn to the first poll (ns), -1 when the row does not hold the first poll.
-    pub first_poll_delay_ns: i64,
 }
 
 /// One call, decoded.
@@ -467,7 +411,7 @@ impl Profile {
             } else {
                 None
             };
-            let waits = task_waits(h5, n)?;
+            let waits = tasks::task_waits(h5, n)?;
             for i in 0..ranks.len() {
                 self.tasks.push(TaskInfo {
                     rank: ranks[i].min(u64::from(u32::MAX)) as u32,
@@ -485,7 +429,10 @@ impl Profile {
             let (_, n) = h5.int_dataset(&format!("{polls}/start_ns"))?;
             for col in ["region_ids", "durations", "thread_ids", "task_ids"]
                 .into_iter()
-                .chain(h5.exists(&format!("{polls}/scheduled_ns")).then_some("scheduled_ns"))
+                .chain(
+                    h5.exists(&format!("{polls}/scheduled_ns"))
+                        .then_some("scheduled_ns"),
+                )
             {
                 let (_, len) = h5.int_dataset(&format!("{polls}/{col}"))?;
                 if len != n {

@@ -105,9 +105,7 @@ impl TokioSites {
     }
 
     fn is_spawn(&self, addr: usize) -> bool {
-        self.spawn
-            .iter()
-            .any(|s| s.load(Ordering::Relaxed) == addr)
+        self.spawn.iter().any(|s| s.load(Ordering::Relaxed) == addr)
     }
 
     /// The waker slot of event callsite `addr`, if it is one.

@@ -116,13 +116,22 @@ impl Read {
         let at = format!("{file}:{line}:");
         self.tasks
             .iter()
-            .filter(|t| t.sched.as_ref().is_some_and(|s| s.spawn_location.starts_with(&at)))
+            .filter(|t| {
+                t.sched
+                    .as_ref()
+                    .is_some_and(|s| s.spawn_location.starts_with(&at))
+            })
             .collect()
     }
 
     /// The polls of task `index`, by start.
     pub fn task_polls(&self, index: i64) -> Vec<Poll> {
-        let mut v: Vec<Poll> = self.polls.iter().filter(|p| p.task == index).copied().collect();
+        let mut v: Vec<Poll> = self
+            .polls
+            .iter()
+            .filter(|p| p.task == index)
+            .copied()
+            .collect();
         v.sort_by_key(|p| p.start_ns);
         v
     }

@@ -23,47 +23,53 @@ fn a_call_in_join_splits_into_idle_scheduled_and_sibling_time() {
     let spins: Spins = Arc::default();
     let window: Arc<Mutex<Option<(Instant, Instant)>>> = Arc::default();
     let (sp, win) = (spins.clone(), window.clone());
-    let run = profile(dir.path(), "join", 1, |b| b, |rt, dispatch| {
-        rt.block_on(async move {
-            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-            let d = dispatch.clone();
-            let sender = std::thread::spawn(move || {
-                tracing::dispatcher::with_default(&d, || {
-                    std::thread::sleep(Duration::from_millis(12));
-                    tx.send(()).unwrap();
-                })
-            });
-            // The waiting call and its busy sibling, joined in one task.
-            let a = async move {
-                let start = Instant::now();
-                rx.await.unwrap();
-                *win.lock().unwrap() = Some((start, Instant::now()));
-            }
-            .instrument(tracing::info_span!("a"));
-            let b = async move {
-                for _ in 0..4 {
-                    let t0 = Instant::now();
-                    spin(Duration::from_millis(1));
-                    sp.lock().unwrap().push((t0, Instant::now()));
-                    tokio::time::sleep(Duration::from_millis(3)).await;
+    let run = profile(
+        dir.path(),
+        "join",
+        1,
+        |b| b,
+        |rt, dispatch| {
+            rt.block_on(async move {
+                let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+                let d = dispatch.clone();
+                let sender = std::thread::spawn(move || {
+                    tracing::dispatcher::with_default(&d, || {
+                        std::thread::sleep(Duration::from_millis(12));
+                        tx.send(()).unwrap();
+                    })
+                });
+                // The waiting call and its busy sibling, joined in one task.
+                let a = async move {
+                    let start = Instant::now();
+                    rx.await.unwrap();
+                    *win.lock().unwrap() = Some((start, Instant::now()));
                 }
-            }
-            .instrument(tracing::info_span!("b"));
-            let task = tokio::spawn(async move {
-                tokio::join!(a, b);
-            });
-            // Holds the worker now and then, so the task waits after its wakes.
-            let hog = tokio::spawn(async {
-                for _ in 0..3 {
-                    tokio::time::sleep(Duration::from_millis(3)).await;
-                    spin(Duration::from_millis(3));
+                .instrument(tracing::info_span!("a"));
+                let b = async move {
+                    for _ in 0..4 {
+                        let t0 = Instant::now();
+                        spin(Duration::from_millis(1));
+                        sp.lock().unwrap().push((t0, Instant::now()));
+                        tokio::time::sleep(Duration::from_millis(3)).await;
+                    }
                 }
-            });
-            task.await.unwrap();
-            hog.await.unwrap();
-            sender.join().unwrap();
-        })
-    });
+                .instrument(tracing::info_span!("b"));
+                let task = tokio::spawn(async move {
+                    tokio::join!(a, b);
+                });
+                // Holds the worker now and then, so the task waits after its wakes.
+                let hog = tokio::spawn(async {
+                    for _ in 0..3 {
+                        tokio::time::sleep(Duration::from_millis(3)).await;
+                        spin(Duration::from_millis(3));
+                    }
+                });
+                task.await.unwrap();
+                hog.await.unwrap();
+                sender.join().unwrap();
+            })
+        },
+    );
     let read = Read::open(&run.path);
     let a = read.calls_of("a");
     assert_eq!(a.len(), 1);
@@ -138,5 +144,8 @@ fn a_call_in_join_splits_into_idle_scheduled_and_sibling_time() {
         ms(siblings),
         ms(spun)
     );
-    assert!(await_ns > a.scheduled_ns + siblings, "a waited for its channel too");
+    assert!(
+        await_ns > a.scheduled_ns + siblings,
+        "a waited for its channel too"
+    );
 }

@@ -14,13 +14,22 @@ use scope_profiler_tokio_unstable_tests::{
 /// Uninstrumented tasks from three spawn sites (one of them named), a channel, a timer, and a
 /// task that holds the only worker while others are woken. Returns the run and the line of
 /// each spawn site.
-fn program(dir: &std::path::Path, name: &str, task_regions: bool) -> (Run, HashMap<&'static str, u32>) {
+fn program(
+    dir: &std::path::Path,
+    name: &str,
+    task_regions: bool,
+) -> (Run, HashMap<&'static str, u32>) {
     let lines = Arc::new(Mutex::new(HashMap::new()));
     let l = lines.clone();
-    let run = profile(dir, name, 1, |b| b.task_regions(task_regions), |rt, _| {
-        rt.block_on(async move {
-            let (tx, mut rx) = tokio::sync::mpsc::channel::<u32>(4);
-            #[rustfmt::skip]
+    let run = profile(
+        dir,
+        name,
+        1,
+        |b| b.task_regions(task_regions),
+        |rt, _| {
+            rt.block_on(async move {
+                let (tx, mut rx) = tokio::sync::mpsc::channel::<u32>(4);
+                #[rustfmt::skip]
             let (line, consumer) = (line!(), tokio::spawn(async move {
                 let mut n = 0;
                 while let Some(v) = rx.recv().await {
@@ -28,32 +37,33 @@ fn program(dir: &std::path::Path, name: &str, task_regions: bool) -> (Run, HashM
                 }
                 n
             }));
-            l.lock().unwrap().insert("consumer", line);
-            let mut producers = Vec::new();
-            for k in 0..4u32 {
-                let tx = tx.clone();
-                #[rustfmt::skip]
+                l.lock().unwrap().insert("consumer", line);
+                let mut producers = Vec::new();
+                for k in 0..4u32 {
+                    let tx = tx.clone();
+                    #[rustfmt::skip]
                 let (line, h) = (line!(), tokio::spawn(async move {
                     tokio::time::sleep(Duration::from_millis(2 + u64::from(k))).await;
                     tx.send(k).await.unwrap();
                 }));
-                l.lock().unwrap().insert("producer", line);
-                producers.push(h);
-            }
-            drop(tx);
-            #[rustfmt::skip]
+                    l.lock().unwrap().insert("producer", line);
+                    producers.push(h);
+                }
+                drop(tx);
+                #[rustfmt::skip]
             let (line, hog) = (line!(), tokio::task::Builder::new().name("hog").spawn(async {
                 tokio::time::sleep(Duration::from_millis(1)).await;
                 spin(Duration::from_millis(6));
             }).unwrap());
-            l.lock().unwrap().insert("hog", line);
-            for p in producers {
-                p.await.unwrap();
-            }
-            hog.await.unwrap();
-            assert_eq!(consumer.await.unwrap(), 6);
-        })
-    });
+                l.lock().unwrap().insert("hog", line);
+                for p in producers {
+                    p.await.unwrap();
+                }
+                hog.await.unwrap();
+                assert_eq!(consumer.await.unwrap(), 6);
+            })
+        },
+    );
     let lines = lines.lock().unwrap().clone();
     (run, lines)
 }
@@ -77,8 +87,14 @@ fn every_task_gets_a_lane_named_from_its_spawn() {
     for t in read.tasks.iter().filter(|t| t.sched.is_some()) {
         let s = t.sched.as_ref().unwrap();
         assert!(t.tokio_id > 0);
-        assert!(s.polls >= 1 && s.busy_ns > 0 && s.idle_ns >= 0 && s.scheduled_ns >= 0, "{t:?}");
-        assert!(s.first_poll_delay_ns >= 0, "every row holds its task's first poll: {t:?}");
+        assert!(
+            s.polls >= 1 && s.busy_ns > 0 && s.idle_ns >= 0 && s.scheduled_ns >= 0,
+            "{t:?}"
+        );
+        assert!(
+            s.first_poll_delay_ns >= 0,
+            "every row holds its task's first poll: {t:?}"
+        );
         // Its lane: the polls of the task are on it.
         let polls = read.task_polls(t.index);
         assert_eq!(polls.len() as i64, s.polls, "{t:?}");
@@ -97,13 +113,21 @@ fn every_task_gets_a_lane_named_from_its_spawn() {
     );
     // Every task is a lane of its own: its polls' task index names its row.
     let rows: Vec<i64> = read.tasks.iter().map(|t| t.index).collect();
-    assert!(read.polls.iter().all(|p| p.task < 0 || rows.contains(&p.task)));
+    assert!(read
+        .polls
+        .iter()
+        .all(|p| p.task < 0 || rows.contains(&p.task)));
     // The report's tasks box lists them, most scheduled first.
     let tasks = run.report.tasks();
     assert!(!tasks.is_empty());
-    assert!(tasks.windows(2).all(|w| w[0].scheduled_ns >= w[1].scheduled_ns));
+    assert!(tasks
+        .windows(2)
+        .all(|w| w[0].scheduled_ns >= w[1].scheduled_ns));
     let (n, all) = run.report.all_tasks().unwrap();
-    assert_eq!(n, read.tasks.iter().filter(|t| t.sched.is_some()).count() as u64);
+    assert_eq!(
+        n,
+        read.tasks.iter().filter(|t| t.sched.is_some()).count() as u64
+    );
     assert!(all.busy_ns as i64 >= hog_busy);
 }
 
@@ -131,15 +155,24 @@ fn the_python_reader_reads_it_and_perfetto_parses_the_scheduled_slices() {
         &[check.to_str().unwrap(), path],
     );
     assert!(out.contains("ok"), "{out}");
-    run_ok(&venv_program("SCOPE_PY_VENV", "scope-profiler"), &["inspect", path]);
+    run_ok(
+        &venv_program("SCOPE_PY_VENV", "scope-profiler"),
+        &["inspect", path],
+    );
     // scopeprof inspect: the tasks box and the worst delays.
     let text = run_ok(&scopeprof(), &["inspect", path]);
     eprintln!("{text}");
-    assert!(text.contains("scheduled [s]") && text.contains("hog"), "{text}");
+    assert!(
+        text.contains("scheduled [s]") && text.contains("hog"),
+        "{text}"
+    );
     assert!(text.contains("Worst scheduled delays"), "{text}");
     // The Perfetto trace: `scheduled` slices on the tasks' tracks, parsed by Perfetto's protos.
     let trace = dir.path().join("views.pftrace");
-    run_ok(&scopeprof(), &["export", path, "-o", trace.to_str().unwrap()]);
+    run_ok(
+        &scopeprof(),
+        &["export", path, "-o", trace.to_str().unwrap()],
+    );
     let facts = run_ok(
         &venv_program("SCOPEPROF_PERFETTO_VENV", "python"),
         &["-c", SCHEDULED_SLICES, trace.to_str().unwrap()],

@@ -35,52 +35,58 @@ fn idle_and_scheduled_match_the_intervals_the_program_measures() {
     let (spinning2, woken2) = (spinning.clone(), woken.clone());
     let waiter_line = Arc::new(AtomicU32::new(0));
     let wl = waiter_line.clone();
-    let run = profile(dir.path(), "latency", 1, |b| b, |rt, dispatch| {
-        rt.block_on(async move {
-            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-            // The waiter: idles on the channel.
-            #[rustfmt::skip]
+    let run = profile(
+        dir.path(),
+        "latency",
+        1,
+        |b| b,
+        |rt, dispatch| {
+            rt.block_on(async move {
+                let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+                // The waiter: idles on the channel.
+                #[rustfmt::skip]
             let (line, waiter) = (line!(), tokio::spawn(async move {
                 s1.lock().unwrap().before_await = Some(Instant::now());
                 rx.await.unwrap();
                 s1.lock().unwrap().resumed = Some(Instant::now());
             }));
-            wl.store(line, SeqCst);
-            // The spinner: holds the only worker until 5 ms after the wake.
-            let spinner = tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(15)).await;
-                spinning2.store(true, SeqCst);
-                while !woken2.load(SeqCst) {
-                    std::hint::spin_loop();
-                }
-                spin(Duration::from_millis(5));
-                s2.lock().unwrap().spin_end = Some(Instant::now());
-            });
-            // The wake, from a thread of its own, 20 ms after the waiter's await, while the
-            // worker spins.
-            let d = dispatch.clone();
-            let sender = std::thread::spawn(move || {
-                tracing::dispatcher::with_default(&d, || {
-                    let since = loop {
-                        if let Some(t) = s3.lock().unwrap().before_await {
-                            break t;
-                        }
-                        std::thread::yield_now();
-                    };
-                    std::thread::sleep((since + Duration::from_millis(20)) - Instant::now());
-                    while !spinning.load(SeqCst) {
-                        std::thread::yield_now();
+                wl.store(line, SeqCst);
+                // The spinner: holds the only worker until 5 ms after the wake.
+                let spinner = tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_millis(15)).await;
+                    spinning2.store(true, SeqCst);
+                    while !woken2.load(SeqCst) {
+                        std::hint::spin_loop();
                     }
-                    s3.lock().unwrap().wake = Some(Instant::now());
-                    tx.send(()).unwrap();
-                    woken.store(true, SeqCst);
-                })
-            });
-            waiter.await.unwrap();
-            spinner.await.unwrap();
-            sender.join().unwrap();
-        })
-    });
+                    spin(Duration::from_millis(5));
+                    s2.lock().unwrap().spin_end = Some(Instant::now());
+                });
+                // The wake, from a thread of its own, 20 ms after the waiter's await, while the
+                // worker spins.
+                let d = dispatch.clone();
+                let sender = std::thread::spawn(move || {
+                    tracing::dispatcher::with_default(&d, || {
+                        let since = loop {
+                            if let Some(t) = s3.lock().unwrap().before_await {
+                                break t;
+                            }
+                            std::thread::yield_now();
+                        };
+                        std::thread::sleep((since + Duration::from_millis(20)) - Instant::now());
+                        while !spinning.load(SeqCst) {
+                            std::thread::yield_now();
+                        }
+                        s3.lock().unwrap().wake = Some(Instant::now());
+                        tx.send(()).unwrap();
+                        woken.store(true, SeqCst);
+                    })
+                });
+                waiter.await.unwrap();
+                spinner.await.unwrap();
+                sender.join().unwrap();
+            })
+        },
+    );
     let seen = *seen.lock().unwrap();
     let read = Read::open(&run.path);
     let rows = read.spawned_at(file!(), waiter_line.load(SeqCst));

@@ -24,53 +24,61 @@ fn idle_and_scheduled_agree_with_tokio_metrics_task_monitor() {
     let dir = tempfile::tempdir().unwrap();
     let monitors: Arc<Mutex<HashMap<u64, TaskMonitor>>> = Arc::default();
     let m = monitors.clone();
-    let run = profile(dir.path(), "monitor", 1, |b| b, |rt, _| {
-        rt.block_on(async move {
-            let mut handles = Vec::new();
-            let mut senders = Vec::new();
-            for i in 0..TASKS {
-                let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(ROUNDS as usize);
-                senders.push(tx);
-                let monitor = TaskMonitor::new();
-                let m = m.clone();
-                let mon = monitor.clone();
-                let work = async move {
-                    let id: u64 = tokio::task::id().to_string().parse().unwrap();
-                    m.lock().unwrap().insert(id, mon);
-                    for k in 0..ROUNDS {
-                        spin(Duration::from_micros(300));
-                        match k % 3 {
-                            0 => tokio::time::sleep(Duration::from_micros(1500 + 300 * i)).await,
-                            1 => tokio::task::yield_now().await,
-                            _ => rx.recv().await.unwrap(),
+    let run = profile(
+        dir.path(),
+        "monitor",
+        1,
+        |b| b,
+        |rt, _| {
+            rt.block_on(async move {
+                let mut handles = Vec::new();
+                let mut senders = Vec::new();
+                for i in 0..TASKS {
+                    let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(ROUNDS as usize);
+                    senders.push(tx);
+                    let monitor = TaskMonitor::new();
+                    let m = m.clone();
+                    let mon = monitor.clone();
+                    let work = async move {
+                        let id: u64 = tokio::task::id().to_string().parse().unwrap();
+                        m.lock().unwrap().insert(id, mon);
+                        for k in 0..ROUNDS {
+                            spin(Duration::from_micros(300));
+                            match k % 3 {
+                                0 => {
+                                    tokio::time::sleep(Duration::from_micros(1500 + 300 * i)).await
+                                }
+                                1 => tokio::task::yield_now().await,
+                                _ => rx.recv().await.unwrap(),
+                            }
+                        }
+                    };
+                    handles.push(tokio::spawn(monitor.instrument(work)));
+                }
+                // Feeds the channels, a few milliseconds apart.
+                let feeder = tokio::spawn(async move {
+                    for _ in 0..ROUNDS / 3 {
+                        tokio::time::sleep(Duration::from_millis(4)).await;
+                        for tx in &senders {
+                            tx.send(()).await.unwrap();
                         }
                     }
-                };
-                handles.push(tokio::spawn(monitor.instrument(work)));
-            }
-            // Feeds the channels, a few milliseconds apart.
-            let feeder = tokio::spawn(async move {
-                for _ in 0..ROUNDS / 3 {
-                    tokio::time::sleep(Duration::from_millis(4)).await;
-                    for tx in &senders {
-                        tx.send(()).await.unwrap();
+                });
+                // Holds the only worker, so woken tasks wait.
+                let hog = tokio::spawn(async {
+                    for _ in 0..10 {
+                        spin(Duration::from_millis(3));
+                        tokio::time::sleep(Duration::from_micros(500)).await;
                     }
+                });
+                for h in handles {
+                    h.await.unwrap();
                 }
-            });
-            // Holds the only worker, so woken tasks wait.
-            let hog = tokio::spawn(async {
-                for _ in 0..10 {
-                    spin(Duration::from_millis(3));
-                    tokio::time::sleep(Duration::from_micros(500)).await;
-                }
-            });
-            for h in handles {
-                h.await.unwrap();
-            }
-            feeder.await.unwrap();
-            hog.await.unwrap();
-        })
-    });
+                feeder.await.unwrap();
+                hog.await.unwrap();
+            })
+        },
+    );
     let read = Read::open(&run.path);
     let monitors = monitors.lock().unwrap();
     assert_eq!(monitors.len() as u64, TASKS);
@@ -110,7 +118,10 @@ fn idle_and_scheduled_agree_with_tokio_metrics_task_monitor() {
             idled.len(),
             tm.total_idled_count,
         );
-        assert_eq!(ours.polls as u64, tm.total_poll_count, "task {tokio_id}: polls");
+        assert_eq!(
+            ours.polls as u64, tm.total_poll_count,
+            "task {tokio_id}: polls"
+        );
         assert_eq!(
             (ours.polls - 1) as u64,
             tm.total_scheduled_count,
@@ -127,6 +138,9 @@ fn idle_and_scheduled_agree_with_tokio_metrics_task_monitor() {
         };
         within(our_sched, tm_sched, "scheduled");
         within(our_idle, tm_idle, "idle");
-        assert!(tm_sched > 200_000.0, "the hog made woken tasks wait: {tm_sched} ns");
+        assert!(
+            tm_sched > 200_000.0,
+            "the hog made woken tasks wait: {tm_sched} ns"
+        );
     }
 }

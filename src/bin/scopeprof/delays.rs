@@ -69,7 +69,10 @@ mod tests {
     #[test]
     fn the_worst_are_kept_longest_first() {
         let mut worst = Vec::new();
-        for (k, d) in [5, 1, 9, 3, 7, 9, 2, 8, 6, 4, 10, 0, 11].into_iter().enumerate() {
+        for (k, d) in [5, 1, 9, 3, 7, 9, 2, 8, 6, 4, 10, 0, 11]
+            .into_iter()
+            .enumerate()
+        {
             keep(&mut worst, (d, k as i64, 0, 0));
         }
         let kept: Vec<i64> = worst.iter().map(|w| w.0).collect();

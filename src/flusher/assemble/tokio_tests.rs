@@ -81,7 +81,11 @@ fn a_task_from_three_lanes_read_in_the_worst_order() {
         a.caught_up(lane, u64::MAX - 1);
     }
     a.complete(u64::MAX, &mut out);
-    assert_eq!(out.len(), 1, "the call; the task's span is no call: {out:?}");
+    assert_eq!(
+        out.len(),
+        1,
+        "the call; the task's span is no call: {out:?}"
+    );
     let call = &out[0];
     assert_eq!((call.start, call.end, call.task), (151, 305, 42));
     assert_eq!(call.sched, 50, "woken at 250, polled at 300");

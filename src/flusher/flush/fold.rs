@@ -48,7 +48,12 @@ impl Flusher {
         let track_tasks = self.shared.config.track_async;
         let pauses = self.shared.pause.windows();
         for c in self.scratch.drain(..) {
-            if hidden(self.asm.regions.regions(), &self.shared.config, c.region, c.task) {
+            if hidden(
+                self.asm.regions.regions(),
+                &self.shared.config,
+                c.region,
+                c.task,
+            ) {
                 self.hidden_calls += 1;
                 continue;
             }

@@ -16,7 +16,9 @@ fn a_suspension_splits_at_its_wake() {
     assert_eq!(t.start(150, 0), None);
     t.end(200);
     t.wake(300);
-    let first = t.start(350, 1).expect("the first poll is proved by the second");
+    let first = t
+        .start(350, 1)
+        .expect("the first poll is proved by the second");
     assert_eq!(
         first,
         Done {
@@ -52,7 +54,10 @@ fn a_wake_during_a_poll_counts_from_its_end() {
     t.start(40, 0); // proves the second poll
     let p = t.start(50, 0); // a start without an end: ignored
     assert_eq!(p, None);
-    assert_eq!(t.cum, 10, "only the suspension after the wake: from the end (20) to 30");
+    assert_eq!(
+        t.cum, 10,
+        "only the suspension after the wake: from the end (20) to 30"
+    );
 }
 
 #[test]
@@ -66,7 +71,10 @@ fn later_wakes_and_unwoken_suspensions() {
     t.end(40);
     // No wake: idle throughout.
     let second = t.start(70, 0).unwrap();
-    assert_eq!((second.sched, second.idle, second.woken), (Some(5), 5, true));
+    assert_eq!(
+        (second.sched, second.idle, second.woken),
+        (Some(5), 5, true)
+    );
     t.end(80);
     let third = t.start(90, 0).unwrap();
     assert_eq!((third.sched, third.idle, third.woken), (Some(0), 30, false));
@@ -92,7 +100,11 @@ fn the_last_enter_before_the_close_is_the_drop() {
     t.end(50); // the last poll (Ready)
     t.start(51, 0); // the drop of the future
     t.end(52);
-    assert_eq!(t.close(), Some(50), "the last poll ended at 50; the drop is no poll");
+    assert_eq!(
+        t.close(),
+        Some(50),
+        "the last poll ended at 50; the drop is no poll"
+    );
 }
 
 /// Events of one task from three lanes, read in any order, settle in time order.

@@ -384,11 +384,15 @@ fn tokio_scheduling_data_round_trips_and_rotates_with_its_sites() {
     assert_eq!(c.calls[0][0].sched_ns, 1_500);
     assert_eq!(c.calls[1][0].sched_ns, -1, "a frame without scheduled time");
     assert_eq!(c.polls[0].sched_ns, 700);
-    assert_eq!(c.sites, [site.clone()]);
+    assert_eq!(c.sites, std::slice::from_ref(&site));
     let row = &c.tasks[0];
     assert_eq!(row, &task.row(false));
     assert_eq!(
-        (row.sched.polls, row.sched.busy_ns, row.sched.first_poll_delay_ns),
+        (
+            row.sched.polls,
+            row.sched.busy_ns,
+            row.sched.first_poll_delay_ns
+        ),
         (1, 30, 12)
     );
     assert_eq!(

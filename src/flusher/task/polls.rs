@@ -123,7 +123,7 @@ impl PollTotals {
     }
 
     /// The values the spool keeps of them, in order (see [`Self::from_spool`]).
-    pub(crate) fn to_spool(&self) -> [i64; 10] {
+    pub(crate) fn to_spool(self) -> [i64; 10] {
         let s = &self.sched;
         [
             i64::from(s.site),

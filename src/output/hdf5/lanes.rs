@@ -63,9 +63,12 @@ pub(crate) const TASK_COLS: [LaneCol<TaskRow>; 8] = [
     ("tokio_id", |r, _| r.tokio_id as i64),
 ];
 
+/// A `task_table` column of Tokio's instrumentation: its name and its value for a row.
+pub(crate) type TaskCol = (&'static str, fn(&TaskRow) -> i64);
+
 /// `task_table`'s columns from Tokio's instrumentation (besides `spawn_location`), written
 /// when a row has such data.
-pub(crate) const TASK_SCHED_COLS: [(&str, fn(&TaskRow) -> i64); 5] = [
+pub(crate) const TASK_SCHED_COLS: [TaskCol; 5] = [
     ("busy_ns", |r| r.sched.busy_ns),
     ("idle_ns", |r| r.sched.idle_ns),
     ("scheduled_ns", |r| r.sched.scheduled_ns),

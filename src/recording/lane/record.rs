@@ -248,9 +248,15 @@ mod tests {
         let a = Record::aux(3, 0xAB_CDEF);
         assert_eq!((a.kind(), a.payload(), a.ticks()), (AUX, 0xAB_CDEF, 0));
         let t = Record::task(u64::MAX);
-        assert_eq!((t.kind(), t.id, t.ticks(), t.is_wake()), (TASK, u64::MAX, 0, false));
+        assert_eq!(
+            (t.kind(), t.id, t.ticks(), t.is_wake()),
+            (TASK, u64::MAX, 0, false)
+        );
         let w = Record::wake(9, 1234);
-        assert_eq!((w.kind(), w.id, w.ticks(), w.is_wake()), (TASK, 9, 1234, true));
+        assert_eq!(
+            (w.kind(), w.id, w.ticks(), w.is_wake()),
+            (TASK, 9, 1234, true)
+        );
         let site = Record::spawn_site(3);
         assert!(site.is_event_site() && site.id == 3);
         let l = Record::lost(5, true);

@@ -172,9 +172,7 @@ impl Sites {
     pub(crate) fn intern(&self, key: &SiteKey) -> u32 {
         let hash = key.hash(true);
         let slot = (hash as usize) % CACHE;
-        let cached = CACHE_TL
-            .try_with(|c| c[slot].get())
-            .unwrap_or((0, 0, 0));
+        let cached = CACHE_TL.try_with(|c| c[slot].get()).unwrap_or((0, 0, 0));
         if cached.0 == self.uid && cached.1 == hash {
             return cached.2;
         }
@@ -227,7 +225,11 @@ impl Sites {
 
     /// How many sites are interned.
     pub(crate) fn len(&self) -> usize {
-        self.table.lock().unwrap_or_else(|e| e.into_inner()).list.len()
+        self.table
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .list
+            .len()
     }
 }
 

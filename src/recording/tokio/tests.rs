@@ -19,7 +19,12 @@ impl tracing_core::Subscriber for Visits {
         attrs.record(&mut v);
         let sites = sites::Sites::default();
         let id = sites.intern(&v.key);
-        let site = sites.since(0).into_iter().find(|(i, _)| *i == id).unwrap().1;
+        let site = sites
+            .since(0)
+            .into_iter()
+            .find(|(i, _)| *i == id)
+            .unwrap()
+            .1;
         let text = format!("{}|{}", site.lane_name(), site.location());
         self.spawns.lock().unwrap().push((v.block_on, text));
         tracing_core::span::Id::from_u64(1)
@@ -54,7 +59,12 @@ fn the_visitors_read_tokios_fields() {
         let _c = tracing::trace_span!(target: "tokio::task", parent: None, "runtime.spawn",
             kind = %"block_on", task.name = %"", task.id = 9u64, loc.file = file,
             loc.line = 1u32, loc.col = 1u32);
-        for op in ["waker.wake", "waker.wake_by_ref", "waker.clone", "waker.drop"] {
+        for op in [
+            "waker.wake",
+            "waker.wake_by_ref",
+            "waker.clone",
+            "waker.drop",
+        ] {
             tracing::trace!(target: "tokio::task::waker", op = op, task.id = 1234u64);
         }
     });

@@ -1,0 +1,90 @@
+//! Records that arrived before their instance's `NEW` (it is still in another lane's buffer):
+//! stashed by span id, replayed when the `NEW` arrives, and counted as orphans once the
+//! watermark has passed them without bringing it (see the module docs of
+//! [`super`](crate::flusher::assemble)).
+
+use super::{tick_of, Assembler, RawCall, Stashed};
+use crate::recording::lane::record::{Record, CLOSE, LOST};
+
+impl Assembler {
+    /// Stashes record `r` of lane `lane` (read while the lane ran in task `task`).
+    pub(super) fn stash_record(&mut self, lane: u32, task: u64, r: &Record) {
+        let tick = tick_of(r);
+        self.stash_min = self.stash_min.min(tick);
+        self.stash
+            .entry(r.id)
+            .or_insert_with(|| Vec::with_capacity(1))
+            .push(Stashed {
+                tick,
+                lane,
+                task,
+                rec: *r,
+            });
+    }
+
+    /// Replays the stashed records of an id whose `NEW` just arrived on lane `created_on`.
+    /// Stashed records of that same lane came before the `NEW` in its program order, so they
+    /// belong to an earlier instance of the reused id whose `NEW` was lost: orphans.
+    pub(super) fn replay(
+        &mut self,
+        created_on: u32,
+        stashed: Vec<Stashed>,
+        out: &mut Vec<RawCall>,
+    ) {
+        let (now, earlier): (Vec<_>, Vec<_>) =
+            stashed.into_iter().partition(|s| s.lane != created_on);
+        self.orphaned(earlier.iter().map(|s| &s.rec));
+        for s in now {
+            // A stashed record is not where its lane stands now: it shows no time of that lane,
+            // and a close among them takes the tick it was stashed with.
+            self.replaying = Some(s.tick);
+            let mut ls = self.lanes.take(s.lane);
+            self.feed_one(s.lane, &mut ls, s.task, &s.rec, out);
+            self.lanes.put(s.lane, ls);
+        }
+        self.replaying = None;
+    }
+
+    /// Counts records that belong to no instance (one id's). When a marker of a lost record
+    /// is among them, every span they belong to lost its `NEW` and is one dropped call: as
+    /// many as they hold closes (or markers of lost closes), at least one. (Their order is no
+    /// guide: they come from several lanes.)
+    fn orphaned<'a>(&mut self, records: impl Iterator<Item = &'a Record>) {
+        let (mut lost, mut closes) = (false, 0u64);
+        for r in records {
+            if r.is_wake() {
+                // A wake of a task that had ended before its record was read: no loss.
+                self.sched.wake_of_ended_task();
+                continue;
+            }
+            self.orphans += 1;
+            lost |= r.kind() == LOST;
+            closes += u64::from(r.kind() == CLOSE || (r.kind() == LOST && r.payload() == 1));
+        }
+        if lost {
+            self.dropped_calls += closes.max(1);
+        }
+    }
+
+    /// Counts the stashed records of the ids whose records the watermark `wm` has all passed
+    /// as orphans.
+    pub(super) fn expire_stash(&mut self, wm: u64) {
+        // An id's records go together, once the watermark has passed the newest of them: the
+        // records of one span are counted as one dropped call, not one per batch.
+        let mut expired = Vec::new();
+        let mut min = u64::MAX;
+        self.stash.retain(|_, v| {
+            let newest = v.iter().map(|s| s.tick).max().unwrap_or(0);
+            if newest > wm {
+                min = min.min(newest);
+                return true;
+            }
+            expired.push(std::mem::take(v));
+            false
+        });
+        self.stash_min = min;
+        for gone in expired {
+            self.orphaned(gone.iter().map(|s| &s.rec));
+        }
+    }
+}

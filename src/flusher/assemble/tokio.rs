@@ -1,0 +1,44 @@
+//! Tokio's own spans in the assembler (see [`crate::flusher::sched`]): a task's spawn makes its
+//! instance a *task span*, whose polls and wakes go to the task's timeline.
+
+use super::{Assembler, LaneState, RawCall, TASK_SPAN};
+use crate::recording::lane::record::{Record, NEW};
+
+/// The spawn of a Tokio task at the head of `records`: its `NEW`, the wake stamp of the same
+/// span and the site slot (see [`crate::recording::lane::record`]); returns the stamp's tick
+/// and the site.
+pub(super) fn spawn_at(records: &[Record]) -> Option<(u64, u32)> {
+    match records {
+        [n, w, site, ..]
+            if n.kind() == NEW && w.is_wake() && w.id == n.id && site.is_event_site() =>
+        {
+            Some((w.ticks(), site.id as u32))
+        }
+        _ => None,
+    }
+}
+
+impl Assembler {
+    /// A Tokio task's spawn: `n` created its span at `tick`, from spawn site `site`.
+    pub(super) fn spawn(
+        &mut self,
+        lane: u32,
+        ls: &mut LaneState,
+        n: &Record,
+        tick: u64,
+        site: u32,
+        out: &mut Vec<RawCall>,
+    ) {
+        ls.stamp(tick);
+        let Some(region) = self.regions.region_of(n.callsite_addr()) else {
+            self.corrupt += 3;
+            return;
+        };
+        let k = self.insts.create(n.id, region);
+        self.insts.get_mut(k).flags |= TASK_SPAN;
+        self.sched.spawn(k, region, tick, site);
+        if let Some(stashed) = self.stash.remove(&n.id) {
+            self.replay(lane, stashed, out);
+        }
+    }
+}
