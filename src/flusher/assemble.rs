@@ -474,9 +474,6 @@ impl Assembler {
         if wm >= self.stash_min {
             self.expire_stash(wm);
         }
-        // Every event of the tasks up to `wm` first: the calls completed below have gathered
-        // their scheduled time, and the tasks closed below have run their last poll.
-        self.sched.settle(wm);
         let mut due = std::mem::take(&mut self.due);
         self.lanes.due(wm, &mut due);
         while let Some(&Reverse(c)) = self.replayed.peek() {
@@ -486,6 +483,16 @@ impl Assembler {
             self.replayed.pop();
             due.push(c);
         }
+        // The closes of tasks among them are events of their timelines: a wake after it is
+        // of a task that has ended.
+        for &(tick, k, _) in &due {
+            if self.insts.get(k).flags & TASK_SPAN != 0 {
+                self.sched.close_at(k, tick);
+            }
+        }
+        // Every event of the tasks up to `wm` first: the calls completed below have gathered
+        // their scheduled time, and the tasks closed below have run their last poll.
+        self.sched.settle(wm);
         for (tick, k, id) in due.drain(..) {
             self.finish(tick, k, id, out);
         }

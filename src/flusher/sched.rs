@@ -30,13 +30,15 @@ use timeline::{Done, Timeline};
 const KEEP_CAPACITY: usize = 4096;
 
 /// What an event is. The order breaks ties at one tick: a call's exit before everything, a
-/// wake before the end of a poll (a wake at its last tick was during it) and before a start (a
-/// wake at a poll's first tick ended the suspension before it), a call's start last.
+/// wake before the end of a poll (a wake at its last tick was during it), before the task's
+/// close (it was still alive) and before a start (a wake at a poll's first tick ended the
+/// suspension before it), a call's start last.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Kind {
     CallExit,
     Wake,
     End,
+    Close,
     Start,
     CallStart,
 }
@@ -163,6 +165,12 @@ impl Sched {
         self.task_event(k, tick, Kind::Wake, 0);
     }
 
+    /// Task span `k` closed at `tick` (the tick its lane stamped its close with: the close was
+    /// written before it): wakes after it are of a task that has ended.
+    pub(crate) fn close_at(&mut self, k: u32, tick: u64) {
+        self.task_event(k, tick, Kind::Close, 0);
+    }
+
     /// A wake that matched no task (its task ended, or its span id is another span's now).
     pub(crate) fn wake_of_ended_task(&mut self) {
         self.counts.ended_wakes += 1;
@@ -234,12 +242,18 @@ impl Sched {
                 }
             }
             Kind::Wake => match self.timelines.get_mut(&e.key) {
-                Some(t) => {
+                Some(t) if !t.closed => {
                     self.counts.wakes += 1;
                     t.wake(e.tick);
                 }
-                None => self.counts.ended_wakes += 1,
+                // Its task has ended (its span id may be another span's by now).
+                _ => self.counts.ended_wakes += 1,
             },
+            Kind::Close => {
+                if let Some(t) = self.timelines.get_mut(&e.key) {
+                    t.closed = true;
+                }
+            }
             Kind::Start => {
                 let Some(t) = self.timelines.get_mut(&e.key) else {
                     return;

@@ -183,6 +183,26 @@ pub fn venv_program(var: &str, program: &str) -> PathBuf {
     p
 }
 
+/// The file's `metadata` attributes from Tokio's instrumentation (`tokio_*`), read with the
+/// Python reader's h5py (`$SCOPE_PY_VENV`).
+pub fn tokio_metadata(path: &Path) -> std::collections::HashMap<String, i64> {
+    const READ: &str = r#"
+import sys, h5py
+a = h5py.File(sys.argv[1], "r")["metadata"].attrs
+for k in a:
+    if k.startswith("tokio_"):
+        print(k, int(a[k]))
+"#;
+    let out = run_ok(
+        &venv_program("SCOPE_PY_VENV", "python"),
+        &["-c", READ, path.to_str().expect("a UTF-8 path")],
+    );
+    out.lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_owned(), v.parse().expect("an integer attribute")))
+        .collect()
+}
+
 /// The repository's root (for its scripts).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

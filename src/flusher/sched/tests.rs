@@ -144,6 +144,26 @@ fn events_settle_in_time_order_up_to_the_watermark() {
     assert_eq!(s.counts.wakes, 1);
 }
 
+/// A wake read together with the task's close but later than it (another thread still held
+/// a waker) is of a task that has ended: counted, and no wake of the task.
+#[test]
+fn a_wake_after_the_close_settled_with_it_is_of_an_ended_task() {
+    let mut s = Sched::default();
+    s.spawn(7, 3, 100, 2);
+    s.link(7, 42);
+    s.poll_start(7, 150, 1);
+    s.poll_end(7, 160);
+    s.poll_start(7, 170, 1); // the drop
+    s.poll_end(7, 171);
+    s.wake(7, 165); // before the close: the task's (during nothing: it ends the suspension)
+    s.wake(7, 190); // after it
+    s.close_at(7, 180);
+    s.settle(1000);
+    assert_eq!((s.counts.wakes, s.counts.ended_wakes), (1, 1));
+    s.task_closed(7);
+    assert_eq!(s.counts.extra_wakes, 0);
+}
+
 #[test]
 fn a_call_gathers_the_scheduled_time_of_the_suspensions_it_spans() {
     let mut s = Sched::default();

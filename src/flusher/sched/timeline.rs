@@ -77,6 +77,8 @@ pub(crate) struct Timeline {
     pub last_end: u64,
     /// Wakes that arrived with nothing to end (during a suspension already ended, or late).
     pub extra_wakes: u64,
+    /// Its span closed (the task ended): later wakes are ignored.
+    pub closed: bool,
 }
 
 impl Timeline {
@@ -92,6 +94,7 @@ impl Timeline {
             provisional: None,
             last_end: 0,
             extra_wakes: 0,
+            closed: false,
         }
     }
 
