@@ -152,3 +152,11 @@ pub(crate) fn status_kib(key: &str) -> u64 {
         .and_then(|v| v.parse().ok())
         .unwrap()
 }
+
+/// Tests of one binary that compare profiled times with times they measure themselves take
+/// turns through this lock: another test's work (a profiler measuring itself at `build()`,
+/// busy loops, a flusher's rounds) on the second core would disturb both measurements.
+pub(crate) fn timing_turn() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
