@@ -254,7 +254,7 @@ impl Assembler {
     /// The instance record `r` of lane `lane` belongs to: the newest of its id, unless that
     /// one was closed on this very lane (then a newer one's `NEW` has not arrived yet).
     #[inline]
-    fn route(&self, lane: u32, r: &Record) -> Option<u32> {
+    fn route(&mut self, lane: u32, r: &Record) -> Option<u32> {
         let k = self.insts.newest(r.id)?;
         (self.insts.get(k).closed_lane != lane).then_some(k)
     }

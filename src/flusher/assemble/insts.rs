@@ -111,6 +111,9 @@ pub(super) struct Insts {
     live: usize,
     /// Span id -> its newest instance.
     by_id: FastMap<u64, u32>,
+    /// The id looked up last and its newest instance: a span's records come in runs (an
+    /// enter and its exit; a span polled in a loop), each would otherwise cost a hash lookup.
+    last: (u64, u32),
     extras: FastMap<u32, Extra>,
     wide: FastMap<u32, Wide>,
 }
@@ -122,6 +125,8 @@ impl Insts {
     pub(super) fn new() -> Insts {
         Insts {
             free: NONE,
+            // Span ids are never 0: nothing matches before the first lookup.
+            last: (0, NONE),
             ..Insts::default()
         }
     }
@@ -138,14 +143,20 @@ impl Insts {
             (self.slab.len() - 1) as u32
         };
         self.by_id.insert(id, k);
+        self.last = (id, k);
         self.live += 1;
         k
     }
 
     /// The newest instance of span `id`.
     #[inline]
-    pub(super) fn newest(&self, id: u64) -> Option<u32> {
-        self.by_id.get(&id).copied()
+    pub(super) fn newest(&mut self, id: u64) -> Option<u32> {
+        if self.last.0 == id {
+            return Some(self.last.1);
+        }
+        let k = *self.by_id.get(&id)?;
+        self.last = (id, k);
+        Some(k)
     }
 
     #[inline]
@@ -262,6 +273,9 @@ impl Insts {
         // it, see the module docs).
         if self.by_id.get(&id) == Some(&k) {
             self.by_id.remove(&id);
+            if self.last.0 == id {
+                self.last = (0, NONE);
+            }
         }
         let extra = if inst.flags & EXTRA != 0 {
             self.extras.remove(&k)
