@@ -200,3 +200,6 @@ pub(crate) fn ref_python() -> PathBuf {
     let venv = String::from_utf8(out.stdout).unwrap();
     Path::new(venv.lines().last().unwrap().trim()).join("bin/python")
 }
+
+#[path = "workload.rs"]
+pub(crate) mod workload;
