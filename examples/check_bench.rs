@@ -31,7 +31,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             _ => out = Some(a),
         }
     }
-    let out = out.ok_or("usage: check_bench OUT.h5 [--calls N] [--units U] [--kernel-scale X] [--rare-scale X]")?;
+    let out = out.ok_or(
+        "usage: check_bench OUT.h5 [--calls N] [--units U] [--kernel-scale X] [--rare-scale X]",
+    )?;
     workload::profile(std::path::Path::new(&out), w)?;
     Ok(())
 }

@@ -15,8 +15,8 @@ mod cli_common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use cli_common::workload::{self, Workload};
 use cli_common::scopeprof;
+use cli_common::workload::{self, Workload};
 
 /// Iterations of one run (300 `kernel`, 150 `steady`, 5 `rare` calls).
 const CALLS: u64 = 300;
@@ -128,7 +128,15 @@ fn a_region_made_20_percent_slower_is_regressed_at_10_percent() {
     for (args, mode) in [
         (vec![arg(b[0]), arg(c[0])], "one file per side"),
         (
-            vec![arg(b[0]), arg(b[1]), arg(b[2]), "--", arg(c[0]), arg(c[1]), arg(c[2])],
+            vec![
+                arg(b[0]),
+                arg(b[1]),
+                arg(b[2]),
+                "--",
+                arg(c[0]),
+                arg(c[1]),
+                arg(c[2]),
+            ],
             "three per side",
         ),
     ] {
@@ -141,7 +149,10 @@ fn a_region_made_20_percent_slower_is_regressed_at_10_percent() {
         assert_eq!(kernel["verdict"], "regressed", "{mode}: {v}");
         let change = kernel["change_pct"].as_f64().unwrap();
         assert!((14.0..26.0).contains(&change), "{mode}: change {change}");
-        assert!(kernel["lower_pct"].as_f64().unwrap() > 10.0, "{mode}: {kernel}");
+        assert!(
+            kernel["lower_pct"].as_f64().unwrap() > 10.0,
+            "{mode}: {kernel}"
+        );
         // The unchanged region passes; the 5-call region is not judged.
         assert_eq!(region(&v, "steady")["verdict"], "ok", "{mode}: {v}");
         assert_eq!(region(&v, "rare")["verdict"], "inconclusive", "{mode}: {v}");
@@ -167,7 +178,10 @@ fn a_20_percent_regression_in_a_region_with_5_calls_is_inconclusive() {
     assert_eq!(rare["verdict"], "inconclusive", "{v}");
     assert_eq!(rare["calls_base"], 5);
     assert!(
-        rare["why"].as_str().unwrap().contains("at least 30 per side"),
+        rare["why"]
+            .as_str()
+            .unwrap()
+            .contains("at least 30 per side"),
         "{rare}"
     );
     assert_eq!(region(&v, "kernel")["verdict"], "ok", "{v}");
@@ -199,7 +213,8 @@ fn same_binary_runs_pass_at_3_percent_in_20_of_20_repetitions() {
             .iter()
             .map(|n| (format!("r{i}_{n}.h5"), 1.0, 1.0))
             .collect();
-        let runs: Vec<(&str, f64, f64)> = runs.iter().map(|(n, a, b)| (n.as_str(), *a, *b)).collect();
+        let runs: Vec<(&str, f64, f64)> =
+            runs.iter().map(|(n, a, b)| (n.as_str(), *a, *b)).collect();
         profile(dir.path(), &runs)
     };
     // Two children at a time (each one runs the 8 runs of one repetition, interleaved).
@@ -207,7 +222,11 @@ fn same_binary_runs_pass_at_3_percent_in_20_of_20_repetitions() {
         let evens = s.spawn(|| (0..REPS).step_by(2).map(rep).collect::<Vec<_>>());
         let odds: Vec<_> = (1..REPS).step_by(2).map(rep).collect();
         let evens = evens.join().unwrap();
-        evens.into_iter().zip(odds).flat_map(|(a, b)| [a, b]).collect()
+        evens
+            .into_iter()
+            .zip(odds)
+            .flat_map(|(a, b)| [a, b])
+            .collect()
     });
     let mut alarms = [0usize; 2];
     let mut inconclusive = [0usize; 2];
@@ -247,5 +266,9 @@ fn same_binary_runs_pass_at_3_percent_in_20_of_20_repetitions() {
          and {:+.2}%",
         alarms[0], alarms[1], inconclusive[0], inconclusive[1], worst[0], worst[1]
     );
-    assert_eq!(alarms, [0, 0], "false alarms (one file per side, three per side)");
+    assert_eq!(
+        alarms,
+        [0, 0],
+        "false alarms (one file per side, three per side)"
+    );
 }

@@ -14,7 +14,11 @@ use scope_profiler::ScopeLayer;
 
 /// Default units of work of one `kernel` and one `steady` call (one unit: one step of a
 /// multiply-add chain): about 30-40 us per call on this project's VM in either build.
-pub(crate) const UNITS: u64 = if cfg!(debug_assertions) { 4_000 } else { 200_000 };
+pub(crate) const UNITS: u64 = if cfg!(debug_assertions) {
+    4_000
+} else {
+    200_000
+};
 /// Calls of `rare`.
 pub(crate) const RARE_CALLS: u64 = 5;
 

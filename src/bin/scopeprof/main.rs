@@ -8,6 +8,7 @@
 //! scopeprof merge OUTPUT.h5 RUN.rank0.h5 RUN.rank1.h5 ...  one multi-rank file from per-rank files
 //! scopeprof diff BASE CAND [--format text|markdown|json]  per-region statistics side by side
 //! scopeprof check BASE... -- CAND... --max-regression PCT   a noise-aware regression gate for CI
+//! scopeprof report [BASE] FILE -o report.html             one self-contained HTML report
 //! ```
 //!
 //! Files are read in a child process (see `supervise`): a corrupt file gives exit status 2 and
@@ -21,6 +22,7 @@ mod items;
 mod perfetto;
 mod pipe;
 mod proto;
+mod report;
 mod sort;
 mod supervise;
 mod walk;
@@ -104,6 +106,9 @@ enum Cmd {
     /// than a budget, with a statistical test that tells noise from a regression.
     #[command(after_help = compare::check::RULE)]
     Check(compare::check::CheckArgs),
+    /// Write one self-contained HTML report (summary, flamegraph, timeline, slowest calls;
+    /// with two files, the colored diff too) that opens offline.
+    Report(report::ReportArgs),
     /// Join single-rank profiles (`<stem>.rank<N>.h5`, written per rank under an MPI launcher
     /// without the `mpi` feature, or recovered) into one multi-rank profile.
     Merge {
@@ -129,6 +134,7 @@ fn files_read(cmd: &Cmd) -> Option<String> {
         }
         Cmd::Diff(a) => Some(join(&[&a.base, &a.cand])),
         Cmd::Check(a) => Some(join(&a.files.iter().chain(&a.cand).collect::<Vec<_>>())),
+        Cmd::Report(a) => Some(join(&a.files.iter().collect::<Vec<_>>())),
         Cmd::Recover { .. } | Cmd::Merge { .. } => None,
     }
 }
@@ -164,6 +170,7 @@ fn main() -> ExitCode {
     let result = match &cli.command {
         Cmd::Diff(a) => compare::run_diff(a).map(|()| 0),
         Cmd::Check(a) => compare::run_check(a),
+        Cmd::Report(a) => report::run(a).map(|()| 0),
         _ => export::run(cli.command).map(|()| 0),
     };
     match result {

@@ -251,7 +251,12 @@ fn run_stat(r: &Region, metric: Tested, side: &str, index: usize) -> RunStat {
     }
 }
 
-fn read_side(files: &[PathBuf], select: &Select, metric: Tested, side: &str) -> Result<Side, String> {
+fn read_side(
+    files: &[PathBuf],
+    select: &Select,
+    metric: Tested,
+    side: &str,
+) -> Result<Side, String> {
     let mut out = Side {
         files: files.to_vec(),
         per_call: true,
@@ -334,9 +339,9 @@ pub(crate) fn run(a: &CheckArgs) -> Result<Checked, String> {
 }
 
 fn exit_code(outcomes: &[Outcome], a: &CheckArgs) -> u8 {
-    let failed = outcomes.iter().any(|o| {
-        o.verdict == Verdict::Regressed || (a.fail_on_new && o.verdict == Verdict::New)
-    });
+    let failed = outcomes
+        .iter()
+        .any(|o| o.verdict == Verdict::Regressed || (a.fail_on_new && o.verdict == Verdict::New));
     let inconclusive = outcomes.iter().any(|o| o.verdict == Verdict::Inconclusive);
     if failed {
         1
@@ -485,7 +490,8 @@ fn test(t: &ToTest, base: &Side, cand: &Side, metric: Tested, level: f64, budget
                     .collect()
             };
             let (lb, lc) = (logs(base), logs(cand));
-            let within = lb.iter().chain(&lc).map(|x| x.1).sum::<f64>() / (lb.len() + lc.len()) as f64;
+            let within =
+                lb.iter().chain(&lc).map(|x| x.1).sum::<f64>() / (lb.len() + lc.len()) as f64;
             let vb: Vec<f64> = lb.iter().map(|x| x.0).collect();
             let vc: Vec<f64> = lc.iter().map(|x| x.0).collect();
             let geo = |v: &[f64]| (v.iter().sum::<f64>() / v.len() as f64).exp();

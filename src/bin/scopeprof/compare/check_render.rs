@@ -100,7 +100,13 @@ pub(crate) fn render(c: &Checked, format: Output) -> String {
                 Some(l) => format!(" [interval {}, +inf)", fmt_pct(Some(l * 100.0))),
                 None => String::new(),
             };
-            format!("{bullet}{}: {} ({}){interval}: {}\n", o.name, o.verdict.word(), o.method, o.why)
+            format!(
+                "{bullet}{}: {} ({}){interval}: {}\n",
+                o.name,
+                o.verdict.word(),
+                o.method,
+                o.why
+            )
         })
         .collect();
     if !told.is_empty() || !c.notes.is_empty() {

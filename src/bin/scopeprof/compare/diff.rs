@@ -247,8 +247,16 @@ pub(crate) fn render(
         }
         t.row(cells);
     }
-    let new: Vec<&str> = rows.iter().filter(|r| r.base.is_none()).map(|r| r.name).collect();
-    let gone: Vec<&str> = rows.iter().filter(|r| r.cand.is_none()).map(|r| r.name).collect();
+    let new: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.base.is_none())
+        .map(|r| r.name)
+        .collect();
+    let gone: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.cand.is_none())
+        .map(|r| r.name)
+        .collect();
     let mut out = String::new();
     let md = format == Output::Markdown;
     if md {
@@ -410,6 +418,9 @@ mod tests {
         assert!(text.contains("- -> -"), "{text}");
         assert!(text.contains("aggregate layout"), "{text}");
         let json = render(&base, &cand, &r, &[Stat::Mean, Stat::P50], Output::Json);
-        assert!(json.contains("\"change_pct\":{\"mean\":20,\"p50\":null}"), "{json}");
+        assert!(
+            json.contains("\"change_pct\":{\"mean\":20,\"p50\":null}"),
+            "{json}"
+        );
     }
 }

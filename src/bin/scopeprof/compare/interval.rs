@@ -254,7 +254,10 @@ mod tests {
             for k in 1..=n * m {
                 let got = kth_difference(&b, &c, k as u64);
                 let want = brute_kth(&b, &c, k);
-                assert!((got - want).abs() < 1e-9, "n {n} m {m} k {k}: {got} != {want}");
+                assert!(
+                    (got - want).abs() < 1e-9,
+                    "n {n} m {m} k {k}: {got} != {want}"
+                );
             }
         }
     }
@@ -271,7 +274,10 @@ mod tests {
         assert_eq!(b.lower, brute_kth(&base, &cand, 4));
         // Ties: sum(t^3 - t) over groups {3,3},{4,4},{5,5} = 18.
         let v = u_variance(&base, &cand);
-        assert!((v - 25.0 / 12.0 * (11.0 - 18.0 / 90.0)).abs() < 1e-12, "{v}");
+        assert!(
+            (v - 25.0 / 12.0 * (11.0 - 18.0 / 90.0)).abs() < 1e-12,
+            "{v}"
+        );
     }
 
     /// Samples of a skewed distribution (log-normal-ish durations around 20 us).
@@ -308,8 +314,14 @@ mod tests {
                 bs_miss += 1;
             }
         }
-        assert!((8..=35).contains(&mw_miss), "Mann-Whitney misses {mw_miss}/400");
-        assert!((8..=35).contains(&bs_miss), "bootstrap misses {bs_miss}/400");
+        assert!(
+            (8..=35).contains(&mw_miss),
+            "Mann-Whitney misses {mw_miss}/400"
+        );
+        assert!(
+            (8..=35).contains(&bs_miss),
+            "bootstrap misses {bs_miss}/400"
+        );
     }
 
     #[test]
@@ -322,7 +334,10 @@ mod tests {
         let se = bootstrap_log_se(&v, PerCall::Mean, &mut Rng::new(4));
         let want = (1.0f64 / 3.0).sqrt() / (2000f64).sqrt();
         assert!((se / want - 1.0).abs() < 0.12, "{se} vs {want}");
-        assert_eq!(bootstrap_log_se(&[5.0], PerCall::P99, &mut Rng::new(1)), 0.0);
+        assert_eq!(
+            bootstrap_log_se(&[5.0], PerCall::P99, &mut Rng::new(1)),
+            0.0
+        );
     }
 
     #[test]

@@ -239,7 +239,9 @@ mod tests {
     #[test]
     fn caps_share_the_file_budget() {
         assert_eq!(caps(&[5, 200_000]), vec![5, REGION_CAP]);
-        let c = caps(&[10, 50_000_000, 50_000_000, 50_000_000, 50_000_000, 50_000_000]);
+        let c = caps(&[
+            10, 50_000_000, 50_000_000, 50_000_000, 50_000_000, 50_000_000,
+        ]);
         assert!(c.iter().sum::<usize>() <= FILE_CAP, "{c:?}");
         assert_eq!(c[0], 10);
         assert!(c[1] > 100_000 / 2, "{c:?}");

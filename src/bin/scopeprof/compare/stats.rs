@@ -170,8 +170,8 @@ fn inc_beta(x: f64, a: f64, b: f64) -> f64 {
     if x >= 1.0 {
         return 1.0;
     }
-    let front = (ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln())
-        .exp();
+    let front =
+        (ln_gamma(a + b) - ln_gamma(a) - ln_gamma(b) + a * x.ln() + b * (1.0 - x).ln()).exp();
     // The continued fraction converges fast for x < (a + 1) / (a + b + 2); else use symmetry.
     if x > (a + 1.0) / (a + b + 2.0) {
         return 1.0 - inc_beta(1.0 - x, b, a);
@@ -285,7 +285,11 @@ mod tests {
     #[test]
     fn ln_gamma_matches_factorials() {
         assert!(close(ln_gamma(5.0), 24f64.ln(), 1e-13));
-        assert!(close(ln_gamma(0.5), std::f64::consts::PI.sqrt().ln(), 1e-13));
+        assert!(close(
+            ln_gamma(0.5),
+            std::f64::consts::PI.sqrt().ln(),
+            1e-13
+        ));
         assert!(close(ln_gamma(101.0), 363.739_375_555_563_5, 1e-13));
     }
 
@@ -293,7 +297,13 @@ mod tests {
     fn quantiles_are_numpys() {
         // numpy.percentile([1, 2, 3, 4, 10], [0, 50, 95, 99, 100]) = 1, 3, 8.8, 9.76, 10
         let v = [1.0, 2.0, 3.0, 4.0, 10.0];
-        for (p, q) in [(0.0, 1.0), (0.5, 3.0), (0.95, 8.8), (0.99, 9.76), (1.0, 10.0)] {
+        for (p, q) in [
+            (0.0, 1.0),
+            (0.5, 3.0),
+            (0.95, 8.8),
+            (0.99, 9.76),
+            (1.0, 10.0),
+        ] {
             assert!(close(quantile_sorted(&v, p), q, 1e-12), "{p}");
             let mut w = [10.0, 3.0, 1.0, 4.0, 2.0];
             assert!(close(quantile_unsorted(&mut w, p), q, 1e-12), "{p}");
@@ -301,7 +311,10 @@ mod tests {
         // numpy.percentile([1, 2, 3, 4], 50) = 2.5
         assert_eq!(quantile_sorted(&[1.0, 2.0, 3.0, 4.0], 0.5), 2.5);
         assert!(quantile_sorted(&[], 0.5).is_nan());
-        assert_eq!(variance(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]), 32.0 / 7.0);
+        assert_eq!(
+            variance(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]),
+            32.0 / 7.0
+        );
     }
 
     #[test]
@@ -315,7 +328,10 @@ mod tests {
         for _ in 0..100_000 {
             counts[r.below(10) as usize] += 1;
         }
-        assert!(counts.iter().all(|&c| (9_500..10_500).contains(&c)), "{counts:?}");
+        assert!(
+            counts.iter().all(|&c| (9_500..10_500).contains(&c)),
+            "{counts:?}"
+        );
         assert_ne!(seed(&["ab", "c"]), seed(&["a", "bc"]));
     }
 }
