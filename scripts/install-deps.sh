@@ -6,6 +6,7 @@
 #                             run bindgen at build time, which loads libclang and needs clang's
 #                             builtin headers)
 #   libopenmpi-dev + openmpi-bin  (the `mpi` feature links OpenMPI; its tests run `mpirun`)
+#   chromium                  (the `scopeprof report` test opens the HTML page in headless Chromium)
 # Debian/Ubuntu only (apt-get); runs apt-get through sudo when not root. Idempotent and quiet
 # when everything is present.
 set -euo pipefail
@@ -20,6 +21,7 @@ compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null || need+=(libclang1-14)
 compgen -G '/usr/lib/llvm-*/lib/clang/*/include/stddef.h' >/dev/null || need+=(libclang-common-14-dev)
 pkg-config --exists ompi 2>/dev/null || need+=(libopenmpi-dev)
 command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 
 if [ ${#need[@]} -eq 0 ]; then
     exit 0

@@ -133,8 +133,25 @@ fn count_le(base: &[f64], cand: &[f64], d: f64) -> u64 {
     n
 }
 
-/// The `k`-th smallest (1-based) of the pairwise differences `c - b`, by bisection on
-/// [`count_le`].
+/// The smallest pairwise difference `c - b` above `lo`, in one merge pass.
+fn next_difference(base: &[f64], cand: &[f64], lo: f64) -> f64 {
+    // For each c, the smallest c - b > lo has the largest b < c - lo.
+    let mut below = 0usize;
+    let mut best = f64::INFINITY;
+    for &c in cand {
+        let t = c - lo;
+        while below < base.len() && base[below] < t {
+            below += 1;
+        }
+        if below > 0 {
+            best = best.min(c - base[below - 1]);
+        }
+    }
+    best
+}
+
+/// The `k`-th smallest (1-based) of the pairwise differences `c - b`: bisection on
+/// [`count_le`] down to an interval that holds it, then the exact difference.
 fn kth_difference(base: &[f64], cand: &[f64], k: u64) -> f64 {
     let (b0, b1) = (base[0], base[base.len() - 1]);
     let (c0, c1) = (cand[0], cand[cand.len() - 1]);
@@ -154,7 +171,14 @@ fn kth_difference(base: &[f64], cand: &[f64], k: u64) -> f64 {
             lo = mid;
         }
     }
-    hi
+    // lo and hi are adjacent: the k-th difference is the first one above lo, computed exactly
+    // (hi itself may be a rounding of it).
+    let d = next_difference(base, cand, lo);
+    if d.is_finite() {
+        d
+    } else {
+        hi
+    }
 }
 
 /// The variance of the Mann-Whitney U under no shift, with the tie correction.

@@ -79,7 +79,17 @@ impl Select {
     /// Compiles the patterns and rank ranges; the error names the bad one.
     pub(crate) fn new(a: &SelectArgs) -> Result<Select, String> {
         let compile = |p: &String| {
-            Regex::new(&format!("^(?:{p})")).map_err(|e| format!("bad region pattern `{p}`: {e}"))
+            Regex::new(&format!("^(?:{p})")).map_err(|e| {
+                // The parser's message spans lines (pattern, caret, reason): keep the reason.
+                let text = e.to_string();
+                let reason = text
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty())
+                    .unwrap_or("");
+                let reason = reason.trim().trim_start_matches("error: ");
+                format!("bad region pattern `{p}`: {reason}")
+            })
         };
         let mut ranks = Vec::new();
         for spec in a.ranks.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {

@@ -112,7 +112,7 @@ pub(crate) fn md_escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
-            '|' | '\\' | '*' | '_' | '`' | '<' | '>' | '[' | ']' => {
+            '|' | '\\' | '*' | '_' | '`' | '<' | '[' | ']' => {
                 out.push('\\');
                 out.push(c);
             }
