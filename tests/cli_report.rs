@@ -282,3 +282,29 @@ fn report_pages_render_in_chromium_with_no_console_messages() {
         "the page must say polls are unknown"
     );
 }
+
+#[test]
+fn a_million_calls_make_a_small_page_that_says_what_it_left_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("large.h5");
+    let gen = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/gen-large-profile.py");
+    cli_common::python(
+        &cli_common::ref_python(),
+        &format!(
+            "import runpy, sys; sys.argv = ['gen', {:?}, '1000000', '8']; \
+             runpy.run_path({gen:?}, run_name='__main__')",
+            file.display().to_string()
+        ),
+        &[],
+    );
+    let page = dir.path().join("large.html");
+    scopeprof_ok(&["report", file.to_str().unwrap(), "-o", page.to_str().unwrap()]);
+    let size = std::fs::metadata(&page).unwrap().len();
+    assert!(size <= 5 << 20, "{size} bytes");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("1000000 calls, too many to draw: this is the busiest window"), "no window note");
+    assert!(html.contains(">request<") && html.contains(">query<"));
+    let (dom, log) = browse(&page, &["--dump-dom"]);
+    assert!(console(&log).is_empty(), "console messages: {:?}", console(&log));
+    assert!(dom.contains("worker-7"), "the lanes are drawn");
+}

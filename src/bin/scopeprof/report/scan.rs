@@ -44,13 +44,14 @@ pub(crate) struct Overview {
     pub(crate) overlapping: u64,
 }
 
-/// A slice item as an orderable key (longest first in a min-heap of `Reverse`).
+/// A slice item as an orderable key: the longest, then the earliest, is the largest (kept
+/// by a min-heap of `Reverse`).
 type Key = (i64, i64, i64, u32, u32, u32, u8);
 
 fn key(it: &Item, dur: i64) -> Key {
     (
         dur,
-        it.start,
+        -it.start,
         it.end,
         it.track,
         it.name,
@@ -61,7 +62,7 @@ fn key(it: &Item, dur: i64) -> Key {
 
 fn item(k: &Key) -> Item {
     Item {
-        start: k.1,
+        start: -k.1,
         end: k.2,
         track: k.3,
         name: k.4,
@@ -210,13 +211,17 @@ pub(crate) fn overview(
     })
 }
 
-/// The busiest window holding about `max_slices` calls: (start, end) in ns.
+/// The busiest window holding about `max_slices` calls: (start, end) in ns. Its width is
+/// the run's span x `max_slices` / calls; it lies in the run of buckets of that width with
+/// the most busy time (centered in it when narrower than one bucket).
 pub(crate) fn window(o: &Overview, max_slices: usize) -> (i64, i64) {
     if o.calls as usize <= max_slices || o.last <= o.first {
         return (o.first, o.last);
     }
-    let len =
-        ((BUCKETS as f64 * max_slices as f64 / o.calls as f64).ceil() as usize).clamp(1, BUCKETS);
+    let span = (o.last - o.first) as f64;
+    let want = span * max_slices as f64 / o.calls as f64;
+    let width = span / BUCKETS as f64;
+    let len = ((want / width).ceil() as usize).clamp(1, BUCKETS);
     let mut sum: f64 = o.busy[..len].iter().sum();
     let (mut best, mut at) = (sum, 0);
     for k in len..BUCKETS {
@@ -225,9 +230,9 @@ pub(crate) fn window(o: &Overview, max_slices: usize) -> (i64, i64) {
             (best, at) = (sum, k + 1 - len);
         }
     }
-    let width = (o.last - o.first) as f64 / BUCKETS as f64;
-    let start = o.first + (at as f64 * width) as i64;
-    (start, (start + (len as f64 * width) as i64).min(o.last))
+    let start = o.first as f64 + at as f64 * width + (len as f64 * width - want).max(0.0) / 2.0;
+    let start = start as i64;
+    (start, (start + want.ceil() as i64).min(o.last))
 }
 
 /// One slice of the timeline: its lane (track, level), depth and clipped times.
@@ -372,4 +377,70 @@ pub(crate) fn detail(
         slow,
         tracks,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_time_lands_in_its_buckets() {
+        let mut b = Busy::new(0, 1000);
+        b.add(10, 13);
+        b.add(500, 500);
+        b.add(990, 1000);
+        b.add(0, 1000);
+        let v = b.finish();
+        assert!((v.iter().sum::<f64>() - 1013.0).abs() < 1e-9, "{}", v.iter().sum::<f64>());
+        assert_eq!(&v[9..14], &[1.0, 2.0, 2.0, 2.0, 1.0]);
+        assert_eq!(v[999], 2.0);
+    }
+
+    fn overview(calls: u64, busy: Vec<f64>) -> Overview {
+        Overview {
+            tree: Tree::new(),
+            calls,
+            first: 0,
+            last: 1_000_000,
+            busy,
+            slowest: Vec::new(),
+            overlapping: 0,
+        }
+    }
+
+    #[test]
+    fn the_window_is_where_the_lanes_are_busiest() {
+        let mut busy = vec![1.0; BUCKETS];
+        busy[700..720].iter_mut().for_each(|b| *b = 5.0);
+        // 100 000 calls, 1 000 to draw: a window of 1 % of the run (10 buckets).
+        let (a, b) = window(&overview(100_000, busy.clone()), 1000);
+        assert_eq!(b - a, 10_000);
+        assert!(a >= 700_000 && b <= 720_000, "{a}..{b}");
+        // Narrower than a bucket: centered in the busiest bucket.
+        busy[400] = 50.0;
+        let (a, b) = window(&overview(100_000_000, busy), 1000);
+        assert_eq!(b - a, 10);
+        assert!(a > 400_000 && b < 401_000, "{a}..{b}");
+        // Few calls: the whole run.
+        assert_eq!(window(&overview(10, vec![0.0; BUCKETS]), 1000), (0, 1_000_000));
+    }
+
+    #[test]
+    fn ties_keep_the_earliest_slices() {
+        let mut heap = BinaryHeap::new();
+        for start in [30, 10, 20] {
+            let it = Item {
+                start,
+                end: start + 5,
+                name: 0,
+                track: 0,
+                other: NONE,
+                kind: Kind::Call,
+            };
+            keep_top(&mut heap, 2, key(&it, 5));
+        }
+        let mut starts: Vec<i64> = heap.into_iter().map(|r| item(&r.0).start).collect();
+        starts.sort_unstable();
+        assert_eq!(starts, [10, 20]);
+    }
 }
