@@ -506,13 +506,11 @@ fn child_check_rusage() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // SAFETY: getrusage fills the struct it is given.
+    // SAFETY: rusage is plain integers, for which all-zero bytes are a valid value.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: a valid pointer to a zeroed rusage.
-    assert_eq!(
-        unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) },
-        0
-    );
+    // SAFETY: `ru` is a valid, writable rusage for getrusage to fill.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    assert_eq!(rc, 0);
     let cpu_us = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
     println!("RESULT maxrss_kb={}", ru.ru_maxrss);
     println!(

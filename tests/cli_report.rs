@@ -298,13 +298,25 @@ fn a_million_calls_make_a_small_page_that_says_what_it_left_out() {
         &[],
     );
     let page = dir.path().join("large.html");
-    scopeprof_ok(&["report", file.to_str().unwrap(), "-o", page.to_str().unwrap()]);
+    scopeprof_ok(&[
+        "report",
+        file.to_str().unwrap(),
+        "-o",
+        page.to_str().unwrap(),
+    ]);
     let size = std::fs::metadata(&page).unwrap().len();
     assert!(size <= 5 << 20, "{size} bytes");
     let html = std::fs::read_to_string(&page).unwrap();
-    assert!(html.contains("1000000 calls, too many to draw: this is the busiest window"), "no window note");
+    assert!(
+        html.contains("1000000 calls, too many to draw: this is the busiest window"),
+        "no window note"
+    );
     assert!(html.contains(">request<") && html.contains(">query<"));
     let (dom, log) = browse(&page, &["--dump-dom"]);
-    assert!(console(&log).is_empty(), "console messages: {:?}", console(&log));
+    assert!(
+        console(&log).is_empty(),
+        "console messages: {:?}",
+        console(&log)
+    );
     assert!(dom.contains("worker-7"), "the lanes are drawn");
 }

@@ -62,7 +62,7 @@ pub(crate) fn step(w: Workload, i: u64) -> u64 {
     let rare = (4.0 * w.units as f64 * w.rare_scale).round() as u64;
     let rare_every = (w.calls / RARE_CALLS).max(1);
     let mut acc = tracing::info_span!("kernel").in_scope(|| spin(kernel));
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         acc ^= tracing::info_span!("steady").in_scope(|| spin(w.units));
     }
     if i % rare_every == rare_every / 2 && i / rare_every < RARE_CALLS {

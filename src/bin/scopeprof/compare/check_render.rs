@@ -41,29 +41,34 @@ fn files(f: &[std::path::PathBuf]) -> String {
         .join(", ")
 }
 
-/// The check as text, Markdown or JSON.
-pub(crate) fn render(c: &Checked, format: Output) -> String {
-    if format == Output::Json {
-        return json(c);
-    }
-    let md = format == Output::Markdown;
-    let bullet = if md { "- " } else { "" };
-    let mut out = String::new();
-    if md {
-        out.push_str(&format!("### scopeprof check: {}\n\n", result(c)));
-    }
-    out.push_str(&format!(
-        "{bullet}rule: a region regressed when the {:.4}% one-sided lower bound of its change \
-         in {} exceeds {:+.1}% (confidence {} over {} tested region(s), Bonferroni)\n",
-        c.level * 100.0,
+/// A percentage without trailing zeros (`99.5`, `99.75`).
+fn pct_plain(x: f64) -> String {
+    let s = format!("{:.4}", x * 100.0);
+    s.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+/// The rule, the method and the files, one line each.
+fn header(c: &Checked, bullet: &str) -> String {
+    format!(
+        "{bullet}rule: a region regressed when the {}% one-sided lower bound of its change in {} \
+         exceeds {:+.1}% (confidence {} over {} tested region(s), Bonferroni)\n\
+         {bullet}method: {}\n{bullet}base: {}\n{bullet}cand: {}\n\n",
+        pct_plain(c.level),
         c.metric.name(),
         c.budget_pct,
         c.confidence,
-        c.tested
-    ));
-    out.push_str(&format!("{bullet}method: {}\n", mode(c)));
-    out.push_str(&format!("{bullet}base: {}\n", files(&c.base)));
-    out.push_str(&format!("{bullet}cand: {}\n\n", files(&c.cand)));
+        c.tested,
+        mode(c),
+        files(&c.base),
+        files(&c.cand)
+    )
+}
+
+/// One row per region.
+fn table(c: &Checked, md: bool) -> String {
+    if c.outcomes.is_empty() {
+        return "(no regions to compare)\n".into();
+    }
     let metric = c.metric.name();
     let mut t = Table::new(&[
         ("region", Align::Left),
@@ -84,44 +89,64 @@ pub(crate) fn render(c: &Checked, format: Output) -> String {
             o.verdict.word().to_owned(),
         ]);
     }
-    if c.outcomes.is_empty() {
-        out.push_str("(no regions to compare)\n");
-    } else if md {
-        out.push_str(&t.markdown());
+    if md {
+        t.markdown()
     } else {
-        out.push_str(&t.text());
+        t.text()
     }
-    let told: Vec<String> = c
-        .outcomes
-        .iter()
-        .filter(|o| matches!(o.verdict, Verdict::Regressed | Verdict::Inconclusive))
-        .map(|o| {
-            let interval = match o.lower {
-                Some(l) => format!(" [interval {}, +inf)", fmt_pct(Some(l * 100.0))),
-                None => String::new(),
-            };
-            format!(
-                "{bullet}{}: {} ({}){interval}: {}\n",
-                o.name,
-                o.verdict.word(),
-                o.method,
-                o.why
-            )
-        })
-        .collect();
-    if !told.is_empty() || !c.notes.is_empty() {
-        out.push('\n');
-    }
-    for l in told {
-        out.push_str(&l);
+}
+
+/// A line per regressed or inconclusive region (estimate, interval, why), then the notes.
+fn reasons(c: &Checked, bullet: &str) -> String {
+    let mut out = String::new();
+    for o in &c.outcomes {
+        if !matches!(o.verdict, Verdict::Regressed | Verdict::Inconclusive) {
+            continue;
+        }
+        let method = if o.method == "-" {
+            String::new()
+        } else {
+            format!(" ({})", o.method)
+        };
+        let interval = match o.lower {
+            Some(l) => format!(" [interval {}, +inf)", fmt_pct(Some(l * 100.0))),
+            None => String::new(),
+        };
+        out.push_str(&format!(
+            "{bullet}{}: {}{method}{interval}: {}\n",
+            o.name,
+            o.verdict.word(),
+            o.why
+        ));
     }
     for n in &c.notes {
         out.push_str(&format!("{bullet}note: {n}\n"));
     }
+    if out.is_empty() {
+        out
+    } else {
+        format!("\n{out}")
+    }
+}
+
+/// The check as text, Markdown or JSON.
+pub(crate) fn render(c: &Checked, format: Output) -> String {
+    if format == Output::Json {
+        return json(c);
+    }
+    let md = format == Output::Markdown;
+    let bullet = if md { "- " } else { "" };
+    let mut out = String::new();
+    if md {
+        out.push_str(&format!("### scopeprof check: {}\n\n", result(c)));
+    }
+    out.push_str(&header(c, bullet));
+    out.push_str(&table(c, md));
+    out.push_str(&reasons(c, bullet));
     let count = |v: Verdict| c.outcomes.iter().filter(|o| o.verdict == v).count();
+    let bold = if md { "**" } else { "" };
     out.push_str(&format!(
-        "\n{}{}: {} regressed, {} inconclusive, {} ok, {} new, {} gone\n",
-        if md { "**" } else { "" },
+        "\n{bold}{}: {} regressed, {} inconclusive, {} ok, {} new, {} gone{bold}\n",
         result(c),
         count(Verdict::Regressed),
         count(Verdict::Inconclusive),
@@ -129,11 +154,6 @@ pub(crate) fn render(c: &Checked, format: Output) -> String {
         count(Verdict::New),
         count(Verdict::Gone),
     ));
-    if md {
-        // Close the bold result line.
-        let trimmed = out.trim_end().to_owned();
-        out = trimmed + "**\n";
-    }
     out
 }
 

@@ -8,6 +8,7 @@
 //! numerical tools of `stats`. Nothing here writes a file.
 
 pub(crate) mod check;
+mod check_args;
 mod check_render;
 pub(crate) mod diff;
 pub(crate) mod interval;

@@ -135,18 +135,19 @@ fn caps(counts: &[u64]) -> Vec<usize> {
     counts.iter().map(|&c| c.min(level) as usize).collect()
 }
 
-/// Reads `path`: the regions `select` keeps, with a sample of each one's calls.
-pub(crate) fn read(path: &Path, select: &Select) -> Result<FileData, String> {
-    let p = Profile::open(path).map_err(|e| e.to_string())?;
-    let title = p.label().map_or_else(
-        || path.display().to_string(),
-        |l| format!("{l} - {}", path.display()),
-    );
-    let mut by_name: HashMap<String, usize> = HashMap::new();
-    let mut regions: Vec<Region> = Vec::new();
-    let mut slot = |name: &str, regions: &mut Vec<Region>| -> usize {
-        *by_name.entry(name.to_owned()).or_insert_with(|| {
-            regions.push(Region {
+/// Regions by name, in order of first appearance.
+#[derive(Default)]
+struct Regions {
+    by_name: HashMap<String, usize>,
+    list: Vec<Region>,
+}
+
+impl Regions {
+    /// The index of region `name` (created empty on first use).
+    fn slot(&mut self, name: &str) -> usize {
+        let list = &mut self.list;
+        *self.by_name.entry(name.to_owned()).or_insert_with(|| {
+            list.push(Region {
                 name: name.to_owned(),
                 calls: 0,
                 total_ns: 0.0,
@@ -154,52 +155,71 @@ pub(crate) fn read(path: &Path, select: &Select) -> Result<FileData, String> {
                 max_ns: 0,
                 sample: None,
             });
-            regions.len() - 1
+            list.len() - 1
         })
-    };
-    let keep = |rank: u32, region: u32| select.rank(rank) && select.name(p.region_name(region));
-    if p.layout() == StorageLayout::Aggregate {
-        for a in p.aggregates().iter().filter(|a| a.count > 0) {
-            if !keep(a.rank, a.region) {
-                continue;
-            }
-            let k = slot(p.region_name(a.region), &mut regions);
-            let r = &mut regions[k];
-            r.calls += a.count;
-            r.total_ns += a.total_ns.max(0) as f64;
-            r.min_ns = r.min_ns.min(a.min_ns.max(0));
-            r.max_ns = r.max_ns.max(a.max_ns.max(0));
-        }
-        return Ok(FileData {
-            path: path.to_path_buf(),
-            title,
-            per_call: false,
-            regions,
-        });
     }
-    // Counts per name first (from the index), to share the sample budget.
-    let mut rows: Vec<Option<usize>> = Vec::with_capacity(p.rows().len());
-    let mut counts: Vec<u64> = Vec::new();
-    for row in p.rows() {
-        if row.count == 0 || !keep(row.rank, row.region) {
-            rows.push(None);
+}
+
+/// Reads `path`: the regions `select` keeps, with a sample of each one's calls.
+pub(crate) fn read(path: &Path, select: &Select) -> Result<FileData, String> {
+    let p = Profile::open(path).map_err(|e| e.to_string())?;
+    let title = p.label().map_or_else(
+        || path.display().to_string(),
+        |l| format!("{l} - {}", path.display()),
+    );
+    let per_call = p.layout() != StorageLayout::Aggregate;
+    let regions = if per_call {
+        columnar(&p, select)?
+    } else {
+        aggregate(&p, select)
+    };
+    Ok(FileData {
+        path: path.to_path_buf(),
+        title,
+        per_call,
+        regions,
+    })
+}
+
+/// The regions of an aggregate file (no samples).
+fn aggregate(p: &Profile, select: &Select) -> Vec<Region> {
+    let mut regions = Regions::default();
+    for a in p.aggregates().iter().filter(|a| a.count > 0) {
+        let name = p.region_name(a.region);
+        if !(select.rank(a.rank) && select.name(name)) {
             continue;
         }
-        let k = slot(p.region_name(row.region), &mut regions);
-        counts.resize(regions.len(), 0);
-        counts[k] += row.count;
-        rows.push(Some(k));
+        let k = regions.slot(name);
+        let r = &mut regions.list[k];
+        r.calls += a.count;
+        r.total_ns += a.total_ns.max(0) as f64;
+        r.min_ns = r.min_ns.min(a.min_ns.max(0));
+        r.max_ns = r.max_ns.max(a.max_ns.max(0));
     }
+    regions.list
+}
+
+/// The regions of a columnar file, each with its reservoir of durations, in one pass.
+fn columnar(p: &Profile, select: &Select) -> Result<Vec<Region>, String> {
+    // Counts per name first (from the index), to share the sample budget.
+    let mut regions = Regions::default();
+    let mut counts: Vec<u64> = Vec::new();
+    let mut row_of: HashMap<(u32, u32, u64), usize> = HashMap::new();
+    for row in p.rows().iter().filter(|r| r.count > 0) {
+        let name = p.region_name(row.region);
+        if !(select.rank(row.rank) && select.name(name)) {
+            continue;
+        }
+        let k = regions.slot(name);
+        counts.resize(regions.list.len(), 0);
+        counts[k] += row.count;
+        row_of.insert((row.rank, row.region, row.offset), k);
+    }
+    let mut regions = regions.list;
     let mut reservoirs: Vec<Reservoir> = caps(&counts)
         .into_iter()
         .zip(&regions)
         .map(|(cap, r)| Reservoir::new(cap, seed(&[&r.name, "reservoir"])))
-        .collect();
-    let row_of: HashMap<(u32, u32, u64), usize> = p
-        .rows()
-        .iter()
-        .zip(&rows)
-        .filter_map(|(r, k)| k.map(|k| ((r.rank, r.region, r.offset), k)))
         .collect();
     let mut hb = Heartbeat::new();
     p.for_each_duration(CHUNK, |row, durs| {
@@ -224,12 +244,7 @@ pub(crate) fn read(path: &Path, select: &Select) -> Result<FileData, String> {
         r.sample = Some(v);
     }
     regions.retain(|r| r.calls > 0);
-    Ok(FileData {
-        path: path.to_path_buf(),
-        title,
-        per_call: true,
-        regions,
-    })
+    Ok(regions)
 }
 
 #[cfg(test)]

@@ -87,10 +87,10 @@ impl Page {
                 esc(heading)
             );
         }
-        let _ = write!(
+        let _ = writeln!(
             out,
             "</main><footer>Written by scopeprof {} (scope-profiler). One self-contained file: \
-             it loads nothing from the network.</footer><script>{JS}</script></body></html>\n",
+             it loads nothing from the network.</footer><script>{JS}</script></body></html>",
             env!("CARGO_PKG_VERSION")
         );
         out

@@ -15,7 +15,7 @@ mod svg;
 mod tree;
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 use scope_profiler::read::StorageLayout;
@@ -86,7 +86,7 @@ pub(crate) fn run(a: &ReportArgs) -> Result<(), String> {
 }
 
 /// The colored diff table of BASE against CAND.
-fn diff_section(page: &mut Page, base: &PathBuf, cand: &PathBuf) -> Result<(), String> {
+fn diff_section(page: &mut Page, base: &Path, cand: &Path) -> Result<(), String> {
     let b = samples::read(base, &Select::default())?;
     let c = samples::read(cand, &Select::default())?;
     let metrics = [Stat::Calls, Stat::Total, Stat::Mean, Stat::P50, Stat::P99];

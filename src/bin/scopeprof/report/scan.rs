@@ -391,7 +391,11 @@ mod tests {
         b.add(990, 1000);
         b.add(0, 1000);
         let v = b.finish();
-        assert!((v.iter().sum::<f64>() - 1013.0).abs() < 1e-9, "{}", v.iter().sum::<f64>());
+        assert!(
+            (v.iter().sum::<f64>() - 1013.0).abs() < 1e-9,
+            "{}",
+            v.iter().sum::<f64>()
+        );
         assert_eq!(&v[9..14], &[1.0, 2.0, 2.0, 2.0, 1.0]);
         assert_eq!(v[999], 2.0);
     }
@@ -422,7 +426,10 @@ mod tests {
         assert_eq!(b - a, 10);
         assert!(a > 400_000 && b < 401_000, "{a}..{b}");
         // Few calls: the whole run.
-        assert_eq!(window(&overview(10, vec![0.0; BUCKETS]), 1000), (0, 1_000_000));
+        assert_eq!(
+            window(&overview(10, vec![0.0; BUCKETS]), 1000),
+            (0, 1_000_000)
+        );
     }
 
     #[test]

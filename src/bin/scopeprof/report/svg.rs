@@ -2,10 +2,12 @@
 //! above their callees, width = inclusive time; the page's script zooms on click) and the
 //! timeline of the busiest window (one lane per thread, task or GPU, slices nested by depth).
 
+use std::collections::HashMap;
 use std::fmt::Write;
 
 use super::scan::Drawn;
 use super::tree::{Row, Tree};
+use crate::compare::table::fmt_ns;
 use crate::items::{Kind, Tracks};
 use crate::report::html::esc;
 
@@ -80,9 +82,9 @@ pub(crate) fn flamegraph(tree: &Tree, rows: &[Row], names: &[String]) -> String 
             x * WIDTH + 3.0,
             y + ROW - 4.0,
             esc(&fit(name, px - 6.0)),
-            crate::compare::table::fmt_ns(r.inclusive as f64),
+            fmt_ns(r.inclusive as f64),
             w * 100.0,
-            crate::compare::table::fmt_ns(r.exclusive as f64),
+            fmt_ns(r.exclusive as f64),
             r.calls,
             n = esc(name),
         );
@@ -91,8 +93,20 @@ pub(crate) fn flamegraph(tree: &Tree, rows: &[Row], names: &[String]) -> String 
     out
 }
 
-/// A lane of the timeline: a track and a level of overlap.
-type Lane = (u32, u32);
+/// A lane of the timeline: a track, the kind of slice (calls and polls of a thread get
+/// separate lanes) and the level of overlap.
+type Lane = (u32, u8, u32);
+
+/// Where the lanes go.
+struct Layout {
+    /// Top y of each lane drawn.
+    top: HashMap<Lane, f64>,
+    /// The lanes drawn, in track order.
+    order: Vec<(Lane, f64)>,
+    /// Lanes left out.
+    dropped: usize,
+    height: f64,
+}
 
 /// Tick marks every 1, 2 or 5 x 10^k ns, about six across `span` ns.
 fn ticks(span: f64) -> f64 {
@@ -105,6 +119,60 @@ fn ticks(span: f64) -> f64 {
         .unwrap_or(10.0 * mag)
 }
 
+fn lane_of(d: &Drawn) -> Lane {
+    (d.item.track, d.item.kind as u8, d.level)
+}
+
+/// The lanes drawn: at most [`MAX_LANES`], the busiest.
+fn layout(slices: &[Drawn]) -> Layout {
+    let mut index: HashMap<Lane, usize> = HashMap::new();
+    let mut lanes: Vec<(Lane, f64, u32)> = Vec::new();
+    for d in slices {
+        let lane = lane_of(d);
+        let k = *index.entry(lane).or_insert_with(|| {
+            lanes.push((lane, 0.0, 0));
+            lanes.len() - 1
+        });
+        if d.depth == 0 {
+            lanes[k].1 += (d.item.end - d.item.start) as f64;
+        }
+        lanes[k].2 = lanes[k].2.max(d.depth.min(MAX_DEPTH));
+    }
+    let dropped = lanes.len().saturating_sub(MAX_LANES);
+    lanes.sort_by(|a, b| b.1.total_cmp(&a.1));
+    lanes.truncate(MAX_LANES);
+    lanes.sort_by_key(|l| l.0);
+    let mut y = 22.0;
+    let mut tops = Vec::with_capacity(lanes.len());
+    for l in &lanes {
+        tops.push((l.0, y));
+        y += f64::from(l.2 + 1) * ROW + 6.0;
+    }
+    Layout {
+        top: tops.iter().copied().collect(),
+        order: tops,
+        dropped,
+        height: y + 4.0,
+    }
+}
+
+/// A lane's label: the track's name, its rank when the file has several, and what kind of
+/// lane it is.
+fn lane_label(lane: Lane, tracks: &Tracks) -> String {
+    let track = &tracks.tracks[lane.0 as usize];
+    let mut label = track.label();
+    if tracks.tracks.iter().any(|t| t.rank > 0) {
+        label = format!("rank {}: {label}", track.rank);
+    }
+    if lane.1 == Kind::Poll as u8 {
+        label.push_str(" polls");
+    }
+    if lane.2 > 0 {
+        label.push_str(&format!(" (overlapping {})", lane.2));
+    }
+    label
+}
+
 /// The timeline of `slices` over `window`, times shown from `origin` (the run's start).
 /// Returns the SVG and the number of lanes left out.
 pub(crate) fn timeline(
@@ -113,37 +181,15 @@ pub(crate) fn timeline(
     window: (i64, i64),
     origin: i64,
 ) -> (String, usize) {
-    let mut lanes: Vec<(Lane, f64, u32)> = Vec::new();
-    for d in slices {
-        let lane = (d.item.track, d.item.kind as u32 * 1000 + d.level);
-        let busy = if d.depth == 0 {
-            (d.item.end - d.item.start) as f64
-        } else {
-            0.0
-        };
-        match lanes.iter_mut().find(|l| l.0 == lane) {
-            Some(l) => {
-                l.1 += busy;
-                l.2 = l.2.max(d.depth.min(MAX_DEPTH));
-            }
-            None => lanes.push((lane, busy, d.depth.min(MAX_DEPTH))),
-        }
-    }
-    let dropped = lanes.len().saturating_sub(MAX_LANES);
-    lanes.sort_by(|a, b| b.1.total_cmp(&a.1));
-    lanes.truncate(MAX_LANES);
-    lanes.sort_by_key(|l| l.0);
-    let mut y = 22.0;
-    let mut top: Vec<(Lane, f64)> = Vec::new();
-    for l in &lanes {
-        top.push((l.0, y));
-        y += f64::from(l.2 + 1) * ROW + 6.0;
-    }
-    let height = y + 4.0;
+    let Layout {
+        top,
+        order,
+        dropped,
+        height,
+    } = layout(slices);
     let (w0, w1) = window;
     let span = (w1 - w0).max(1) as f64;
-    let plot = WIDTH - LABELS;
-    let xof = |t: i64| LABELS + (t - w0) as f64 / span * plot;
+    let xof = |t: i64| LABELS + (t - w0) as f64 / span * (WIDTH - LABELS);
     let mut out = String::new();
     let _ = write!(
         out,
@@ -158,72 +204,68 @@ pub(crate) fn timeline(
             out,
             "<line class=\"tick\" x1=\"{x:.1}\" y1=\"16\" x2=\"{x:.1}\" y2=\"{height}\"/>\
              <text class=\"tick\" x=\"{x:.1}\" y=\"12\">{}</text>",
-            crate::compare::table::fmt_ns(t)
+            fmt_ns(t)
         );
         t += step;
     }
-    for &(lane, ly) in &top {
-        let track = &tracks.tracks[lane.0 as usize];
-        let mut label = track.label();
-        if track.rank > 0 || tracks.tracks.iter().any(|t| t.rank > 0) {
-            label = format!("rank {}: {label}", track.rank);
-        }
-        if lane.1 % 1000 > 0 {
-            label.push_str(&format!(" (overlapping {})", lane.1 % 1000));
-        }
-        if lane.1 / 1000 == Kind::Poll as u32 {
-            label.push_str(" polls");
-        }
+    for &(lane, y) in &order {
         let _ = write!(
             out,
             "<text class=\"lane\" x=\"4\" y=\"{:.1}\">{}</text>",
-            ly + ROW - 4.0,
-            esc(&fit(&label, LABELS - 8.0))
+            y + ROW - 4.0,
+            esc(&fit(&lane_label(lane, tracks), LABELS - 8.0))
         );
     }
-    for d in slices {
-        let lane = (d.item.track, d.item.kind as u32 * 1000 + d.level);
-        let Some(&(_, ly)) = top.iter().find(|l| l.0 == lane) else {
-            continue;
-        };
-        if d.depth > MAX_DEPTH {
-            continue;
-        }
-        let name = tracks
-            .names
-            .get(d.item.name as usize)
-            .map_or("?", String::as_str);
-        let x = xof(d.item.start);
-        let w = (xof(d.item.end) - x).max(0.5);
-        let yy = ly + f64::from(d.depth) * ROW;
-        let class = d.item.kind.category();
-        let _ = write!(
-            out,
-            "<g class=\"{class}\"><rect x=\"{x:.2}\" y=\"{yy:.1}\" width=\"{w:.2}\" height=\"{}\" \
-             fill=\"{}\"/>",
-            ROW - 2.0,
-            color(name, d.item.kind != Kind::Call)
-        );
-        let label = fit(name, w - 4.0);
-        if !label.is_empty() {
-            let _ = write!(
-                out,
-                "<text x=\"{:.2}\" y=\"{:.1}\">{}</text>",
-                x + 2.0,
-                yy + ROW - 5.0,
-                esc(&label)
+    for d in slices.iter().filter(|d| d.depth <= MAX_DEPTH) {
+        if let Some(&y) = top.get(&lane_of(d)) {
+            let x = xof(d.item.start);
+            slice(
+                &mut out,
+                d,
+                tracks,
+                (x, (xof(d.item.end) - x).max(0.5)),
+                y,
+                origin,
             );
         }
-        let _ = write!(
-            out,
-            "<title>{} ({class}): {} at +{}</title></g>",
-            esc(name),
-            crate::compare::table::fmt_ns((d.item.end - d.item.start) as f64),
-            crate::compare::table::fmt_ns((d.item.start - origin) as f64)
-        );
     }
     out.push_str("</svg>");
     (out, dropped)
+}
+
+/// One slice: its bar at `x` (x, width) in a lane whose top is `y`, label and tooltip.
+fn slice(out: &mut String, d: &Drawn, tracks: &Tracks, x: (f64, f64), y: f64, origin: i64) {
+    let name = tracks
+        .names
+        .get(d.item.name as usize)
+        .map_or("?", String::as_str);
+    let (x, w) = x;
+    let yy = y + f64::from(d.depth) * ROW;
+    let class = d.item.kind.category();
+    let _ = write!(
+        out,
+        "<g class=\"{class}\"><rect x=\"{x:.2}\" y=\"{yy:.1}\" width=\"{w:.2}\" height=\"{}\" \
+         fill=\"{}\"/>",
+        ROW - 2.0,
+        color(name, d.item.kind != Kind::Call)
+    );
+    let label = fit(name, w - 4.0);
+    if !label.is_empty() {
+        let _ = write!(
+            out,
+            "<text x=\"{:.2}\" y=\"{:.1}\">{}</text>",
+            x + 2.0,
+            yy + ROW - 5.0,
+            esc(&label)
+        );
+    }
+    let _ = write!(
+        out,
+        "<title>{} ({class}): {} at +{}</title></g>",
+        esc(name),
+        fmt_ns((d.item.end - d.item.start) as f64),
+        fmt_ns((d.item.start - origin) as f64)
+    );
 }
 
 /// A call's bar with its polls drawn on it (`width` px wide).
