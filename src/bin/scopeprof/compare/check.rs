@@ -97,8 +97,18 @@ pub(crate) struct Checked {
     pub(crate) exit: u8,
 }
 
-/// The within-run facts of `r`, the `index`-th file of side `side`.
-fn run_stat(r: &Region, metric: Tested, side: &str, index: usize) -> RunStat {
+/// How a side's files are read: the statistic, the side's name (for the seeds), and whether
+/// the within-run variance is needed (only between runs).
+#[derive(Clone, Copy)]
+struct Reading<'a> {
+    metric: Tested,
+    side: &'a str,
+    within: bool,
+}
+
+/// The within-run facts of `r`, the `index`-th file of its side.
+fn run_stat(r: &Region, how: Reading<'_>, index: usize) -> RunStat {
+    let metric = how.metric;
     let (ln_value, within) = match &r.sample {
         Some(s) if !s.is_empty() => {
             let stat = metric.per_call();
@@ -106,8 +116,12 @@ fn run_stat(r: &Region, metric: Tested, side: &str, index: usize) -> RunStat {
                 Tested::Total => r.total_ns,
                 _ => stat.of(&mut s.clone()),
             };
-            let mut rng = Rng::new(seed(&[&r.name, side, &index.to_string()]));
-            let se = interval::bootstrap_log_se(s, stat, &mut rng);
+            let se = if how.within {
+                let mut rng = Rng::new(seed(&[&r.name, how.side, &index.to_string()]));
+                interval::bootstrap_log_se(s, stat, &mut rng)
+            } else {
+                0.0
+            };
             (Some(ln_ns(value)), se * se)
         }
         _ => (None, 0.0),
@@ -120,12 +134,9 @@ fn run_stat(r: &Region, metric: Tested, side: &str, index: usize) -> RunStat {
     }
 }
 
-fn read_side(
-    files: &[PathBuf],
-    select: &Select,
-    metric: Tested,
-    side: &str,
-) -> Result<Side, String> {
+/// Reads a side's files; with one file per side its samples are kept for the test, with
+/// more each file is reduced to its facts as it is read (one file's samples at a time).
+fn read_side(files: &[PathBuf], select: &Select, how: Reading<'_>) -> Result<Side, String> {
     let mut out = Side {
         files: files.to_vec(),
         per_call: true,
@@ -139,10 +150,10 @@ fn read_side(
             .regions
             .iter()
             .filter(|r| r.name != SESSION)
-            .map(|r| (r.name.clone(), run_stat(r, metric, side, i)))
+            .map(|r| (r.name.clone(), run_stat(r, how, i)))
             .collect();
         out.runs.push(facts);
-        if files.len() == 1 {
+        if !how.within {
             out.single = Some(data);
         }
     }
@@ -154,8 +165,14 @@ pub(crate) fn run(a: &CheckArgs) -> Result<Checked, String> {
     a.validate()?;
     let (base_files, cand_files) = a.sides()?;
     let select = Select::new(&a.select)?;
-    let base = read_side(&base_files, &select, a.metric, "base")?;
-    let cand = read_side(&cand_files, &select, a.metric, "cand")?;
+    let within = base_files.len() + cand_files.len() > 2;
+    let how = |side| Reading {
+        metric: a.metric,
+        side,
+        within,
+    };
+    let base = read_side(&base_files, &select, how("base"))?;
+    let cand = read_side(&cand_files, &select, how("cand"))?;
     let mut names: Vec<String> = Vec::new();
     for run in base.runs.iter().chain(&cand.runs) {
         let mut keys: Vec<&String> = run.keys().collect();
