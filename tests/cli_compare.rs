@@ -579,3 +579,41 @@ fn cli_common_child(name: &str, env: &[(&str, &str)]) -> (u64, u64) {
     };
     (value("maxrss_kb"), value("cpu_us"))
 }
+
+#[test]
+fn check_help_states_the_decision_rule() {
+    let help = scopeprof_ok(&["check", "--help"]);
+    for needle in [
+        "Decision rule.",
+        "lower bound of a one-sided",
+        "Bonferroni",
+        "Mann-Whitney",
+        "bootstrap (400 seeded resamples",
+        "Student's t over the runs",
+        "fewer than 30 calls",
+        "100 000 calls per region",
+        "Exit status: 0 no region regressed; 1 a region regressed",
+        "[default: p50]",
+    ] {
+        assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");
+    }
+    // The docs page states the same rule.
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/compare.md")).unwrap();
+    let flat = |s: &str| {
+        s.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .replace('`', "")
+            .replace("**", "")
+    };
+    let (doc, help) = (flat(&doc), flat(&help));
+    for sentence in [
+        "A region regressed when the lower bound of a one-sided confidence interval on c exceeds --max-regression",
+        "is one observation and the bound is Student's t over the runs",
+        "Per-call samples are capped at 100 000 calls per region and 2 000 000 per file",
+    ] {
+        assert!(help.contains(&sentence.replace("regressed when", "REGRESSED when")), "help: {sentence}");
+        assert!(doc.contains(sentence), "docs/compare.md: {sentence}");
+    }
+}

@@ -149,8 +149,12 @@ impl Profile {
                 let len = (row.count - done).min(chunk as u64) as usize;
                 let a = (row.offset + done) as usize;
                 let range = a..a + len;
-                let mut durs: Vec<i64> =
-                    read_range(&cols.ends, "events/durations", range.clone(), &err)?;
+                let name = if cols.deltas {
+                    "events/durations"
+                } else {
+                    "events/end_times"
+                };
+                let mut durs: Vec<i64> = read_range(&cols.ends, name, range.clone(), &err)?;
                 if !cols.deltas {
                     let starts: Vec<i64> =
                         read_range(&cols.starts, "events/start_times", range, &err)?;

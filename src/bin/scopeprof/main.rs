@@ -120,8 +120,8 @@ enum Cmd {
     },
 }
 
-/// What the parent says when the reading child dies: the files it was reading.
-fn files_read(cmd: &Cmd) -> Option<String> {
+/// The files a reading command reads (what the parent names when the reading child dies).
+fn files_read(cmd: &Cmd) -> String {
     let join = |f: &[&PathBuf]| {
         f.iter()
             .map(|p| p.display().to_string())
@@ -130,12 +130,12 @@ fn files_read(cmd: &Cmd) -> Option<String> {
     };
     match cmd {
         Cmd::Inspect { file, .. } | Cmd::Export { file, .. } | Cmd::Flamegraph { file, .. } => {
-            Some(file.display().to_string())
+            file.display().to_string()
         }
-        Cmd::Diff(a) => Some(join(&[&a.base, &a.cand])),
-        Cmd::Check(a) => Some(join(&a.files.iter().chain(&a.cand).collect::<Vec<_>>())),
-        Cmd::Report(a) => Some(join(&a.files.iter().collect::<Vec<_>>())),
-        Cmd::Recover { .. } | Cmd::Merge { .. } => None,
+        Cmd::Diff(a) => join(&[&a.base, &a.cand]),
+        Cmd::Check(a) => join(&a.files.iter().chain(&a.cand).collect::<Vec<_>>()),
+        Cmd::Report(a) => join(&a.files.iter().collect::<Vec<_>>()),
+        Cmd::Recover { output, .. } | Cmd::Merge { output, .. } => output.display().to_string(),
     }
 }
 
@@ -150,14 +150,13 @@ enum Format {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let Some(files) = files_read(&cli.command) else {
-        return match &cli.command {
-            Cmd::Recover { output, spool } => recover(output, spool.as_ref()),
-            Cmd::Merge { output, inputs } => merge(output, inputs),
-            _ => unreachable!("files_read names the files of every reading command"),
-        };
-    };
+    match &cli.command {
+        Cmd::Recover { output, spool } => return recover(output, spool.as_ref()),
+        Cmd::Merge { output, inputs } => return merge(output, inputs),
+        _ => {}
+    }
     if !supervise::is_child() {
+        let files = files_read(&cli.command);
         // `check` exits 1 (regressed) or 3 (inconclusive, --strict) as a result.
         let verdicts: &[u8] = if matches!(cli.command, Cmd::Check(_)) {
             &[1, 3]
