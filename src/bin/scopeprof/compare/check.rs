@@ -381,8 +381,10 @@ fn test(t: &ToTest, base: &Side, cand: &Side, metric: Tested, level: f64, budget
                     .collect()
             };
             let (lb, lc) = (logs(base), logs(cand));
-            let within =
-                lb.iter().chain(&lc).map(|x| x.1).sum::<f64>() / (lb.len() + lc.len()) as f64;
+            // The typical (median) run's sampling variance: one run whose median sat between
+            // two speeds of the machine must not widen every interval.
+            let mut w: Vec<f64> = lb.iter().chain(&lc).map(|x| x.1).collect();
+            let within = super::stats::quantile_unsorted(&mut w, 0.5);
             let vb: Vec<f64> = lb.iter().map(|x| x.0).collect();
             let vc: Vec<f64> = lc.iter().map(|x| x.0).collect();
             let geo = |v: &[f64]| (v.iter().sum::<f64>() / v.len() as f64).exp();

@@ -25,7 +25,7 @@ p99 a bootstrap (400 seeded resamples per side of at most 10 000 calls) giving t
 error of ln(statistic), and the bound estimate - z * error. With two or more files on a side \
 (what CI should use: calls of one run share that run's conditions), each run's ln(statistic) \
 is one observation and the bound is Student's t over the runs (pooled between-run variance, \
-never below the within-run variance of one run's estimate).
+never below the median of the runs' within-run variances).
 
 A region is INCONCLUSIVE, never regressed, when it has fewer than 30 calls on a side or is \
 missing from some runs, and also when its estimate exceeds the budget but its bound does \

@@ -13,8 +13,8 @@
 //!   O((n + m) log) time instead of forming the n x m differences.
 //! - [`between_runs`]: two or more files on a side. Each file's ln(statistic) is one
 //!   observation; the bound is Student's t on the difference of the sides' means, with the
-//!   pooled between-run variance (never below the average within-run variance of one file's
-//!   estimate, so three runs that agree by chance do not give a falsely tight interval).
+//!   pooled between-run variance (never below the median of the runs' within-run variances,
+//!   so three runs that agree by chance do not give a falsely tight interval).
 
 use super::stats::{mean, quantile_unsorted, t_quantile, variance, Rng};
 
@@ -234,7 +234,7 @@ pub(crate) fn mann_whitney(base: &[f64], cand: &[f64], z: f64) -> Bound {
 }
 
 /// The between-run bound at one-sided level `level`: `base` and `cand` hold one ln(statistic)
-/// per run (at least three runs in all), `within` the average within-run variance of one
+/// per run (at least three runs in all), `within` the typical within-run variance of one
 /// run's ln(statistic), the floor of the between-run variance.
 pub(crate) fn between_runs(base: &[f64], cand: &[f64], within: f64, level: f64) -> Bound {
     let (nb, nc) = (base.len() as f64, cand.len() as f64);
