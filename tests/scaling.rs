@@ -29,12 +29,7 @@ impl Run {
 }
 
 /// Runs `work(d, n)` under a fresh profiler writing a file; returns the calls reported and the
-/// flusher CPU it took (up to and including the finalize's drains).
-fn run(n: u64, track_async: bool, work: impl Fn(&tracing::Dispatch, u64)) -> Run {
-    run_with(n, track_async, false, work)
-}
-
-/// [`run`]; with `hold`, the flusher reads nothing until the finalize, so its work is not
+/// flusher CPU it took (up to and including the finalize's drains). With `hold`, the flusher reads nothing until the finalize, so its work is not
 /// paced by the producer (see `deep_recursion_of_one_region`).
 fn run_with(n: u64, track_async: bool, hold: bool, work: impl Fn(&tracing::Dispatch, u64)) -> Run {
     let dir = tempfile::tempdir().unwrap();
