@@ -64,15 +64,24 @@ enum Config {
     TrackAsync,
     /// `ScopeLayer` in `Aggregate` mode.
     Aggregate,
+    /// `ScopeSubscriber`, default settings.
+    SubTimeOnly,
+    /// `ScopeSubscriber` with `track_async(true)`.
+    SubTrackAsync,
+    /// `ScopeSubscriber` in `Aggregate` mode.
+    SubAggregate,
 }
 
 impl Config {
-    const ALL: [Config; 5] = [
+    const ALL: [Config; 8] = [
         Config::Registry,
         Config::Noop,
         Config::TimeOnly,
         Config::TrackAsync,
         Config::Aggregate,
+        Config::SubTimeOnly,
+        Config::SubTrackAsync,
+        Config::SubAggregate,
     ];
 
     fn name(self) -> &'static str {
@@ -82,6 +91,9 @@ impl Config {
             Config::TimeOnly => "ScopeLayer TimeOnly",
             Config::TrackAsync => "ScopeLayer track_async",
             Config::Aggregate => "ScopeLayer Aggregate",
+            Config::SubTimeOnly => "ScopeSubscriber TimeOnly",
+            Config::SubTrackAsync => "ScopeSubscriber track_async",
+            Config::SubAggregate => "ScopeSubscriber Aggregate",
         }
     }
 
@@ -92,6 +104,9 @@ impl Config {
             Config::TimeOnly => "timeonly",
             Config::TrackAsync => "track_async",
             Config::Aggregate => "aggregate",
+            Config::SubTimeOnly => "sub_timeonly",
+            Config::SubTrackAsync => "sub_track_async",
+            Config::SubAggregate => "sub_aggregate",
         }
     }
 
@@ -108,6 +123,14 @@ impl Config {
                 Some(guard),
             )
         };
+        let subscriber = |b: scope_profiler::Builder| {
+            let (sub, guard) = b
+                .output(dir.join(format!("{tag}.h5")))
+                .summary(false)
+                .build_subscriber()
+                .expect("build the profiler");
+            (Dispatch::new(sub), Some(guard))
+        };
         match self {
             Config::Registry => (Dispatch::new(tracing_subscriber::registry()), None),
             Config::Noop => (
@@ -117,6 +140,9 @@ impl Config {
             Config::TimeOnly => profiler(ScopeLayer::builder()),
             Config::TrackAsync => profiler(ScopeLayer::builder().track_async(true)),
             Config::Aggregate => profiler(ScopeLayer::builder().mode(Mode::Aggregate)),
+            Config::SubTimeOnly => subscriber(ScopeLayer::builder()),
+            Config::SubTrackAsync => subscriber(ScopeLayer::builder().track_async(true)),
+            Config::SubAggregate => subscriber(ScopeLayer::builder().mode(Mode::Aggregate)),
         }
     }
 }
@@ -398,6 +424,8 @@ fn main() {
         // Per configuration: figures of every round, and their ratios to that round's baseline.
         let mut runs: Vec<Vec<Figures>> = vec![Vec::new(); configs.len()];
         let mut exact = vec![true; configs.len()];
+        // Times the recording thread waited for the flusher (its buffers full), per config.
+        let mut waits = vec![0u64; configs.len()];
         for round in 0..o.rounds {
             let mut this_round = vec![Figures::default(); configs.len()];
             for k in 0..configs.len() {
@@ -413,6 +441,7 @@ fn main() {
                     let (region, per_op) = shape.checked_region();
                     let want = if per_op == 0 { 1 } else { ops * per_op };
                     let got = report.region(region).map_or(0, |r| r.calls);
+                    waits[i] += report.backpressure_waits();
                     if got != want || report.dropped_calls() != 0 {
                         exact[i] = false;
                         eprintln!(
@@ -443,11 +472,18 @@ fn main() {
                 runs[i].push(f);
             }
         }
-        print_table(*shape, ops, &configs, &runs, &exact);
+        print_table(*shape, ops, &configs, &runs, &exact, &waits);
     }
 }
 
-fn print_table(shape: Shape, ops: u64, configs: &[Config], runs: &[Vec<Figures>], exact: &[bool]) {
+fn print_table(
+    shape: Shape,
+    ops: u64,
+    configs: &[Config],
+    runs: &[Vec<Figures>],
+    exact: &[bool],
+    waits: &[u64],
+) {
     let base = configs
         .iter()
         .position(|c| *c == Config::Noop)
@@ -456,9 +492,9 @@ fn print_table(shape: Shape, ops: u64, configs: &[Config], runs: &[Vec<Figures>]
     println!("### {} ({} ops per run)", shape.key(), ops);
     println!();
     println!(
-        "| configuration | wall | vs baseline | thread CPU | vs baseline | process CPU | vs baseline | flusher CPU | exact |"
+        "| configuration | wall | vs baseline | thread CPU | vs baseline | process CPU | vs baseline | flusher CPU | exact | waits |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|");
     for (i, c) in configs.iter().enumerate() {
         let pick = |f: fn(&Figures) -> f64| median(runs[i].iter().map(f).collect());
         let ratio = |f: fn(&Figures) -> f64| {
@@ -471,7 +507,7 @@ fn print_table(shape: Shape, ops: u64, configs: &[Config], runs: &[Vec<Figures>]
             )
         };
         println!(
-            "| {} | {:.1} | {:.2}x | {:.1} | {:.2}x | {:.1} | {:.2}x | {:.1} | {} |",
+            "| {} | {:.1} | {:.2}x | {:.1} | {:.2}x | {:.1} | {:.2}x | {:.1} | {} | {} |",
             c.name(),
             pick(|f| f.wall),
             ratio(|f| f.wall),
@@ -481,6 +517,7 @@ fn print_table(shape: Shape, ops: u64, configs: &[Config], runs: &[Vec<Figures>]
             ratio(|f| f.process),
             pick(|f| f.flusher),
             if exact[i] { "yes" } else { "NO" },
+            waits[i],
         );
     }
 }

@@ -11,6 +11,7 @@
 #                             `hdf5.pc` alternative point at the parallel library (it has the
 #                             higher priority), which plain builds would then link; this script
 #                             pins the alternative to the serial library when nobody chose.
+#   chromium                  (the `scopeprof report` test opens the HTML page in headless Chromium)
 # Debian/Ubuntu only (apt-get); runs apt-get through sudo when not root. Idempotent and quiet
 # when everything is present.
 set -euo pipefail
@@ -26,6 +27,7 @@ compgen -G '/usr/lib/llvm-*/lib/clang/*/include/stddef.h' >/dev/null || need+=(l
 pkg-config --exists ompi 2>/dev/null || need+=(libopenmpi-dev)
 command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
 pkg-config --exists hdf5-openmpi 2>/dev/null || need+=(libhdf5-openmpi-dev)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 
 # Plain builds link serial HDF5: pin Debian's `hdf5.pc` alternative to it unless someone set it
 # by hand (manual mode). Quiet when it already is.

@@ -118,3 +118,4 @@ pub use output::model::SESSION_REGION;
 pub use output::tasks::TaskStats;
 pub use recording::layer::ScopeLayer;
 pub use recording::pause::Switch;
+pub use recording::subscriber::ScopeSubscriber;

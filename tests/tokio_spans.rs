@@ -3,14 +3,14 @@
 //! written by the test itself, since this build's Tokio has no such flag; and, with the real
 //! Tokio of this build, that a program without the instrumentation gets the same file as
 //! before. The real instrumentation is tested in `crates/tokio-unstable-tests`
-//! (`scripts/tokio-unstable-tests.sh`).
+//! (`scripts/tokio-unstable-tests.sh`). Both front ends: `SCOPE_FRONT_END=subscriber` runs it
+//! against `ScopeSubscriber` (see `tests/common`).
 
 mod common;
 
 use std::time::Duration;
 
 use scope_profiler::ScopeLayer;
-use tracing_subscriber::prelude::*;
 
 /// A task's spawn span as Tokio makes it (`tokio/src/util/trace.rs`).
 fn spawn_span(name: &str, line: u32) -> tracing::Span {
@@ -29,13 +29,7 @@ fn waker(op: &'static str, span: &tracing::Span) {
 fn tokio_shaped_spans_make_task_rows_with_idle_and_scheduled_time() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("tokio.h5");
-    let (layer, guard) = ScopeLayer::builder()
-        .output(&path)
-        .track_async(true)
-        .summary(false)
-        .build()
-        .unwrap();
-    let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let (d, guard) = common::dispatch(ScopeLayer::builder().output(&path).track_async(true));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -134,13 +128,7 @@ fn tokio_shaped_spans_make_task_rows_with_idle_and_scheduled_time() {
 fn without_tokio_unstable_the_file_is_as_before() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("plain.h5");
-    let (layer, guard) = ScopeLayer::builder()
-        .output(&path)
-        .track_async(true)
-        .summary(false)
-        .build()
-        .unwrap();
-    let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let (d, guard) = common::dispatch(ScopeLayer::builder().output(&path).track_async(true));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -34,7 +34,7 @@
 //!
 //! A lane's `TASK` records say which Tokio task its following enters run in; the assembler
 //! keeps that per lane, so an enter record needs no task id of its own. Instances live in
-//! [`insts`] (one 64-byte slab entry each, no allocation per call).
+//! [`insts`] (one 48-byte slab entry each, no allocation per call).
 //!
 //! With Tokio's own instrumentation (`--cfg tokio_unstable`), a task's spawn comes as three
 //! records (its `NEW`, a wake stamp, its site): its instance is a *task span*, whose polls and
@@ -89,10 +89,9 @@ pub(crate) struct RawCall {
     pub polls: u32,
     /// Lane of the latest poll.
     pub last_lane: u32,
-    /// Sink payloads recorded during the call (`AUX` records), in order.
-    pub aux: Vec<u64>,
-    /// Line-timing checkpoints (`EVENT` records), when any.
-    pub lines: Option<Box<LineAcc>>,
+    /// Sink payloads and line-timing checkpoints, when the call has any (boxed: most calls
+    /// have none, and a call moves twice on its way to the spool).
+    pub extra: Option<Box<insts::Extra>>,
     /// Tick of its close: every record of the call was written before it.
     pub close: u64,
     /// Scheduled time (ticks) of its task's suspensions while it was open ([`NO_SCHED`]: it
@@ -272,8 +271,7 @@ impl Assembler {
             task,
             polls: 1,
             last_lane: lane,
-            aux: Vec::new(),
-            lines: None,
+            extra: None,
             close: end,
             // Inside one poll: no suspension.
             sched: if self.sched.active && task != 0 {
@@ -287,7 +285,7 @@ impl Assembler {
     /// The instance record `r` of lane `lane` belongs to: the newest of its id, unless that
     /// one was closed on this very lane (then a newer one's `NEW` has not arrived yet).
     #[inline]
-    fn route(&self, lane: u32, r: &Record) -> Option<u32> {
+    fn route(&mut self, lane: u32, r: &Record) -> Option<u32> {
         let k = self.insts.newest(r.id)?;
         (self.insts.get(k).closed_lane != lane).then_some(k)
     }
@@ -323,8 +321,8 @@ impl Assembler {
                 self.corrupt += 1;
                 return;
             };
-            // Instances of one id are chained newest first, so the routing below finds the
-            // newest one at once however many wait for their completion.
+            // The id now means this instance (see `insts`): the routing below finds it at
+            // once however many older ones wait for their completion.
             self.insts.create(r.id, region);
             if let Some(stashed) = self.stash.remove(&r.id) {
                 self.replay(lane, stashed, out);
@@ -369,7 +367,8 @@ impl Assembler {
                     start: tick,
                     task,
                 });
-                self.insts.get_mut(k).open += 1;
+                let inst = self.insts.get_mut(k);
+                inst.open = inst.open.saturating_add(1);
                 if task_span {
                     self.sched.poll_start(k, tick, lane);
                 }
@@ -377,10 +376,9 @@ impl Assembler {
         }
         // The earliest enter starts the call (records of other lanes may be replayed before
         // this lane's earlier ones).
-        let inst = self.insts.get_mut(k);
-        if inst.first == NOT_ENTERED || tick < inst.first {
-            let old = (inst.first != NOT_ENTERED).then_some((inst.task, inst.first));
-            (inst.first, inst.first_lane, inst.task) = (tick, lane, task);
+        let was = self.insts.get(k).first;
+        if was == NOT_ENTERED || tick < was {
+            let old = self.insts.enter(k, tick, lane, task);
             if task_span {
                 self.sched.link(k, task);
                 if !self.task_regions {
@@ -408,11 +406,14 @@ impl Assembler {
                     polls.remove(at)
                 };
                 let inst = self.insts.get_mut(k);
-                inst.open -= 1;
-                inst.busy += tick.saturating_sub(start);
+                if inst.open != u8::MAX {
+                    inst.open -= 1;
+                }
                 inst.polls += 1;
                 let region = inst.region;
-                if inst.flags & TASK_SPAN != 0 {
+                let task_span = inst.flags & TASK_SPAN != 0;
+                self.insts.add_busy(k, tick.saturating_sub(start));
+                if task_span {
                     // Its polls are the task's, written from its timeline.
                     self.sched.poll_end(k, tick);
                 } else {
@@ -431,19 +432,25 @@ impl Assembler {
                 }
             }
         }
-        let inst = self.insts.get_mut(k);
-        if tick >= inst.last_exit {
-            inst.last_exit = tick;
-            inst.last_lane = lane;
-        }
+        self.insts.exit(k, tick, lane);
     }
 
     /// A `CLOSE`, or a marker of a lost `CLOSE`, which ends the call as well.
     fn close(&mut self, lane: u32, ls: &mut LaneState, k: u32, r: &Record) {
+        let dropped = self.insts.last_exit(k);
         let inst = self.insts.get_mut(k);
         if r.kind() == LOST {
             inst.flags |= insts::LOST;
         }
+        if inst.closed_lane == NONE && inst.flags & TASK_SPAN != 0 && dropped != 0 {
+            // The task ended when its future was dropped, inside its span's last enter-exit
+            // (see `sched::timeline`), read before this close on this lane. Told now, not
+            // when the close is due: the close has no tick of its own and takes its lane's
+            // next one, which may come long after wakes that other lanes recorded meanwhile
+            // and that the watermark passes first.
+            self.sched.close_at(k, dropped);
+        }
+        let inst = self.insts.get_mut(k);
         if inst.closed_lane == NONE {
             match self.replaying {
                 Some(tick) => self.replayed.push(Reverse((tick, k, r.id))),
@@ -483,10 +490,9 @@ impl Assembler {
             self.replayed.pop();
             due.push(c);
         }
-        // The closes of tasks among them are events of their timelines: a wake after it is
-        // of a task that has ended.
+        // A task never polled ends at its close (see `close` for the others).
         for &(tick, k, _) in &due {
-            if self.insts.get(k).flags & TASK_SPAN != 0 {
+            if self.insts.get(k).flags & TASK_SPAN != 0 && self.insts.last_exit(k) == 0 {
                 self.sched.close_at(k, tick);
             }
         }
@@ -501,6 +507,7 @@ impl Assembler {
 
     /// Completes instance `k` of span `id`, closed at `tick`.
     fn finish(&mut self, tick: u64, k: u32, id: u64, out: &mut Vec<RawCall>) {
+        let (last_exit, busy) = (self.insts.last_exit(k), self.insts.busy(k));
         let (inst, extra) = self.insts.remove(id, k);
         if inst.open > 0 {
             // Polls it never ended (their exits were lost): forget them.
@@ -526,22 +533,18 @@ impl Assembler {
         if inst.flags & TAINTED != 0 || inst.first == NOT_ENTERED {
             return;
         }
-        let end = inst.last_exit.max(inst.first);
-        let (aux, lines) = match extra {
-            Some(e) if inst.flags & EXTRA != 0 => (e.aux, e.lines),
-            _ => (Vec::new(), None),
-        };
+        let end = last_exit.max(inst.first);
+        let extra = extra.filter(|_| inst.flags & EXTRA != 0).map(Box::new);
         out.push(RawCall {
             region: inst.region,
             start: inst.first,
             end,
-            busy: inst.busy.min(end - inst.first),
+            busy: busy.min(end - inst.first),
             lane: inst.first_lane,
             task: inst.task,
             polls: inst.polls,
             last_lane: inst.last_lane,
-            aux,
-            lines,
+            extra,
             close: tick,
             sched,
         });

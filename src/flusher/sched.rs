@@ -165,8 +165,8 @@ impl Sched {
         self.task_event(k, tick, Kind::Wake, 0);
     }
 
-    /// Task span `k` closed at `tick` (the tick its lane stamped its close with: the close was
-    /// written before it): wakes after it are of a task that has ended.
+    /// The task of span `k` ended at `tick` (its future dropped): wakes after it are of a task
+    /// that has ended.
     pub(crate) fn close_at(&mut self, k: u32, tick: u64) {
         self.task_event(k, tick, Kind::Close, 0);
     }

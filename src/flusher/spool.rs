@@ -9,12 +9,14 @@
 //! |---|---|---|
 //! | 0 | header | magic `SPRSPOL1`, `start_time_ns` i64, `timestamp` str, `label` str ("" = none), `track_threads` u8, `track_async` u8, `aggregate` u8 |
 //! | 1 | region | `id` u32, `line` i64, `name` str, `file` str |
-//! | 2 | calls | `region` u32, `n` u32, then n x (`start - previous start`, `dur`, `thread`, `task`, `await`, `gpu`), each a zigzag LEB128 varint (7 bytes per call, typically, against 44 fixed); then, only when a call of the frame ran in a Tokio task with a timeline, n x `scheduled` (-1 = none) |
+//! | 2 | calls (read, no longer written) | `region` u32, `n` u32, then n x (`start - previous start`, `dur`, `thread`, `task`, `await`, `gpu`), each a zigzag LEB128 varint |
+//! | 8 | calls | `region` u32, `n` u32, `varying` u8 (bit 0 thread, 1 task, 2 await, 3 gpu), then each column that does not vary in the frame once (`thread`, `task`, `await`, `gpu`, those whose bit is clear), then n x (`start - previous start`, `dur`, and the varying columns), every value a zigzag LEB128 varint: a sync span's call on one thread costs its start and duration, 3-4 bytes; then, only when a call of the frame ran in a Tokio task with a timeline, n x `scheduled` (-1 = none) |
 //! | 3 | threads | `n` u32, then n x (`index` u32, `native_id` i64, `start` i64, `end` i64, `cpu` i64, `name` str): rows of the thread table; a later row of the same index replaces an earlier one (an exited thread's row is written once, when it exits; live threads' rows at every flush) |
 //! | 4 | aggregate | `n` u32, then n x (`region` u32, `count` u64, `total` u64, `min` u64, `max` u64, `mean` f64, `m2` f64) |
 //! | 5 | tasks | `n` u32, then n x (`index`, `tokio_id`, `thread_index`, `created`, `done`, `steps`, `running`, `suspended`, `root_region` (-1 = none)), each a zigzag LEB128 varint: rows of tasks retired during the phase (see [`crate::flusher::task`]); then, only when a row has polls from Tokio's instrumentation, n x the ten values of [`crate::flusher::task::polls::PollTotals::to_spool`] |
-//! | 6 | polls | `n` u32, then n x (`region`, `start - previous start`, `dur`, `thread`, `task`), each a zigzag LEB128 varint; then, only when a poll of the frame has one, n x `scheduled` (-1 = none) |
-//! | 7 | sites | `n` u32, then n x (`id` u32, `line` u32, `col` u32, `name` str, `file` str): Tokio spawn sites (see [`crate::recording::tokio::sites`]) |
+//! | 6 | polls (read, no longer written) | `n` u32, then n x (`region`, `start - previous start`, `dur`, `thread`, `task`), each a zigzag LEB128 varint |
+//! | 7 | polls in runs | `n` u32, then runs until n polls: `len`, `region`, `thread`, `task - previous run's task`, then len x (`start - previous start`, `dur`); every value a zigzag LEB128 varint. A run is consecutive polls of one region, thread and task (a span polled in a loop, a sync span's one poll per call under `track_async`): those three cost nothing per poll; then, only when a poll of the frame has one (a Tokio task's, see [`crate::flusher::sched`]), n x `scheduled` in poll order (-1 = none) |
+//! | 9 | sites | `n` u32, then n x (`id` u32, `line` u32, `col` u32, `name` str, `file` str): Tokio spawn sites (see [`crate::recording::tokio::sites`]) |
 //!
 //! A frame cut short by a crash is ignored on reading. The flusher writes frames at every
 //! flush interval (and whenever 1 MiB is buffered; fsynced with `durable`); each finalize moves
@@ -41,11 +43,13 @@ const MAGIC: &[u8; 8] = b"SPRSPOL1";
 pub(crate) const TAG_HEADER: u8 = 0;
 pub(crate) const TAG_REGION: u8 = 1;
 pub(crate) const TAG_CALLS: u8 = 2;
+pub(crate) const TAG_CALL_COLUMNS: u8 = 8;
 pub(crate) const TAG_THREADS: u8 = 3;
 pub(crate) const TAG_AGGREGATE: u8 = 4;
 pub(crate) const TAG_TASKS: u8 = 5;
 pub(crate) const TAG_POLLS: u8 = 6;
-pub(crate) const TAG_SITES: u8 = 7;
+pub(crate) const TAG_POLL_RUNS: u8 = 7;
+pub(crate) const TAG_SITES: u8 = 9;
 /// Calls buffered per region before they become a frame.
 const CALLS_PER_FRAME: usize = 4096;
 /// Bytes buffered before they are written out.
@@ -271,18 +275,26 @@ impl SpoolWriter {
         self.put_preamble();
         self.lanes_in_buf.polls += self.pending_polls.len() as u64;
         let at = self.buf.len();
-        self.buf.push(TAG_POLLS);
+        self.buf.push(TAG_POLL_RUNS);
         self.buf.extend_from_slice(&[0; 4]);
         self.buf
             .extend_from_slice(&(self.pending_polls.len() as u32).to_le_bytes());
-        let mut previous = 0i64;
-        for p in &self.pending_polls {
+        let (mut previous, mut previous_task) = (0i64, 0i64);
+        for run in self
+            .pending_polls
+            .chunk_by(|a, b| (a.region, a.thread, a.task) == (b.region, b.thread, b.task))
+        {
+            let p = run[0];
+            put_varint(&mut self.buf, run.len() as i64);
             put_varint(&mut self.buf, i64::from(p.region));
-            put_varint(&mut self.buf, p.start_ns.wrapping_sub(previous));
-            previous = p.start_ns;
-            put_varint(&mut self.buf, p.dur_ns);
             put_varint(&mut self.buf, i64::from(p.thread));
-            put_varint(&mut self.buf, p.task);
+            put_varint(&mut self.buf, p.task.wrapping_sub(previous_task));
+            previous_task = p.task;
+            for p in run {
+                put_varint(&mut self.buf, p.start_ns.wrapping_sub(previous));
+                previous = p.start_ns;
+                put_varint(&mut self.buf, p.dur_ns);
+            }
         }
         if self.pending_polls.iter().any(|p| p.sched_ns != -1) {
             for p in &self.pending_polls {
@@ -419,23 +431,42 @@ impl SpoolWriter {
             return;
         }
         self.put_preamble();
+        let (frame_span, varying) = columns_of(&calls);
+        self.in_buf.merge(frame_span);
         // Encoded straight into the output buffer: header now, length patched afterwards.
         let at = self.buf.len();
-        self.buf.push(TAG_CALLS);
+        self.buf.reserve(14 + 4 * 10 + calls.len() * 6 * 10);
+        self.buf.push(TAG_CALL_COLUMNS);
         self.buf.extend_from_slice(&[0; 4]);
         self.buf.extend_from_slice(&region.to_le_bytes());
         self.buf
             .extend_from_slice(&(calls.len() as u32).to_le_bytes());
+        self.buf.push(varying);
+        let first = &calls[0];
+        let columns = [
+            i64::from(first.thread),
+            first.task,
+            first.await_ns,
+            first.gpu_ns,
+        ];
+        for (bit, v) in columns.into_iter().enumerate() {
+            if varying & (1 << bit) == 0 {
+                put_varint(&mut self.buf, v);
+            }
+        }
         let mut previous = 0i64;
         for c in &calls {
             put_varint(&mut self.buf, c.start_ns.wrapping_sub(previous));
             previous = c.start_ns;
             put_varint(&mut self.buf, c.dur_ns);
-            put_varint(&mut self.buf, i64::from(c.thread));
-            put_varint(&mut self.buf, c.task);
-            put_varint(&mut self.buf, c.await_ns);
-            put_varint(&mut self.buf, c.gpu_ns);
-            self.in_buf.add(c.start_ns, c.start_ns + c.dur_ns.max(0));
+            if varying != 0 {
+                let values = [i64::from(c.thread), c.task, c.await_ns, c.gpu_ns];
+                for (bit, v) in values.into_iter().enumerate() {
+                    if varying & (1 << bit) != 0 {
+                        put_varint(&mut self.buf, v);
+                    }
+                }
+            }
         }
         if calls.iter().any(|c| c.sched_ns != -1) {
             for c in &calls {
@@ -536,10 +567,31 @@ impl SpoolWriter {
     }
 }
 
+/// The calls' count and time range, and which of their columns (bit 0 thread, 1 task,
+/// 2 await, 3 gpu) vary within them.
+fn columns_of(calls: &[CallRecord]) -> (CallSpan, u8) {
+    let first = &calls[0];
+    let mut span = CallSpan::default();
+    let mut varying = 0u8;
+    for c in calls {
+        span.add(c.start_ns, c.start_ns + c.dur_ns.max(0));
+        varying |= u8::from(c.thread != first.thread)
+            | u8::from(c.task != first.task) << 1
+            | u8::from(c.await_ns != first.await_ns) << 2
+            | u8::from(c.gpu_ns != first.gpu_ns) << 3;
+    }
+    (span, varying)
+}
+
 /// Appends `v` as a zigzag LEB128 varint (small magnitudes of either sign take one byte).
 #[inline]
 fn put_varint(buf: &mut Vec<u8>, v: i64) {
     let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    if z < 0x80 {
+        // Most values (ids, zeros, small deltas): one byte.
+        buf.push(z as u8);
+        return;
+    }
     while z >= 0x80 {
         buf.push((z as u8) | 0x80);
         z >>= 7;

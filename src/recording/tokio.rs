@@ -23,8 +23,9 @@
 //! `block_on` futures get a `runtime.spawn` span too (`kind = "block_on"`); they are no task
 //! (no Tokio task id, no waker events) and are recorded as plain spans.
 //!
-//! The functions take the [`Shared`] state, not a `Layer` context, so every front end that
-//! writes lanes can call them.
+//! The functions take the [`Shared`] state, not a `Layer` context, so both front ends
+//! (`ScopeLayer` and `ScopeSubscriber`, whose span ids come from a counter and are never
+//! reused) call them from their span-creation and event callbacks.
 
 pub(crate) mod sites;
 
@@ -72,6 +73,11 @@ pub(crate) fn is_resource_callsite(meta: &Metadata<'_>) -> bool {
     meta.is_span() && meta.name().starts_with("runtime.resource")
 }
 
+/// Whether `meta` is an event callsite of Tokio's wakers (`tokio::task::waker`).
+pub(crate) fn is_waker_callsite(meta: &Metadata<'_>) -> bool {
+    meta.is_event() && meta.target() == "tokio::task::waker"
+}
+
 /// Puts `addr` into the first free slot of `slots` (no-op when it is there or all are taken).
 fn remember(slots: &[AtomicUsize], addr: usize) {
     for s in slots {
@@ -90,7 +96,7 @@ impl TokioSites {
         let addr = meta as *const Metadata<'static> as usize;
         if is_spawn_callsite(meta) {
             remember(&self.spawn, addr);
-        } else if meta.is_event() && meta.target() == "tokio::task::waker" {
+        } else if is_waker_callsite(meta) {
             remember(&self.waker, addr);
         } else {
             return;

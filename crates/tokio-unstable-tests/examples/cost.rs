@@ -2,7 +2,7 @@
 //! flusher's CPU per wake. Run in release, built with `--cfg tokio_unstable`:
 //!
 //! ```text
-//! scripts/tokio-unstable-tests.sh --release --example cost -- [ROUNDS]
+//! scripts/tokio-unstable-tests.sh run --release --example cost -- [ROUNDS]
 //! ```
 //!
 //! Two shapes, each measured with the registry and an empty layer (the baseline: what Tokio's

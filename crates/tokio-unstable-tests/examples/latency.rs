@@ -3,7 +3,7 @@
 //! worker now and then. Writes `latency.h5` (or the path given) and prints the summary.
 //!
 //! ```text
-//! scripts/tokio-unstable-tests.sh --example latency -- /tmp/latency.h5
+//! scripts/tokio-unstable-tests.sh run --example latency -- /tmp/latency.h5
 //! scopeprof inspect /tmp/latency.h5
 //! scopeprof export --format perfetto /tmp/latency.h5 -o /tmp/latency.pftrace
 //! ```

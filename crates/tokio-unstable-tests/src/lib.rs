@@ -31,9 +31,20 @@ pub struct Run {
     pub report: Report,
 }
 
+/// Whether the profiler is `ScopeSubscriber` (`SCOPE_FRONT_END=subscriber`) rather than
+/// `ScopeLayer` on the registry (the default, or `SCOPE_FRONT_END=layer`).
+pub fn front_end_is_subscriber() -> bool {
+    match std::env::var("SCOPE_FRONT_END").as_deref() {
+        Ok("subscriber") => true,
+        Ok("layer") | Err(_) => false,
+        Ok(other) => panic!("SCOPE_FRONT_END={other}: expected `layer` or `subscriber`"),
+    }
+}
+
 /// Profiles `body` on a multi-thread runtime with `workers` workers into `dir/name.h5`, with
-/// `track_async(true)` and whatever `tweak` adds; every runtime thread and the calling thread
-/// report to the profiler. `body` gets the runtime and the dispatch (for threads it starts).
+/// `track_async(true)` and whatever `tweak` adds, through the front end
+/// [`front_end_is_subscriber`] names; every runtime thread and the calling thread report to
+/// the profiler. `body` gets the runtime and the dispatch (for threads it starts).
 pub fn profile(
     dir: &Path,
     name: &str,
@@ -47,8 +58,16 @@ pub fn profile(
         .output(&path)
         .track_async(true)
         .summary(false);
-    let (layer, guard) = tweak(builder).build().expect("build the profiler");
-    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let (dispatch, guard) = if front_end_is_subscriber() {
+        let (subscriber, guard) = tweak(builder)
+            .build_subscriber()
+            .expect("build the profiler");
+        (tracing::Dispatch::new(subscriber), guard)
+    } else {
+        let (layer, guard) = tweak(builder).build().expect("build the profiler");
+        let registry = tracing_subscriber::registry().with(layer);
+        (tracing::Dispatch::new(registry), guard)
+    };
     let d2 = dispatch.clone();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)

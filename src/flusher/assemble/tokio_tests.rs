@@ -142,3 +142,37 @@ fn with_task_regions_the_task_is_a_call_too() {
     assert_eq!((out[0].start, out[0].end, out[0].task), (20, 30, 7));
     assert_eq!(out[0].sched, 0, "its task's scheduled time: none");
 }
+
+/// A task ends when its future is dropped (its span's last enter-exit); its close takes its
+/// lane's next tick, which comes much later when the worker goes idle. A wake between the two,
+/// read with them, is of a task that has ended.
+#[test]
+fn a_wake_after_the_drop_is_of_an_ended_task_though_the_close_is_stamped_later() {
+    let mut a = assembler();
+    let mut out = Vec::new();
+    let spawn = [
+        Record::new_span(TASK, &SPAWN),
+        Record::wake(TASK, 100),
+        Record::spawn_site(3),
+    ];
+    a.feed(0, &spawn, &mut out);
+    let worker = [
+        Record::task(42),
+        Record::enter(TASK, 150),
+        Record::exit(TASK, 160),
+        Record::enter(TASK, 161), // the drop
+        Record::exit(TASK, 162),
+        Record::close(TASK),
+    ];
+    a.feed(1, &worker, &mut out);
+    // Another thread wakes the task through a waker it kept, after the drop.
+    a.feed(2, &[Record::wake(TASK, 200)], &mut out);
+    // The worker's next tick, which stamps the close, comes only later: the watermark passes
+    // the wake a round before the close is due.
+    a.caught_up(1, 1_000);
+    a.complete(300, &mut out);
+    a.complete(2_000, &mut out);
+    assert_eq!(a.open_instances(), 0);
+    let c = a.sched.counts;
+    assert_eq!((c.wakes, c.ended_wakes, c.extra_wakes), (0, 1, 0), "{c:?}");
+}

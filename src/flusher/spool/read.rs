@@ -7,8 +7,8 @@ use std::io::{self, BufReader, Read};
 use std::path::Path;
 
 use super::{
-    Header, SpoolRegion, MAGIC, TAG_AGGREGATE, TAG_CALLS, TAG_HEADER, TAG_POLLS, TAG_REGION,
-    TAG_SITES, TAG_TASKS, TAG_THREADS,
+    Header, SpoolRegion, MAGIC, TAG_AGGREGATE, TAG_CALLS, TAG_CALL_COLUMNS, TAG_HEADER, TAG_POLLS,
+    TAG_POLL_RUNS, TAG_REGION, TAG_SITES, TAG_TASKS, TAG_THREADS,
 };
 use crate::flusher::stats::Stats;
 use crate::output::model::{CallRecord, PollRecord, TaskRow, ThreadRow};
@@ -138,8 +138,8 @@ pub(crate) fn scan_into(
         // Frames this pass does not want are skipped unread (a finalize reads the calls and
         // the lanes of one spool in two passes, each skipping the other's frames).
         let skip = match tag {
-            TAG_CALLS => on_calls.is_none(),
-            TAG_POLLS | TAG_TASKS => !keep_lanes,
+            TAG_CALLS | TAG_CALL_COLUMNS => on_calls.is_none(),
+            TAG_POLLS | TAG_POLL_RUNS | TAG_TASKS => !keep_lanes,
             _ => false,
         };
         if skip {
@@ -165,14 +165,22 @@ pub(crate) fn scan_into(
                 saw_header = true;
             }
             TAG_REGION => region(&mut r, &mut out.regions).ok_or_else(|| bad("region"))?,
-            TAG_CALLS => {
+            TAG_CALLS | TAG_CALL_COLUMNS => {
                 if let Some(on_calls) = on_calls.as_mut() {
                     let declared = out.regions.len();
-                    let region = calls(&mut r, declared, &mut frame_calls).map_err(&bad)?;
+                    let region = if tag == TAG_CALLS {
+                        calls(&mut r, declared, &mut frame_calls)
+                    } else {
+                        call_columns(&mut r, declared, &mut frame_calls)
+                    }
+                    .map_err(&bad)?;
                     on_calls(region, &frame_calls);
                 }
             }
             TAG_POLLS if keep_lanes => polls(&mut r, &mut out.polls).ok_or_else(|| bad("polls"))?,
+            TAG_POLL_RUNS if keep_lanes => {
+                poll_runs(&mut r, &mut out.polls).ok_or_else(|| bad("polls"))?
+            }
             TAG_TASKS if keep_lanes => tasks(&mut r, &mut out.tasks).ok_or_else(|| bad("tasks"))?,
             TAG_THREADS => {
                 let rows = threads(&mut r).ok_or_else(|| bad("threads"))?;
@@ -256,6 +264,57 @@ fn calls(
         previous = c.start_ns;
         out.push(c);
     }
+    Ok(region)
+}
+
+/// Frame 8: calls, the columns that do not vary stored once (see the writer).
+fn call_columns(
+    r: &mut Cursor<'_>,
+    declared: usize,
+    out: &mut Vec<CallRecord>,
+) -> Result<u32, &'static str> {
+    let region = r.u32().ok_or("calls")?;
+    let n = r.u32().ok_or("calls")? as usize;
+    let varying = r.u8().ok_or("calls")?;
+    if region as usize >= declared {
+        return Err("calls of an undeclared region");
+    }
+    let (d, mut at) = (r.d, r.at);
+    let mut fixed = [0i64; 4];
+    for (bit, v) in fixed.iter_mut().enumerate() {
+        if varying & (1 << bit) == 0 {
+            *v = get_varint(d, &mut at).ok_or("calls")?;
+        }
+    }
+    let mut previous = 0i64;
+    out.clear();
+    out.reserve(n);
+    for _ in 0..n {
+        let c = (|| {
+            let start_ns = previous.wrapping_add(get_varint(d, &mut at)?);
+            let dur_ns = get_varint(d, &mut at)?;
+            let mut v = fixed;
+            for (bit, x) in v.iter_mut().enumerate() {
+                if varying & (1 << bit) != 0 {
+                    *x = get_varint(d, &mut at)?;
+                }
+            }
+            Some(CallRecord {
+                start_ns,
+                dur_ns,
+                thread: u32::try_from(v[0]).ok()?,
+                task: v[1],
+                await_ns: v[2],
+                gpu_ns: v[3],
+                call_id: -1,
+                parent_id: -1,
+                sched_ns: -1,
+            })
+        })()
+        .ok_or("calls")?;
+        previous = c.start_ns;
+        out.push(c);
+    }
     if at < d.len() {
         // Scheduled time of calls in Tokio tasks.
         for c in out.iter_mut() {
@@ -265,7 +324,7 @@ fn calls(
     Ok(region)
 }
 
-/// Frame 7: Tokio spawn sites, each at its id.
+/// Frame 9: Tokio spawn sites, each at its id.
 fn sites(r: &mut Cursor<'_>, all: &mut Vec<SiteInfo>) -> Option<()> {
     let n = r.u32()?;
     for _ in 0..n {
@@ -349,7 +408,6 @@ pub(super) fn polls(r: &mut Cursor<'_>, out: &mut Vec<PollRecord>) -> Option<()>
     let (d, mut at) = (r.d, r.at);
     let mut previous = 0i64;
     out.reserve(n as usize);
-    let first = out.len();
     for _ in 0..n {
         let mut next = || get_varint(d, &mut at);
         let region = u32::try_from(next()?).ok()?;
@@ -365,7 +423,41 @@ pub(super) fn polls(r: &mut Cursor<'_>, out: &mut Vec<PollRecord>) -> Option<()>
         previous = p.start_ns;
         out.push(p);
     }
+    Some(())
+}
+
+/// Frame 7: polls in runs of one region, thread and task (see the writer).
+pub(super) fn poll_runs(r: &mut Cursor<'_>, out: &mut Vec<PollRecord>) -> Option<()> {
+    let n = r.u32()? as usize;
+    let (d, mut at) = (r.d, r.at);
+    let (mut previous, mut task) = (0i64, 0i64);
+    out.reserve(n);
+    let first = out.len();
+    let mut read = 0usize;
+    while read < n {
+        let mut next = || get_varint(d, &mut at);
+        let len = usize::try_from(next()?)
+            .ok()
+            .filter(|&l| l > 0 && l <= n - read)?;
+        let region = u32::try_from(next()?).ok()?;
+        let thread = u32::try_from(next()?).ok()?;
+        task = task.wrapping_add(next()?);
+        for _ in 0..len {
+            let start_ns = previous.wrapping_add(get_varint(d, &mut at)?);
+            previous = start_ns;
+            out.push(PollRecord {
+                region,
+                start_ns,
+                dur_ns: get_varint(d, &mut at)?,
+                thread,
+                task,
+                sched_ns: -1,
+            });
+        }
+        read += len;
+    }
     if at < d.len() {
+        // Scheduled time of Tokio tasks' polls.
         for p in &mut out[first..] {
             p.sched_ns = get_varint(d, &mut at)?;
         }
