@@ -437,12 +437,16 @@ impl Assembler {
 
     /// A `CLOSE`, or a marker of a lost `CLOSE`, which ends the call as well.
     fn close(&mut self, lane: u32, ls: &mut LaneState, k: u32, r: &Record) {
-        let dropped = self.insts.last_exit(k);
         let inst = self.insts.get_mut(k);
         if r.kind() == LOST {
             inst.flags |= insts::LOST;
         }
-        if inst.closed_lane == NONE && inst.flags & TASK_SPAN != 0 && dropped != 0 {
+        let dropped = if inst.closed_lane == NONE && inst.flags & TASK_SPAN != 0 {
+            self.insts.last_exit(k)
+        } else {
+            0
+        };
+        if dropped != 0 {
             // The task ended when its future was dropped, inside its span's last enter-exit
             // (see `sched::timeline`), read before this close on this lane. Told now, not
             // when the close is due: the close has no tick of its own and takes its lane's
@@ -491,9 +495,11 @@ impl Assembler {
             due.push(c);
         }
         // A task never polled ends at its close (see `close` for the others).
-        for &(tick, k, _) in &due {
-            if self.insts.get(k).flags & TASK_SPAN != 0 && self.insts.last_exit(k) == 0 {
-                self.sched.close_at(k, tick);
+        if self.sched.active {
+            for &(tick, k, _) in &due {
+                if self.insts.get(k).flags & TASK_SPAN != 0 && self.insts.last_exit(k) == 0 {
+                    self.sched.close_at(k, tick);
+                }
             }
         }
         // Every event of the tasks up to `wm` first: the calls completed below have gathered
@@ -520,8 +526,10 @@ impl Assembler {
                 return;
             }
             sched.unwrap_or(NO_SCHED)
-        } else {
+        } else if self.sched.active {
             self.sched.take_call(k).unwrap_or(NO_SCHED)
+        } else {
+            NO_SCHED
         };
         if inst.first != NOT_ENTERED {
             self.tasks.open_remove(inst.task, inst.first);
