@@ -161,7 +161,7 @@ impl Builder {
         self
     }
 
-    // --- Long-running services: rotation, retention, durability (see the README section
+    // --- Long-running services: rotation, retention, durability (see docs/guide.md,
     // "Profiling a service") ---
 
     /// Writes a phase file every `period`: the output `profile.h5` becomes `profile.0001.h5`,

@@ -78,9 +78,9 @@
 //! by stream order (a record belongs to the newest instance of its id).
 //!
 //! ## How it stays cheap
-//! The layer's callbacks only read the TSC and append a 24-byte record to a thread-local
-//! buffer; a background flusher reassembles calls, folds statistics and writes files. See
-//! `benches/overhead.rs` and the README for the measured cost.
+//! The callbacks only read the TSC and append a 16-byte record to a thread-local buffer; a
+//! background flusher reassembles calls, folds statistics and writes files. See
+//! `benches/cost.rs` and `docs/performance.md` for the measured cost.
 
 #![deny(missing_docs)]
 
