@@ -15,6 +15,9 @@ use crate::shared::Shared;
 use crate::sink::Sinks;
 use crate::Error;
 
+#[cfg(feature = "prometheus")]
+mod metrics;
+
 /// Configures and builds a [`ScopeLayer`] and its [`FlushGuard`].
 ///
 /// ```no_run
@@ -339,11 +342,15 @@ impl Builder {
     ///   writing it);
     /// - errors of the sinks asked for (unknown perf events, a missing LIKWID or CUDA library)
     ///   and of MPI setup;
-    /// - [`Error::ThreadSpawn`] when the flusher thread cannot be started.
+    /// - [`Error::ThreadSpawn`] when the flusher thread cannot be started;
+    /// - with the `prometheus` feature, [`Error::MetricsEndpoint`] when the metrics endpoint
+    ///   cannot be bound, and [`Error::InvalidOption`] for invalid metric labels.
     pub fn build(self) -> Result<(ScopeLayer, FlushGuard), Error> {
         let mut config = self.config.finish()?;
         #[allow(clippy::let_unit_value)] // `()` without the `mpi` feature
         let _mpi = crate::mpi::setup(&mut config)?;
+        #[cfg(feature = "prometheus")]
+        let metrics = crate::metrics::setup(&config, crate::mpi::handle_rank(&_mpi))?;
         let mut sinks = None;
         if config.mode != crate::Mode::Disabled {
             if let Some(path) = &config.output {
@@ -362,8 +369,21 @@ impl Builder {
         {
             shared.mpi = _mpi;
         }
+        #[cfg(feature = "prometheus")]
+        {
+            shared.metrics = metrics.as_ref().map(|m| m.hub.clone());
+        }
         let shared = Arc::new(shared);
-        let guard = FlushGuard::start(shared.clone())?;
+        #[allow(unused_mut)] // without the `prometheus` feature
+        let mut guard = FlushGuard::start(shared.clone())?;
+        #[cfg(feature = "prometheus")]
+        if let Some(crate::metrics::Setup {
+            hub,
+            listener: Some(listener),
+        }) = metrics
+        {
+            guard.serve_metrics(crate::metrics::http::Server::start(listener, hub)?);
+        }
         Ok((ScopeLayer::new(shared), guard))
     }
 }

@@ -69,6 +69,9 @@ pub(crate) struct Config {
     pub mpi: bool,
     /// Buffer budget and drop policy.
     pub buffering: Buffering,
+    /// Live metrics and their endpoint.
+    #[cfg(feature = "prometheus")]
+    pub metrics: crate::metrics::options::MetricsConfig,
 }
 
 impl Config {
@@ -105,6 +108,8 @@ impl Config {
             });
         }
         check_service_options(config)?;
+        #[cfg(feature = "prometheus")]
+        config.metrics.check()?;
         Ok(self)
     }
 }
@@ -136,6 +141,8 @@ impl Default for Config {
             compensate_overhead: false,
             mpi: false,
             buffering: Buffering::default(),
+            #[cfg(feature = "prometheus")]
+            metrics: Default::default(),
         }
     }
 }

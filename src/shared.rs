@@ -51,6 +51,9 @@ pub(crate) struct Shared {
     pub lines: crate::recording::events::EventSites,
     /// The profiler's own cost, measured at `build()` (None when disabled).
     pub overhead: Option<crate::recording::overhead::SelfCost>,
+    /// Where the flusher publishes the live metrics, when they are on.
+    #[cfg(feature = "prometheus")]
+    pub metrics: Option<Arc<crate::metrics::Hub>>,
 }
 
 impl Shared {
@@ -85,6 +88,8 @@ impl Shared {
             pause: Default::default(),
             lines: Default::default(),
             overhead: None,
+            #[cfg(feature = "prometheus")]
+            metrics: None,
         }
     }
 

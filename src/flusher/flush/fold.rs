@@ -32,6 +32,15 @@ impl Flusher {
         }
         let track_tasks = self.shared.config.track_async;
         let pauses = self.shared.pause.windows();
+        // The live metrics, when on: checked once here, fed per call below.
+        #[cfg(feature = "prometheus")]
+        let mut live = self.metrics.as_mut().map(|m| {
+            let regions = self.asm.regions.regions();
+            for info in regions.get(m.acc.regions()..).unwrap_or_default() {
+                m.acc.region(info.name);
+            }
+            &mut m.acc
+        });
         for c in self.scratch.drain(..) {
             if crate::recording::pause::overlaps(&pauses, c.start, c.end) {
                 self.paused_calls += 1;
@@ -94,6 +103,10 @@ impl Flusher {
             });
             let p = &mut self.phase[c.region as usize];
             p.stats.add(dur_ns as u64);
+            #[cfg(feature = "prometheus")]
+            if let Some(acc) = live.as_deref_mut() {
+                acc.add(c.region, dur_ns as u64, (dur_ns - busy_ns) as u64);
+            }
             p.lifetime += 1;
             if gpu_ns >= 0 {
                 p.gpu_count += 1;
