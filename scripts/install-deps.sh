@@ -6,6 +6,9 @@
 #                             run bindgen at build time, which loads libclang and needs clang's
 #                             builtin headers)
 #   libopenmpi-dev + openmpi-bin  (the `mpi` feature links OpenMPI; its tests run `mpirun`)
+#   prometheus                (the `prometheus` feature's test scrapes with a real Prometheus
+#                             and checks the text with `promtool`; installed without its
+#                             recommends and without starting the package's service)
 # Debian/Ubuntu only (apt-get); runs apt-get through sudo when not root. Idempotent and quiet
 # when everything is present.
 set -euo pipefail
@@ -20,23 +23,41 @@ compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null || need+=(libclang1-14)
 compgen -G '/usr/lib/llvm-*/lib/clang/*/include/stddef.h' >/dev/null || need+=(libclang-common-14-dev)
 pkg-config --exists ompi 2>/dev/null || need+=(libopenmpi-dev)
 command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
+# Installed apart: --no-install-recommends (no node exporter), no service started.
+quiet_need=()
+{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || quiet_need+=(prometheus)
 
-if [ ${#need[@]} -eq 0 ]; then
+if [ ${#need[@]} -eq 0 ] && [ ${#quiet_need[@]} -eq 0 ]; then
     exit 0
 fi
 
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
     command -v sudo >/dev/null 2>&1 || {
-        echo "install-deps: need root (or sudo) to install: ${need[*]}" >&2
+        echo "install-deps: need root (or sudo) to install: ${need[*]} ${quiet_need[*]}" >&2
         exit 1
     }
     sudo="sudo"
 fi
 command -v apt-get >/dev/null 2>&1 || {
-    echo "install-deps: apt-get not found; install these by hand: ${need[*]}" >&2
+    echo "install-deps: apt-get not found; install these by hand: ${need[*]} ${quiet_need[*]}" >&2
     exit 1
 }
-echo "install-deps: installing ${need[*]}" >&2
+echo "install-deps: installing ${need[*]} ${quiet_need[*]}" >&2
 $sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+if [ ${#need[@]} -gt 0 ]; then
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if [ ${#quiet_need[@]} -gt 0 ]; then
+    # The prometheus package would start its own server on port 9090; the tests start theirs
+    # on a free loopback port. policy-rc.d (exit 101) tells invoke-rc.d and
+    # deb-systemd-invoke not to start services; added only for this install when absent.
+    policy=/usr/sbin/policy-rc.d
+    if [ ! -e "$policy" ]; then
+        trap '$sudo rm -f "$policy"' EXIT
+        printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
+        $sudo chmod +x "$policy"
+    fi
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+        "${quiet_need[@]}" >/dev/null
+fi
