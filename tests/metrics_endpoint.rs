@@ -116,23 +116,38 @@ fn counts_are_exact_and_survive_finalize() {
     calls(&d, "b", 1);
     let first = guard.finalize().unwrap();
     let text = scrape(addr);
-    assert_eq!(sample(&text, r#"scope_region_calls_total{region="a"}"#), Some(3.0));
-    assert_eq!(sample(&text, r#"scope_region_calls_total{region="b"}"#), Some(1.0));
+    assert_eq!(
+        sample(&text, r#"scope_region_calls_total{region="a"}"#),
+        Some(3.0)
+    );
+    assert_eq!(
+        sample(&text, r#"scope_region_calls_total{region="b"}"#),
+        Some(1.0)
+    );
     let seconds = sample(&text, r#"scope_region_seconds_total{region="a"}"#).unwrap();
     let total_ns = first.region("a").unwrap().total_ns as f64;
-    assert!((seconds * 1e9 - total_ns).abs() <= 1.0, "{seconds} s, {total_ns} ns");
+    assert!(
+        (seconds * 1e9 - total_ns).abs() <= 1.0,
+        "{seconds} s, {total_ns} ns"
+    );
     calls(&d, "a", 2);
     let second = guard.finalize().unwrap();
     assert_eq!(second.region("a").unwrap().calls, 2);
     let text = scrape(addr);
     // Since build, across the phases.
-    assert_eq!(sample(&text, r#"scope_region_calls_total{region="a"}"#), Some(5.0));
+    assert_eq!(
+        sample(&text, r#"scope_region_calls_total{region="a"}"#),
+        Some(5.0)
+    );
     assert_eq!(
         sample(&text, r#"scope_region_duration_seconds_count{region="a"}"#),
         Some(5.0)
     );
     assert_eq!(
-        sample(&text, r#"scope_region_duration_seconds_bucket{region="a",le="+Inf"}"#),
+        sample(
+            &text,
+            r#"scope_region_duration_seconds_bucket{region="a",le="+Inf"}"#
+        ),
         Some(5.0)
     );
     assert_eq!(guard.metrics_text().unwrap(), text);
@@ -155,14 +170,32 @@ fn regions_beyond_the_limit_are_counted_as_other() {
     assert_eq!(guard.metrics_addr(), None);
     let text = guard.metrics_text().unwrap();
     let l = r#"service="t\"1\"""#;
-    assert_eq!(sample(&text, &format!("scope_region_calls_total{{region=\"a\",{l}}}")), Some(1.0));
-    assert_eq!(sample(&text, &format!("scope_region_calls_total{{region=\"b\",{l}}}")), Some(2.0));
     assert_eq!(
-        sample(&text, &format!("scope_region_calls_total{{region=\"other\",{l}}}")),
+        sample(
+            &text,
+            &format!("scope_region_calls_total{{region=\"a\",{l}}}")
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            &format!("scope_region_calls_total{{region=\"b\",{l}}}")
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        sample(
+            &text,
+            &format!("scope_region_calls_total{{region=\"other\",{l}}}")
+        ),
         Some(12.0)
     );
     assert!(!text.contains("region=\"c\""), "{text}");
-    assert_eq!(sample(&text, &format!("scope_regions_folded{{{l}}}")), Some(2.0));
+    assert_eq!(
+        sample(&text, &format!("scope_regions_folded{{{l}}}")),
+        Some(2.0)
+    );
 }
 
 #[test]
@@ -198,7 +231,10 @@ fn await_and_perf_series() {
     assert_eq!(report.region("job").unwrap().calls, 1);
     let text = guard.metrics_text().unwrap();
     let awaited = sample(&text, r#"scope_region_await_seconds_total{region="job"}"#).unwrap();
-    assert!((0.029..10.0).contains(&awaited), "await {awaited} s\n{text}");
+    assert!(
+        (0.029..10.0).contains(&awaited),
+        "await {awaited} s\n{text}"
+    );
     let cpu_ns = sample(&text, r#"scope_region_perf_task_clock_total{region="job"}"#).unwrap();
     assert!(cpu_ns >= 15e6, "task-clock {cpu_ns} ns\n{text}");
     drop(rt);
@@ -257,7 +293,10 @@ fn abuse(addr: SocketAddr) {
     let mut answer = Vec::new();
     let _ = s.read_to_end(&mut answer);
     let text = String::from_utf8_lossy(&answer);
-    assert!(text.is_empty() || text.starts_with("HTTP/1.1 431"), "{text}");
+    assert!(
+        text.is_empty() || text.starts_with("HTTP/1.1 431"),
+        "{text}"
+    );
     drop(TcpStream::connect(addr).unwrap().write_all(b"GET /met"));
     let (status, body) = exchange(addr, b"HEAD /metrics HTTP/1.1\r\n\r\n");
     assert_eq!((status, body.as_str()), (200, ""));
@@ -344,7 +383,10 @@ fn a_port_in_use_is_an_error_at_build() {
 #[test]
 fn disabled_binds_nothing() {
     let _s = serial();
-    let free = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let free = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
     let (_layer, guard) = ScopeLayer::builder()
         .mode(Mode::Disabled)
         .prometheus(free)
@@ -382,7 +424,10 @@ fn a_forked_child_does_not_keep_the_listener() {
     let _s = serial();
     let (_d, guard, addr) = endpoint();
     let inode = listening_inode(addr);
-    assert!(holds_socket(std::process::id(), &inode), "the parent listens");
+    assert!(
+        holds_socket(std::process::id(), &inode),
+        "the parent listens"
+    );
     let mut pipe = [0i32; 2];
     // SAFETY: pipe writes two descriptors into the array.
     assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
@@ -413,5 +458,8 @@ fn a_forked_child_does_not_keep_the_listener() {
     // The parent still serves, and stops when its guard drops.
     scrape(addr);
     drop(guard);
-    assert!(TcpStream::connect(addr).is_err(), "served after the guard dropped");
+    assert!(
+        TcpStream::connect(addr).is_err(),
+        "served after the guard dropped"
+    );
 }

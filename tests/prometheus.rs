@@ -79,7 +79,10 @@ fn start_prometheus(dir: &Path, target: SocketAddr) -> Server {
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let child = Command::new(tool("prometheus"))
         .arg(format!("--config.file={}", config.display()))
-        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
         .arg(format!("--web.listen-address={addr}"))
         .arg("--log.level=warn")
         .stdout(Stdio::null())
@@ -93,7 +96,10 @@ fn start_prometheus(dir: &Path, target: SocketAddr) -> Server {
             let log = std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default();
             panic!("prometheus exited ({status}):\n{log}");
         }
-        assert!(t0.elapsed() < Duration::from_secs(30), "prometheus not ready");
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "prometheus not ready"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     server
@@ -256,12 +262,18 @@ fn prometheus_scrapes_exact_counts_and_quantiles() {
         .first()
         .is_none_or(|(_, t)| *t <= finalized)
     {
-        assert!(t1.elapsed() < Duration::from_secs(15), "no scrape after the finalize");
+        assert!(
+            t1.elapsed() < Duration::from_secs(15),
+            "no scrape after the finalize"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     assert_eq!(scalar(&prom, r#"up{job="scope"}"#), 1.0);
 
-    for (region, expected) in [("handle", TASKS * REQUESTS), ("parse", 2 * TASKS * REQUESTS)] {
+    for (region, expected) in [
+        ("handle", TASKS * REQUESTS),
+        ("parse", 2 * TASKS * REQUESTS),
+    ] {
         let counted = report.region(region).unwrap().lifetime_calls;
         assert_eq!(counted, expected, "{region}: the report");
         let q = format!(r#"scope_region_calls_total{{region="{region}",service="prom-test"}}"#);
@@ -281,7 +293,10 @@ fn prometheus_scrapes_exact_counts_and_quantiles() {
     );
     let db = r#"scope_region_duration_seconds_bucket{region="db_query"}"#;
     let p50 = scalar(&prom, &format!("histogram_quantile(0.5, {db})"));
-    assert!(p50 > 0.00178 && p50 <= 0.00316, "p50 of 2 ms calls: {p50} s");
+    assert!(
+        p50 > 0.00178 && p50 <= 0.00316,
+        "p50 of 2 ms calls: {p50} s"
+    );
     let p99 = scalar(&prom, &format!("histogram_quantile(0.99, {db})"));
     check_p99("db_query", p99, &measured);
 
@@ -295,9 +310,14 @@ fn prometheus_scrapes_exact_counts_and_quantiles() {
         .find(|(m, _)| m["region"] == "db_query")
         .expect("p99 of db_query");
     check_p99("p99 per region", db.1, &measured);
-    let rates = query(&prom, "sum by (region) (rate(scope_region_calls_total[1m]))");
+    let rates = query(
+        &prom,
+        "sum by (region) (rate(scope_region_calls_total[1m]))",
+    );
     assert!(
-        rates.iter().any(|(m, v)| m["region"] == "parse" && *v > 0.0),
+        rates
+            .iter()
+            .any(|(m, v)| m["region"] == "parse" && *v > 0.0),
         "calls/s: {rates:?}"
     );
     let top = query(

@@ -1,21 +1,25 @@
 //! The per-region metrics the flusher keeps: cumulative since `build()`, so they survive
-//! every finalize and rotation (a finalize hands over the phase, never these).
+//! every finalize and rotation.
 //!
-//! Each exported region has a *slot*: calls, total time, await time and the duration
-//! histogram, updated by [`Accumulator::add`] for every call the flusher folds (a few
-//! additions and a bucket found by comparisons). Regions get slots in the order the flusher
-//! first sees them, up to the region limit; later ones (and a region named `other`) share the
-//! `other` slot, and [`Accumulator::folded`] counts them. Slots are never removed: memory is
-//! O(regions), bounded by the limit.
+//! **Per call** ([`Accumulator::add`]) only what the flusher does not already keep: the
+//! call's duration bucket and its await time, in a histogram per region id (one bounds
+//! check, a branch-free bucket, two additions). Calls and total time come from the phase's
+//! own statistics ([`crate::flusher::stats::Stats`], which the flusher updates for every call
+//! anyway): a snapshot adds the current phase's count and total to what earlier phases
+//! carried ([`Accumulator::carry`], at every finalize, before the phase is handed over).
 //!
-//! A snapshot ([`Accumulator::snapshot`]) shares each unchanged slot's last published series
-//! (one `Arc`), so publishing costs a copy of the slots that changed since the last one.
+//! **Per snapshot** ([`Accumulator::snapshot`], a few times a second) the regions become
+//! exported *slots*: the first `limit` regions the flusher saw by name, the rest (and a region
+//! named `other`) summed into the `other` slot, which [`Accumulator::folded`] counts. A slot
+//! whose call count did not change shares its last published series (one `Arc`), so a
+//! snapshot copies only what changed. Memory is O(regions): slots never go away.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::histogram::{bucket, BUCKETS};
+use super::histogram::{bucket, BUCKETS, FINITE};
 use super::{Perf, Process, Published};
+use crate::flusher::stats::Stats;
 
 /// The cumulative series of one exported region.
 #[derive(Clone, Debug, PartialEq)]
@@ -27,8 +31,9 @@ pub(crate) struct RegionSeries {
     /// Their summed await time (duration minus busy time), ns.
     pub await_ns: u64,
     // Hook for the scheduling split (issue 21): when the flusher knows how much of a call's
-    // await time the task was ready but not running, add `scheduled_ns` here, feed it in
-    // `add`, and render `scope_region_scheduled_seconds_total` beside the await series.
+    // await time the task was ready but not running, add `scheduled_ns` here and in `Hist`,
+    // feed it in `add`, and render `scope_region_scheduled_seconds_total` beside the await
+    // series.
     /// Calls per duration bucket (not cumulative; see [`super::histogram`]).
     pub buckets: [u64; BUCKETS],
 }
@@ -44,28 +49,30 @@ impl Default for RegionSeries {
     }
 }
 
+/// What a call adds, per region id.
+#[derive(Clone)]
+struct Hist {
+    buckets: [u64; BUCKETS],
+    await_ns: u64,
+}
+
+/// What a region id carries from the phases before the current one, and where it goes.
+#[derive(Clone, Copy, Default)]
+struct Carried {
+    calls: u64,
+    ns: u64,
+    /// Its exported slot.
+    slot: u32,
+}
+
 /// One exported series set.
 struct Slot {
     /// The value of its `region` label.
     name: Arc<str>,
-    series: RegionSeries,
     /// What the last snapshot holds.
     published: Arc<RegionSeries>,
     /// Perf totals by event, as of the last [`Accumulator::set_perf`].
     perf: Vec<u64>,
-    dirty: bool,
-}
-
-impl Slot {
-    fn new(name: &str) -> Slot {
-        Slot {
-            name: name.into(),
-            series: RegionSeries::default(),
-            published: Arc::default(),
-            perf: Vec::new(),
-            dirty: false,
-        }
-    }
 }
 
 /// The label value of the slot that holds the regions beyond the limit.
@@ -74,8 +81,9 @@ pub(crate) const OTHER: &str = "other";
 /// The flusher's live metrics (see the module docs).
 pub(crate) struct Accumulator {
     limit: usize,
-    /// Slot of each region id.
-    slot_of: Vec<u32>,
+    /// By region id: the per-call part (hot) and the carried part (cold).
+    hists: Vec<Hist>,
+    carried: Vec<Carried>,
     slots: Vec<Slot>,
     /// Slot of each region name (perf totals come by name).
     by_name: HashMap<&'static str, u32>,
@@ -90,7 +98,8 @@ impl Accumulator {
     pub(crate) fn new(limit: usize) -> Accumulator {
         Accumulator {
             limit,
-            slot_of: Vec::new(),
+            hists: Vec::new(),
+            carried: Vec::new(),
             slots: Vec::new(),
             by_name: HashMap::new(),
             other: None,
@@ -100,7 +109,7 @@ impl Accumulator {
 
     /// Regions known so far (the next [`region`](Self::region) gets this id).
     pub(crate) fn regions(&self) -> usize {
-        self.slot_of.len()
+        self.hists.len()
     }
 
     /// Registers the next region id, named `name` (cold: once per region).
@@ -108,40 +117,58 @@ impl Accumulator {
         let named = self.slots.len() - usize::from(self.other.is_some());
         let slot = match self.by_name.get(name) {
             Some(&s) => s,
-            None if name != OTHER && named < self.limit => {
-                self.slots.push(Slot::new(name));
-                (self.slots.len() - 1) as u32
-            }
+            None if name != OTHER && named < self.limit => self.new_slot(name),
             None => {
                 if name != OTHER {
                     self.folded += 1;
                 }
-                self.other_slot()
+                match self.other {
+                    Some(s) => s,
+                    None => {
+                        let s = self.new_slot(OTHER);
+                        self.other = Some(s);
+                        s
+                    }
+                }
             }
         };
-        self.slot_of.push(slot);
+        self.hists.push(Hist {
+            buckets: [0; BUCKETS],
+            await_ns: 0,
+        });
+        self.carried.push(Carried {
+            slot,
+            ..Carried::default()
+        });
         self.by_name.insert(name, slot);
     }
 
-    fn other_slot(&mut self) -> u32 {
-        *self.other.get_or_insert_with(|| {
-            self.slots.push(Slot::new(OTHER));
-            (self.slots.len() - 1) as u32
-        })
+    fn new_slot(&mut self, name: &str) -> u32 {
+        self.slots.push(Slot {
+            name: name.into(),
+            published: Arc::default(),
+            perf: Vec::new(),
+        });
+        (self.slots.len() - 1) as u32
     }
 
-    /// Adds one completed call of region id `region` (registered before).
+    /// Adds one completed call of region id `region` (registered before); its count and
+    /// duration are also in the phase's statistics, which [`snapshot`](Self::snapshot) reads.
     #[inline]
     pub(crate) fn add(&mut self, region: u32, dur_ns: u64, await_ns: u64) {
-        let Some(&slot) = self.slot_of.get(region as usize) else {
-            return;
-        };
-        let s = &mut self.slots[slot as usize];
-        s.series.calls += 1;
-        s.series.total_ns += dur_ns;
-        s.series.await_ns += await_ns;
-        s.series.buckets[bucket(dur_ns)] += 1;
-        s.dirty = true;
+        if let Some(h) = self.hists.get_mut(region as usize) {
+            h.buckets[bucket(dur_ns).min(FINITE)] += 1;
+            h.await_ns += await_ns;
+        }
+    }
+
+    /// At a finalize, before the phase's statistics are handed over: keeps region id
+    /// `region`'s calls and time of the phase.
+    pub(crate) fn carry(&mut self, region: usize, phase: &Stats) {
+        if let Some(c) = self.carried.get_mut(region) {
+            c.calls += phase.count;
+            c.ns += phase.total;
+        }
     }
 
     /// Regions counted under `other` because of the limit.
@@ -166,18 +193,47 @@ impl Accumulator {
         }
     }
 
-    /// A snapshot of every slot, in slot order (see the module docs); `perf_events` names the
-    /// events of the last [`set_perf`](Self::set_perf).
-    pub(crate) fn snapshot(
+    /// A snapshot of every slot, in slot order (see the module docs). `phase(id)` is region
+    /// id `id`'s statistics in the current phase; `perf_events` names the events of the
+    /// last [`set_perf`](Self::set_perf).
+    pub(crate) fn snapshot<'a>(
         &mut self,
         version: u64,
+        phase: impl Fn(usize) -> Option<&'a Stats>,
         process: Process,
         perf_events: Option<Vec<String>>,
     ) -> Published {
+        let mut sums = vec![(0u64, 0u64); self.slots.len()];
+        for (id, c) in self.carried.iter().enumerate() {
+            let now = phase(id);
+            let sum = &mut sums[c.slot as usize];
+            sum.0 += c.calls + now.map_or(0, |s| s.count);
+            sum.1 += c.ns + now.map_or(0, |s| s.total);
+        }
+        // A new series for each slot whose calls changed, summed over its regions.
+        let mut fresh: Vec<Option<RegionSeries>> = sums
+            .iter()
+            .zip(&self.slots)
+            .map(|(&(calls, total_ns), s)| {
+                (calls != s.published.calls).then(|| RegionSeries {
+                    calls,
+                    total_ns,
+                    ..RegionSeries::default()
+                })
+            })
+            .collect();
+        for (h, c) in self.hists.iter().zip(&self.carried) {
+            if let Some(series) = &mut fresh[c.slot as usize] {
+                for (b, n) in series.buckets.iter_mut().zip(&h.buckets) {
+                    *b += n;
+                }
+                series.await_ns += h.await_ns;
+            }
+        }
         let mut regions = Vec::with_capacity(self.slots.len());
-        for s in &mut self.slots {
-            if std::mem::take(&mut s.dirty) {
-                s.published = Arc::new(s.series.clone());
+        for (s, series) in self.slots.iter_mut().zip(fresh) {
+            if let Some(series) = series {
+                s.published = Arc::new(series);
             }
             regions.push((s.name.clone(), s.published.clone()));
         }
@@ -206,16 +262,48 @@ mod tests {
         p.regions.iter().map(|(n, _)| &**n).collect()
     }
 
+    /// Feeds calls to both the accumulator and a phase, as the flusher does.
+    struct Fed {
+        acc: Accumulator,
+        phase: Vec<Stats>,
+    }
+
+    impl Fed {
+        fn new(limit: usize, names: &[&'static str]) -> Fed {
+            let mut acc = Accumulator::new(limit);
+            for n in names {
+                acc.region(n);
+            }
+            Fed {
+                acc,
+                phase: vec![Stats::default(); names.len()],
+            }
+        }
+        fn call(&mut self, region: u32, dur_ns: u64, await_ns: u64) {
+            self.phase[region as usize].add(dur_ns);
+            self.acc.add(region, dur_ns, await_ns);
+        }
+        fn finalize(&mut self) {
+            for (id, s) in self.phase.iter_mut().enumerate() {
+                self.acc.carry(id, s);
+                *s = Stats::default();
+            }
+        }
+        fn snapshot(&mut self, version: u64) -> Published {
+            let phase = &self.phase;
+            self.acc
+                .snapshot(version, |id| phase.get(id), Process::default(), None)
+        }
+    }
+
     #[test]
     fn calls_land_in_their_region_and_bucket() {
-        let mut a = Accumulator::new(10);
-        a.region("a");
-        a.region("b");
-        a.add(0, 2_000_000, 0);
-        a.add(0, 2_500_000, 400);
-        a.add(1, 500, 0);
-        a.add(7, 1, 1); // unknown region id: ignored
-        let p = a.snapshot(1, Process::default(), None);
+        let mut f = Fed::new(10, &["a", "b"]);
+        f.call(0, 2_000_000, 0);
+        f.call(0, 2_500_000, 400);
+        f.call(1, 500, 0);
+        f.acc.add(7, 1, 1); // unknown region id: ignored
+        let p = f.snapshot(1);
         assert_eq!(names(&p), ["a", "b"]);
         let s = &p.regions[0].1;
         assert_eq!((s.calls, s.total_ns, s.await_ns), (2, 4_500_000, 400));
@@ -225,31 +313,42 @@ mod tests {
     }
 
     #[test]
+    fn totals_survive_finalize() {
+        let mut f = Fed::new(10, &["a"]);
+        f.call(0, 10, 1);
+        f.call(0, 20, 2);
+        f.finalize();
+        f.call(0, 30, 3);
+        let s = f.snapshot(1).regions[0].1.clone();
+        assert_eq!((s.calls, s.total_ns, s.await_ns), (3, 60, 6));
+        assert_eq!(s.buckets[0], 3);
+        f.finalize();
+        assert_eq!(f.snapshot(2).regions[0].1.calls, 3);
+    }
+
+    #[test]
     fn regions_beyond_the_limit_fold_into_other_and_are_counted() {
-        let mut a = Accumulator::new(2);
-        for name in ["a", "b", "c", "other", "d"] {
-            a.region(name);
-        }
+        let mut f = Fed::new(2, &["a", "b", "c", "other", "d"]);
         for r in 0..5 {
-            a.add(r, 1000, 0);
+            f.call(r, 1000 * u64::from(r + 1), 0);
         }
-        let p = a.snapshot(1, Process::default(), None);
+        let p = f.snapshot(1);
         assert_eq!(names(&p), ["a", "b", "other"]);
         // c, d and the region really named `other`.
-        assert_eq!(p.regions[2].1.calls, 3);
-        assert_eq!(a.folded(), 2);
+        let other = &p.regions[2].1;
+        assert_eq!((other.calls, other.total_ns), (3, 3000 + 4000 + 5000));
+        assert_eq!(other.buckets.iter().sum::<u64>(), 3);
+        assert_eq!(f.acc.folded(), 2);
     }
 
     #[test]
     fn an_unchanged_slot_shares_its_last_snapshot() {
-        let mut a = Accumulator::new(10);
-        a.region("a");
-        a.region("b");
-        a.add(0, 1, 0);
-        a.add(1, 1, 0);
-        let first = a.snapshot(1, Process::default(), None);
-        a.add(1, 1, 0);
-        let second = a.snapshot(2, Process::default(), None);
+        let mut f = Fed::new(10, &["a", "b"]);
+        f.call(0, 1, 0);
+        f.call(1, 1, 0);
+        let first = f.snapshot(1);
+        f.call(1, 1, 0);
+        let second = f.snapshot(2);
         assert!(Arc::ptr_eq(&first.regions[0].1, &second.regions[0].1));
         assert!(!Arc::ptr_eq(&first.regions[1].1, &second.regions[1].1));
         assert_eq!(
@@ -263,10 +362,13 @@ mod tests {
         let mut a = Accumulator::new(1);
         a.region("a");
         a.region("b");
-        a.set_perf(2, &[("a", vec![1, 2]), ("b", vec![10, 20]), ("z", vec![5, 5])]);
+        a.set_perf(
+            2,
+            &[("a", vec![1, 2]), ("b", vec![10, 20]), ("z", vec![5, 5])],
+        );
         a.set_perf(2, &[("a", vec![3, 4]), ("b", vec![10, 20])]);
-        let p = a.snapshot(1, Process::default(), Some(vec!["x".into(), "y".into()]));
-        let perf = p.perf.unwrap();
-        assert_eq!(perf.values, [3, 4, 10, 20]);
+        let events = Some(vec!["x".into(), "y".into()]);
+        let p = a.snapshot(1, |_| None, Process::default(), events);
+        assert_eq!(p.perf.unwrap().values, [3, 4, 10, 20]);
     }
 }

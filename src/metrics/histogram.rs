@@ -36,7 +36,7 @@ const fn bounds() -> [u64; FINITE] {
 
 /// For each bit length 0..=64 of a duration, the first bucket that can hold a duration of
 /// that length (the number of bounds below the smallest such duration).
-const START: [u8; 65] = starts();
+static START: [u8; 65] = starts();
 
 const fn starts() -> [u8; 65] {
     let mut out = [0u8; 65];
@@ -53,13 +53,27 @@ const fn starts() -> [u8; 65] {
     out
 }
 
-/// The bucket of a duration of `ns`: the first bound >= `ns`, or [`FINITE`] (`+Inf`).
-#[inline]
-pub(crate) fn bucket(ns: u64) -> usize {
-    let mut i = START[(64 - ns.leading_zeros()) as usize] as usize;
-    while i < FINITE && ns > BOUNDS_NS[i] {
+/// [`BOUNDS_NS`] followed by `u64::MAX`: indexable by any `i & 63` without a bounds check.
+static PADDED: [u64; 64] = padded();
+
+const fn padded() -> [u64; 64] {
+    let mut out = [u64::MAX; 64];
+    let mut i = 0;
+    while i < FINITE {
+        out[i] = BOUNDS_NS[i];
         i += 1;
     }
+    out
+}
+
+/// The bucket of a duration of `ns`: the first bound >= `ns`, or [`FINITE`] (`+Inf`). No
+/// branch: the range of durations of one bit length holds at most two bounds, so two
+/// comparisons after the table lookup always suffice (the tests check every bit length).
+#[inline]
+pub(crate) fn bucket(ns: u64) -> usize {
+    let mut i = usize::from(START[(64 - ns.leading_zeros()) as usize]);
+    i += usize::from(ns > PADDED[i & 63]);
+    i += usize::from(ns > PADDED[i & 63]);
     i
 }
 
@@ -92,6 +106,15 @@ mod tests {
         for w in BOUNDS_NS.windows(2) {
             let ratio = w[1] as f64 / w[0] as f64;
             assert!((ratio - 10f64.powf(0.25)).abs() < 0.01, "{w:?}");
+        }
+    }
+
+    #[test]
+    fn a_bit_length_spans_at_most_two_bounds() {
+        for bits in 1..64 {
+            let (lo, hi) = (1u64 << (bits - 1), (1u64 << bits) - 1);
+            let inside = BOUNDS_NS.iter().filter(|&&b| b >= lo && b < hi).count();
+            assert!(inside <= 2, "{bits} bits: {inside} bounds");
         }
     }
 

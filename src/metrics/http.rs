@@ -48,10 +48,12 @@ impl Server {
     /// [`Error::ThreadSpawn`] when a thread cannot be started; [`Error::MetricsEndpoint`] when
     /// the socket's address cannot be read.
     pub(crate) fn start(listener: TcpListener, hub: Arc<Hub>) -> Result<Server, Error> {
-        let addr = listener.local_addr().map_err(|source| Error::MetricsEndpoint {
-            addr: "the bound endpoint".into(),
-            source,
-        })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| Error::MetricsEndpoint {
+                addr: "the bound endpoint".into(),
+                source,
+            })?;
         let protected = fork::protect(listener.as_raw_fd());
         let listener = Arc::new(listener);
         let stop = Arc::new(AtomicBool::new(false));

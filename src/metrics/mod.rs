@@ -122,10 +122,7 @@ impl Hub {
         // Held while rendering: concurrent readers wait for this one text, not render theirs.
         let mut cached = self.text.lock().unwrap_or_else(|e| e.into_inner());
         if cached.0 != latest.version {
-            *cached = (
-                latest.version,
-                render::render(&latest, &self.shape).into(),
-            );
+            *cached = (latest.version, render::render(&latest, &self.shape).into());
         }
         cached.1.clone()
     }
@@ -155,16 +152,21 @@ impl Live {
         self.last.is_none_or(|t| t.elapsed() >= PUBLISH_EVERY)
     }
 
-    /// Publishes a snapshot of everything accumulated, with `process` and the perf totals.
-    pub(crate) fn publish(&mut self, mut process: Process, perf: Option<crate::sink::CounterTotals>) {
+    /// Publishes a snapshot of everything accumulated, with the current phase's statistics
+    /// by region id, `process` and the perf totals.
+    pub(crate) fn publish<'a>(
+        &mut self,
+        phase: impl Fn(usize) -> Option<&'a crate::flusher::stats::Stats>,
+        mut process: Process,
+        perf: Option<crate::sink::CounterTotals>,
+    ) {
         process.folded_regions = self.acc.folded();
         if let Some(t) = &perf {
             self.acc.set_perf(t.events.len(), &t.regions);
         }
         self.version += 1;
-        let snap = self
-            .acc
-            .snapshot(self.version, process, perf.map(|t| t.events));
+        let events = perf.map(|t| t.events);
+        let snap = self.acc.snapshot(self.version, phase, process, events);
         self.hub.publish(snap);
         self.last = Some(Instant::now());
     }
@@ -219,7 +221,10 @@ pub(crate) fn setup(config: &Config, mpi_rank: Option<u32>) -> Result<Option<Set
 }
 
 /// Binds the first of `addrs` (ports shifted by the node-local rank) that binds.
-fn bind(addrs: &[std::net::SocketAddr], place: Option<rank::Placement>) -> Result<TcpListener, Error> {
+fn bind(
+    addrs: &[std::net::SocketAddr],
+    place: Option<rank::Placement>,
+) -> Result<TcpListener, Error> {
     let described = |a: &[std::net::SocketAddr]| {
         a.iter()
             .map(ToString::to_string)

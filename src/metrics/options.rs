@@ -138,7 +138,10 @@ mod tests {
         }
         for name in ["", "1x", "a-b", "a b", "é", "a.b"] {
             let e = reason(&[(name, "v")]);
-            assert!(e.contains("not a valid Prometheus label name"), "{name}: {e}");
+            assert!(
+                e.contains("not a valid Prometheus label name"),
+                "{name}: {e}"
+            );
         }
         let e = reason(&[("env", "a"), ("env", "b")]);
         assert!(e.contains("twice"), "{e}");
@@ -157,7 +160,11 @@ mod tests {
             region_limit: 0,
             ..MetricsConfig::default()
         };
-        assert!(c.check().unwrap_err().to_string().contains("metric_region_limit"));
+        assert!(c
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("metric_region_limit"));
     }
 
     #[test]

@@ -173,7 +173,11 @@ fn histogram(w: &mut Writer<'_>, regions: &[(String, &super::RegionSeries)]) {
         let mut cumulative = 0;
         for (i, le) in les.iter().enumerate() {
             cumulative += s.buckets[i];
-            w.start("scope_region_duration_seconds_bucket", Some(r), Some(("le", le)));
+            w.start(
+                "scope_region_duration_seconds_bucket",
+                Some(r),
+                Some(("le", le)),
+            );
             push_u64(&mut w.out, cumulative);
             w.out.push('\n');
         }
@@ -206,7 +210,11 @@ fn perf(w: &mut Writer<'_>, p: &Published, regions: &[(String, &super::RegionSer
             ),
         );
         for (i, (r, _)) in regions.iter().enumerate() {
-            w.int(&name, Some(r), perf.values.get(i * n + k).copied().unwrap_or(0));
+            w.int(
+                &name,
+                Some(r),
+                perf.values.get(i * n + k).copied().unwrap_or(0),
+            );
         }
     }
 }
@@ -325,7 +333,10 @@ mod tests {
             "# TYPE scope_region_duration_seconds histogram".into(),
             "# TYPE scope_buffer_bytes gauge".into(),
         ] {
-            assert!(text.lines().any(|l| l == line), "missing `{line}` in\n{text}");
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing `{line}` in\n{text}"
+            );
         }
         // 33 finite buckets and +Inf.
         assert_eq!(text.matches("_bucket{").count(), FINITE + 1);

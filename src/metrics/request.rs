@@ -32,10 +32,7 @@ pub(crate) enum Request {
 
 /// Parses a request head (everything before the blank line).
 pub(crate) fn parse(head: &[u8]) -> Request {
-    let line_end = head
-        .iter()
-        .position(|&b| b == b'\n')
-        .unwrap_or(head.len());
+    let line_end = head.iter().position(|&b| b == b'\n').unwrap_or(head.len());
     let Ok(line) = std::str::from_utf8(&head[..line_end]) else {
         return Request::Bad;
     };

@@ -1,7 +1,9 @@
 //! The flusher's side of the live metrics (feature `prometheus`): at the end of a round, at
-//! most every [`PUBLISH_EVERY`](crate::metrics::PUBLISH_EVERY), and at every finalize, it
-//! publishes what [`fold`](super::fold) accumulated, with the process-level figures and the
-//! perf totals. Without the feature, or with metrics off, this is one check per round.
+//! most every `PUBLISH_EVERY` (100 ms), and at every finalize, it publishes what
+//! [`fold`](super::fold) accumulated with the phase's statistics, the process-level figures
+//! and the perf totals; a finalize then carries the phase's counts into the metrics before
+//! handing the phase over. Without the feature, or with metrics off, this is one check per
+//! round.
 
 use super::Flusher;
 
@@ -22,8 +24,18 @@ impl Flusher {
             folded_regions: 0,
         };
         let perf = self.shared.sinks.as_ref().and_then(|s| s.counter_totals());
+        let phase = &self.phase;
         if let Some(m) = &mut self.metrics {
-            m.publish(process, perf);
+            m.publish(|id| phase.get(id).map(|p| &p.stats), process, perf);
+        }
+    }
+
+    /// At a finalize, before the phase's statistics are handed over: the metrics keep them.
+    pub(super) fn carry_metrics(&mut self) {
+        if let Some(m) = &mut self.metrics {
+            for (id, p) in self.phase.iter().enumerate() {
+                m.acc.carry(id, &p.stats);
+            }
         }
     }
 }
@@ -33,4 +45,8 @@ impl Flusher {
     /// Nothing to publish without the `prometheus` feature.
     #[inline(always)]
     pub(super) fn publish_metrics(&mut self, _force: bool) {}
+
+    /// Nothing to keep without the `prometheus` feature.
+    #[inline(always)]
+    pub(super) fn carry_metrics(&mut self) {}
 }

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The cost of the live metrics (feature `prometheus`), as docs/fleet-metrics.md reports it:
+#   1. the flusher's CPU time per call, built without the feature, with it but metrics off,
+#      and with the endpoint on: REPS runs of each, interleaved, min and median
+#      (examples/metrics_cost.rs, `flusher`);
+#   2. the same three as instructions per call under callgrind (deterministic, load-proof;
+#      skipped with a message when valgrind is not installed);
+#   3. the CPU time of one render and one scrape at 1 000 regions (`scrape`).
+# Usage: scripts/metrics-cost.sh            (REPS=7 by default)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+reps=${REPS:-7}
+
+cargo build --release --example metrics_cost
+cp target/release/examples/metrics_cost target/metrics-cost-plain
+cargo build --release --features prometheus --example metrics_cost
+cp target/release/examples/metrics_cost target/metrics-cost-prom
+
+configs=("plain off" "prom off" "prom on")
+runs=target/metrics-cost-flusher.txt
+: >"$runs"
+for _ in $(seq "$reps"); do
+    for c in "${configs[@]}"; do
+        set -- $c
+        echo "$1 $2 $(target/metrics-cost-$1 flusher "$2" | sed 's/.*flusher_ns_per_call=\([0-9.]*\).*/\1/')" >>"$runs"
+    done
+done
+echo "flusher CPU per call (ns), $reps interleaved runs of 2 M calls each:"
+for c in "${configs[@]}"; do
+    grep "^$c " "$runs" | awk '{print $3}' | sort -g |
+        awk -v c="$c" '{v[NR]=$1} END {printf "  %-9s min %7.2f  median %7.2f\n", c, v[1], v[int((NR+1)/2)]}'
+done
+
+if command -v valgrind >/dev/null 2>&1; then
+    echo "flusher instructions per call (callgrind, 200 k calls; Flusher::run inclusive):"
+    for c in "${configs[@]}"; do
+        set -- $c
+        out=target/metrics-cost-$1-$2.callgrind
+        valgrind --tool=callgrind --callgrind-out-file="$out" \
+            "target/metrics-cost-$1" flusher "$2" 200000 >/dev/null 2>&1
+        callgrind_annotate --inclusive=yes "$out" >"$out.txt" 2>/dev/null
+        ir=$(awk '/Flusher::run / {gsub(",", "", $1); print $1; exit}' "$out.txt")
+        awk -v c="$c" -v ir="$ir" 'BEGIN {printf "  %-9s %7.1f\n", c, ir / 200000}'
+    done
+else
+    echo "instructions per call: skipped (valgrind is not installed)"
+fi
+
+target/metrics-cost-prom scrape 1000
