@@ -93,9 +93,12 @@ mod scrape {
         ($a:literal; $($b:literal)*) => { [$(ones!($a, $b; 0 1 2 3 4 5 6 7 8 9)),*] };
     }
 
+    /// Ten regions' callers.
+    type Tens = [[fn(); 10]; 10];
+
     /// 1 000 distinct regions (`region_000` .. `region_999`): one call each per call of `f`.
     fn regions() -> Vec<fn()> {
-        let all: [[[fn(); 10]; 10]; 10] = [
+        let all: [Tens; 10] = [
             tens!(0; 0 1 2 3 4 5 6 7 8 9),
             tens!(1; 0 1 2 3 4 5 6 7 8 9),
             tens!(2; 0 1 2 3 4 5 6 7 8 9),

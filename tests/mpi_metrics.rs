@@ -55,7 +55,11 @@ fn rank_main(port: u16) {
         .build()
         .expect("build");
     let addr = guard.metrics_addr().expect("an endpoint");
-    assert_eq!(addr.port(), port + rank, "rank {rank} serves on port + local rank");
+    assert_eq!(
+        addr.port(),
+        port + rank,
+        "rank {rank} serves on port + local rank"
+    );
     let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
     tracing::dispatcher::with_default(&d, || {
         for _ in 0..work_calls(rank) {
@@ -78,7 +82,10 @@ fn rank_main(port: u16) {
             "scope_region_calls_total{{region=\"work\",rank=\"1\"}} {}\n",
             work_calls(1)
         );
-        assert!(text.contains(&line), "rank 1's endpoint: no `{line}` in\n{text}");
+        assert!(
+            text.contains(&line),
+            "rank 1's endpoint: no `{line}` in\n{text}"
+        );
     }
     world.barrier(); // rank 1 serves until rank 0 has scraped it
     drop(guard); // collective too
@@ -114,7 +121,12 @@ fn launcher_main() {
     let o = Command::new(mpirun)
         .args(["--allow-run-as-root", "--oversubscribe", "-n"])
         .arg(RANKS.to_string())
-        .args(["-x", "SCOPE_MPI_METRICS_PORT", "-x", "SCOPE_MPI_METRICS_OUT"])
+        .args([
+            "-x",
+            "SCOPE_MPI_METRICS_PORT",
+            "-x",
+            "SCOPE_MPI_METRICS_OUT",
+        ])
         .arg(std::env::current_exe().expect("exe"))
         .env("SCOPE_MPI_METRICS_PORT", port.to_string())
         .env("SCOPE_MPI_METRICS_OUT", dir.path())
