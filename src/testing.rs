@@ -56,3 +56,13 @@ pub(crate) fn venv() -> &'static Path {
         PathBuf::from(stdout.lines().last().expect("venv path").trim())
     })
 }
+
+/// An environment holding only `vars`, for code that reads variables through a closure.
+#[allow(dead_code)] // not every test binary that includes this file reads variables
+pub(crate) fn env_of<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+    move |k| {
+        vars.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.to_string())
+    }
+}

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use common::dispatch;
+use common::{dispatch, thread_cpu_ns};
 use scope_profiler::{Error, FlushGuard, Mode, ScopeLayer};
 use tracing::info_span;
 
@@ -88,6 +88,14 @@ fn sample(text: &str, series: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
 }
 
+/// The calls of `region` in `text` (no other labels).
+fn calls_of(text: &str, region: &str) -> Option<f64> {
+    sample(
+        text,
+        &format!("scope_region_calls_total{{region=\"{region}\"}}"),
+    )
+}
+
 fn endpoint() -> (tracing::Dispatch, FlushGuard, SocketAddr) {
     let (d, guard) = dispatch(ScopeLayer::builder().no_output().prometheus("127.0.0.1:0"));
     let addr = guard.metrics_addr().expect("an endpoint");
@@ -116,14 +124,8 @@ fn counts_are_exact_and_survive_finalize() {
     calls(&d, "b", 1);
     let first = guard.finalize().unwrap();
     let text = scrape(addr);
-    assert_eq!(
-        sample(&text, r#"scope_region_calls_total{region="a"}"#),
-        Some(3.0)
-    );
-    assert_eq!(
-        sample(&text, r#"scope_region_calls_total{region="b"}"#),
-        Some(1.0)
-    );
+    assert_eq!(calls_of(&text, "a"), Some(3.0));
+    assert_eq!(calls_of(&text, "b"), Some(1.0));
     let seconds = sample(&text, r#"scope_region_seconds_total{region="a"}"#).unwrap();
     let total_ns = first.region("a").unwrap().total_ns as f64;
     assert!(
@@ -135,10 +137,7 @@ fn counts_are_exact_and_survive_finalize() {
     assert_eq!(second.region("a").unwrap().calls, 2);
     let text = scrape(addr);
     // Since build, across the phases.
-    assert_eq!(
-        sample(&text, r#"scope_region_calls_total{region="a"}"#),
-        Some(5.0)
-    );
+    assert_eq!(calls_of(&text, "a"), Some(5.0));
     assert_eq!(
         sample(&text, r#"scope_region_duration_seconds_count{region="a"}"#),
         Some(5.0)
@@ -240,17 +239,6 @@ fn await_and_perf_series() {
     drop(rt);
 }
 
-/// CPU time of the calling thread, ns.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 #[test]
 fn a_hundred_concurrent_scrapes() {
     let _s = serial();
@@ -262,8 +250,7 @@ fn a_hundred_concurrent_scrapes() {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     for body in bodies {
-        let calls = sample(&body, r#"scope_region_calls_total{region="a"}"#);
-        assert_eq!(calls, Some(10.0));
+        assert_eq!(calls_of(&body, "a"), Some(10.0));
     }
 }
 
@@ -356,8 +343,9 @@ fn repeated_load_grows_nothing() {
         "heap grew by {} bytes",
         after.0 - before.0
     );
-    assert_eq!(after.1, before.1, "descriptors");
-    assert_eq!(after.2, before.2, "threads");
+    // At most as many: an earlier test's endpoint may still be winding down at `before`.
+    assert!(after.1 <= before.1, "descriptors grew: {before:?} -> {after:?}");
+    assert!(after.2 <= before.2, "threads grew: {before:?} -> {after:?}");
 }
 
 #[test]

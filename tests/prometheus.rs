@@ -29,18 +29,12 @@ static MEASURED: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
 
 /// A program on PATH, or a loud failure.
 fn tool(name: &str) -> PathBuf {
-    std::env::var_os("PATH")
-        .and_then(|p| {
-            std::env::split_paths(&p)
-                .map(|d| d.join(name))
-                .find(|p| p.is_file())
-        })
-        .unwrap_or_else(|| {
-            panic!(
-                "`{name}` is not on PATH: this test needs a real Prometheus server; \
-                 scripts/install-deps.sh installs Debian's `prometheus` package"
-            )
-        })
+    common::on_path(name).unwrap_or_else(|| {
+        panic!(
+            "`{name}` is not on PATH: this test needs a real Prometheus server; \
+             scripts/install-deps.sh installs Debian's `prometheus` package"
+        )
+    })
 }
 
 /// The Prometheus this test started; killed when dropped.

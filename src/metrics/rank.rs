@@ -74,13 +74,7 @@ pub(crate) fn shift(addrs: &[SocketAddr], offset: u32) -> Result<Vec<SocketAddr>
 mod tests {
     use super::*;
 
-    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        move |k| {
-            vars.iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.to_string())
-        }
-    }
+    use crate::testing::env_of as env;
 
     #[test]
     fn rank_and_local_rank_come_from_mpi_or_the_launcher() {

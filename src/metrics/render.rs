@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use super::histogram::{le_label, FINITE};
-use super::{Published, Shape};
+use super::{Published, RegionSeries as Series, Shape};
 
 /// `value` escaped for a label value of the text format.
 pub(crate) fn escape(value: &str) -> String {
@@ -122,37 +122,44 @@ pub(crate) fn render(p: &Published, shape: &Shape) -> String {
         out: String::with_capacity(1024 + p.regions.len() * 40 * (70 + shape.consts.len())),
         consts: &shape.consts,
     };
-    let regions: Vec<(String, &super::RegionSeries)> = p
+    let regions: Vec<(String, &Series)> = p
         .regions
         .iter()
         .map(|(name, s)| (escape(name), &**s))
         .collect();
-    w.family(
+    let counter = |w: &mut Writer<'_>, name: &str, help: &str, ns: bool, v: fn(&Series) -> u64| {
+        w.family(name, "counter", help);
+        for (r, s) in &regions {
+            if ns {
+                w.seconds(name, Some(r), v(s));
+            } else {
+                w.int(name, Some(r), v(s));
+            }
+        }
+    };
+    counter(
+        &mut w,
         "scope_region_calls_total",
-        "counter",
         "Calls of the region completed since the profiler was built.",
+        false,
+        |s| s.calls,
     );
-    for (r, s) in &regions {
-        w.int("scope_region_calls_total", Some(r), s.calls);
-    }
-    w.family(
+    counter(
+        &mut w,
         "scope_region_seconds_total",
-        "counter",
         "Time in the region's completed calls (first enter to last exit), in seconds.",
+        true,
+        |s| s.total_ns,
     );
-    for (r, s) in &regions {
-        w.seconds("scope_region_seconds_total", Some(r), s.total_ns);
-    }
     histogram(&mut w, &regions);
     if shape.track_async {
-        w.family(
+        counter(
+            &mut w,
             "scope_region_await_seconds_total",
-            "counter",
             "Time the region's completed calls spent suspended between polls, in seconds.",
+            true,
+            |s| s.await_ns,
         );
-        for (r, s) in &regions {
-            w.seconds("scope_region_await_seconds_total", Some(r), s.await_ns);
-        }
         // Hook for the scheduling split (issue 21): `scope_region_scheduled_seconds_total`
         // goes here once the flusher measures it (see `accumulate::RegionSeries`).
     }
@@ -161,7 +168,7 @@ pub(crate) fn render(p: &Published, shape: &Shape) -> String {
     w.out
 }
 
-fn histogram(w: &mut Writer<'_>, regions: &[(String, &super::RegionSeries)]) {
+fn histogram(w: &mut Writer<'_>, regions: &[(String, &Series)]) {
     const NAME: &str = "scope_region_duration_seconds";
     w.family(
         NAME,
@@ -194,7 +201,7 @@ fn histogram(w: &mut Writer<'_>, regions: &[(String, &super::RegionSeries)]) {
     }
 }
 
-fn perf(w: &mut Writer<'_>, p: &Published, regions: &[(String, &super::RegionSeries)]) {
+fn perf(w: &mut Writer<'_>, p: &Published, regions: &[(String, &Series)]) {
     let Some(perf) = &p.perf else {
         return;
     };
