@@ -200,9 +200,11 @@ fn regions_beyond_the_limit_are_counted_as_other() {
 #[test]
 fn await_and_perf_series() {
     let _s = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("await.h5");
     let (d, guard) = dispatch(
         ScopeLayer::builder()
-            .no_output()
+            .output(&path)
             .metrics(true)
             .track_async(true)
             .perf_events(["task-clock"]),
@@ -226,17 +228,23 @@ fn await_and_perf_series() {
             .unwrap();
         })
     });
+    drop(rt);
     let report = guard.finalize().unwrap();
     assert_eq!(report.region("job").unwrap().calls, 1);
     let text = guard.metrics_text().unwrap();
+    // The await time the file holds for that call (a loaded machine can preempt the worker
+    // inside a poll, which counts as busy, so 30 ms is not a bound).
+    let f = hdf5::File::open(&path).unwrap();
+    let row = common::region_rows(&f, "job").start;
+    let in_file = common::read::<i64>(&f, "events/await_ns")[row] as f64;
     let awaited = sample(&text, r#"scope_region_await_seconds_total{region="job"}"#).unwrap();
+    assert!(in_file > 0.0, "await {in_file} ns in the file");
     assert!(
-        (0.029..10.0).contains(&awaited),
-        "await {awaited} s\n{text}"
+        (awaited * 1e9 - in_file).abs() <= 1.0,
+        "await {awaited} s in the metrics, {in_file} ns in the file\n{text}"
     );
     let cpu_ns = sample(&text, r#"scope_region_perf_task_clock_total{region="job"}"#).unwrap();
     assert!(cpu_ns >= 15e6, "task-clock {cpu_ns} ns\n{text}");
-    drop(rt);
 }
 
 #[test]
@@ -307,11 +315,17 @@ fn garbage_and_silent_clients_get_errors_and_others_are_served() {
     assert!(matches!(silent.read(&mut buf), Ok(0) | Err(_)));
 }
 
-/// Heap bytes, descriptors and threads of this process.
+/// Heap bytes, descriptors and threads of this process, once exiting threads are gone (a
+/// joined thread may still be counted for a moment while the kernel finishes its exit).
 fn footprint() -> (i64, usize, usize) {
+    let threads = || common::status_kib("Threads:") as usize;
+    let mut fewest = threads();
+    for _ in 0..25 {
+        std::thread::sleep(Duration::from_millis(20));
+        fewest = fewest.min(threads());
+    }
     let fds = std::fs::read_dir("/proc/self/fd").unwrap().count();
-    let threads = common::status_kib("Threads:") as usize;
-    (LIVE.load(Ordering::Relaxed), fds, threads)
+    (LIVE.load(Ordering::Relaxed), fds, fewest)
 }
 
 #[test]
@@ -344,7 +358,10 @@ fn repeated_load_grows_nothing() {
         after.0 - before.0
     );
     // At most as many: an earlier test's endpoint may still be winding down at `before`.
-    assert!(after.1 <= before.1, "descriptors grew: {before:?} -> {after:?}");
+    assert!(
+        after.1 <= before.1,
+        "descriptors grew: {before:?} -> {after:?}"
+    );
     assert!(after.2 <= before.2, "threads grew: {before:?} -> {after:?}");
 }
 
