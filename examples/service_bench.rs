@@ -2,18 +2,23 @@
 //! connection span (open for the whole connection) and one span per command, driven by a
 //! load generator on loopback with a bounded number of requests.
 //!
-//! Three configurations run interleaved, round after round, in one process:
-//! - `bare`: the same server under a bare `tracing_subscriber::registry()` (no ScopeLayer);
-//! - `layer`: ScopeLayer with `track_async(true)` writing a file;
+//! Four configurations run interleaved, round after round, in one process:
+//! - `noop`: the same server under `registry().with(Noop)`, a layer that does nothing: the
+//!   baseline, what any program pays for `tracing` itself;
+//! - `bare`: the bare `tracing_subscriber::registry()` (shown, labelled; not the baseline);
+//! - `layer`: ScopeLayer with `track_async(true)` writing a file, default settings;
 //! - `off`: ScopeLayer built with `SCOPE_PROFILER=off`.
 //!
-//! It prints the median throughput of each against `bare`, the flusher's CPU per request and
+//! It prints the median, over rounds, of each configuration's throughput and process CPU per
+//! request (every thread: server, clients, flusher) and of their ratios to the same round's
+//! `noop`; the profiler's CPU includes the flusher draining the round's records
+//! (`FlushGuard::sync` inside the measured interval). Then the flusher's CPU per request and
 //! the time `finalize()` + drop take after the last request. A last part runs one connection
 //! with many commands (`--one-connection N`, default 1 M) and reports the exit time after its
 //! last call.
 //!
 //! ```text
-//! cargo run --release --example service_bench [-- --rounds 5 --clients 8 --requests 5000 --one-connection 1000000 --short-tasks 1000000 --work 0]
+//! cargo run --release --example service_bench [-- --rounds 7 --clients 8 --requests 5000 --one-connection 1000000 --short-tasks 1000000 --work 0]
 //! ```
 
 use std::collections::HashMap;
@@ -86,10 +91,15 @@ async fn client(addr: std::net::SocketAddr, id: usize, requests: u64) {
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Config {
+    Noop,
     Bare,
     Layer,
     Off,
 }
+
+/// A layer that does nothing: with the registry, the baseline.
+struct Noop;
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Noop {}
 
 struct Round {
     req_per_s: f64,
@@ -104,6 +114,7 @@ struct Round {
 fn round(config: Config, clients: usize, requests: u64, dir: &std::path::Path, k: usize) -> Round {
     let mut guard = None;
     let dispatch = match config {
+        Config::Noop => tracing::Dispatch::new(tracing_subscriber::registry().with(Noop)),
         Config::Bare => tracing::Dispatch::new(tracing_subscriber::registry()),
         Config::Layer | Config::Off => {
             if config == Config::Off {
@@ -149,6 +160,10 @@ fn round(config: Config, clients: usize, requests: u64, dir: &std::path::Path, k
         }
     });
     let elapsed = t0.elapsed().as_secs_f64();
+    if let Some(g) = &guard {
+        // The flusher's work on this round's records is part of what the round costs.
+        g.sync().expect("sync");
+    }
     let process = process_cpu_ns() - process0;
     let total = clients as u64 * requests;
     // Connections end when the clients hang up; give the server a moment to see it.
@@ -190,7 +205,10 @@ fn process_cpu_ns() -> i64 {
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
     v[v.len() / 2]
 }
 
@@ -204,14 +222,14 @@ fn arg(name: &str, default: u64) -> u64 {
 }
 
 fn main() {
-    let rounds = arg("--rounds", 5) as usize;
+    let rounds = arg("--rounds", 7) as usize;
     let clients = arg("--clients", 8) as usize;
     let requests = arg("--requests", 5_000);
     let one = arg("--one-connection", 1_000_000);
     let dir = tempfile_dir();
-    let configs = [Config::Bare, Config::Layer, Config::Off];
-    let mut tput: HashMap<&str, Vec<f64>> = HashMap::new();
-    let mut cpu: HashMap<&str, Vec<f64>> = HashMap::new();
+    let configs = [Config::Noop, Config::Bare, Config::Layer, Config::Off];
+    // Per configuration, per round: (req/s, process CPU per request).
+    let mut runs: HashMap<&str, Vec<(f64, f64)>> = HashMap::new();
     let mut flusher = Vec::new();
     let mut exit = Vec::new();
     // One warm-up round of each, not counted.
@@ -220,55 +238,26 @@ fn main() {
     }
     for r in 0..rounds {
         // Rotate the order each round, so no configuration always runs first.
-        let order: Vec<(usize, &Config)> = configs
-            .iter()
-            .enumerate()
-            .cycle()
-            .skip(r % 3)
-            .take(3)
-            .collect();
-        for (k, c) in order {
-            let x = round(*c, clients, requests, &dir, r * 3 + k);
-            tput.entry(name(*c)).or_default().push(x.req_per_s);
-            cpu.entry(name(*c)).or_default().push(x.cpu_ns_per_req);
-            if *c == Config::Layer {
+        let n = configs.len();
+        for i in 0..n {
+            let (k, c) = ((i + r) % n, configs[(i + r) % n]);
+            let x = round(c, clients, requests, &dir, r * n + k);
+            runs.entry(name(c))
+                .or_default()
+                .push((x.req_per_s, x.cpu_ns_per_req));
+            if c == Config::Layer {
                 flusher.push(x.flusher_ns_per_req);
                 exit.push(x.exit_s);
             }
         }
     }
-    // The interleaved rounds' table (none with `--rounds 0`).
     if rounds > 0 {
-        let bare = median(tput.get(name(Config::Bare)).cloned().unwrap_or(vec![0.0]));
-        println!(
-            "service_bench: {rounds} rounds x {clients} clients x {requests} requests, interleaved"
-        );
-        let bare_cpu = median(cpu.get(name(Config::Bare)).cloned().unwrap_or(vec![0.0]));
-        println!(
-            "| configuration | req/s (median) | vs. bare | process CPU per request (median) | vs. bare |"
-        );
-        println!("|---|---:|---:|---:|---:|");
-        for c in configs {
-            let m = median(tput.get(name(c)).cloned().unwrap_or(vec![0.0]));
-            let p = median(cpu.get(name(c)).cloned().unwrap_or(vec![0.0]));
-            println!(
-                "| {} | {:.0} | {:.3}x | {:.2} us | {:.3}x |",
-                name(c),
-                m,
-                m / bare,
-                p / 1e3,
-                p / bare_cpu
-            );
-        }
+        print_table(rounds, clients, requests, &configs, &runs);
         println!(
             "flusher CPU per request (layer): {:.0} ns (median); finalize + drop after the last \
              request: {:.3} s (median)",
-            median(if flusher.is_empty() {
-                vec![0.0]
-            } else {
-                flusher
-            }),
-            median(if exit.is_empty() { vec![0.0] } else { exit })
+            median(flusher),
+            median(exit)
         );
     }
     if one > 0 {
@@ -285,6 +274,38 @@ fn main() {
         short_tasks(short, &dir, true);
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The interleaved rounds' table: medians over rounds, ratios to the same round's `noop`.
+fn print_table(
+    rounds: usize,
+    clients: usize,
+    requests: u64,
+    configs: &[Config],
+    runs: &HashMap<&str, Vec<(f64, f64)>>,
+) {
+    let base = &runs[name(Config::Noop)];
+    println!(
+        "service_bench: {rounds} rounds x {clients} clients x {requests} requests, interleaved; \
+         medians over rounds"
+    );
+    println!("| configuration | req/s | vs. noop | process CPU per request | vs. noop |");
+    println!("|---|---:|---:|---:|---:|");
+    for c in configs {
+        let r = &runs[name(*c)];
+        let tput = median(r.iter().map(|x| x.0).collect());
+        let cpu = median(r.iter().map(|x| x.1).collect());
+        let tput_ratio = median(r.iter().zip(base).map(|(x, b)| x.0 / b.0).collect());
+        let cpu_ratio = median(r.iter().zip(base).map(|(x, b)| x.1 / b.1).collect());
+        println!(
+            "| {} | {:.0} | {:.3}x | {:.2} us | {:.3}x |",
+            name(*c),
+            tput,
+            tput_ratio,
+            cpu / 1e3,
+            cpu_ratio
+        );
+    }
 }
 
 /// Resident set size of this process (MiB), from /proc.
@@ -371,6 +392,7 @@ fn short_tasks(n: u64, dir: &std::path::Path, on: bool) {
 
 fn name(c: Config) -> &'static str {
     match c {
+        Config::Noop => "registry + Noop (baseline)",
         Config::Bare => "bare registry",
         Config::Layer => "ScopeLayer track_async(true)",
         Config::Off => "ScopeLayer, SCOPE_PROFILER=off",

@@ -5,4 +5,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-cargo run --release --example quickstart -- target/quickstart.h5
+cargo run --release --example quickstart -- "${CARGO_TARGET_DIR:-target}/quickstart.h5"

@@ -22,7 +22,7 @@ bin="${GPU_CHECK_BIN:-}"
 if [ -z "$bin" ]; then
     scripts/install-deps.sh
     cargo build --release --example gpu_check --features cuda,nvtx
-    bin=target/release/examples/gpu_check
+    bin="${CARGO_TARGET_DIR:-target}/release/examples/gpu_check"
 fi
 
 status=0

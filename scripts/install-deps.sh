@@ -6,6 +6,11 @@
 #                             run bindgen at build time, which loads libclang and needs clang's
 #                             builtin headers)
 #   libopenmpi-dev + openmpi-bin  (the `mpi` feature links OpenMPI; its tests run `mpirun`)
+#   libhdf5-openmpi-dev        (the `mpio` feature links parallel HDF5, found through HDF5_DIR:
+#                             see scripts/hdf5-mpio-dir.sh). Installing it makes Debian's
+#                             `hdf5.pc` alternative point at the parallel library (it has the
+#                             higher priority), which plain builds would then link; this script
+#                             pins the alternative to the serial library when nobody chose.
 #   prometheus                (the `prometheus` feature's test scrapes with a real Prometheus
 #                             and checks the text with `promtool`; installed without its
 #                             recommends and without starting the package's service)
@@ -23,21 +28,44 @@ compgen -G '/usr/lib/llvm-*/lib/libclang.so*' >/dev/null || need+=(libclang1-14)
 compgen -G '/usr/lib/llvm-*/lib/clang/*/include/stddef.h' >/dev/null || need+=(libclang-common-14-dev)
 pkg-config --exists ompi 2>/dev/null || need+=(libopenmpi-dev)
 command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
+pkg-config --exists hdf5-openmpi 2>/dev/null || need+=(libhdf5-openmpi-dev)
 # Installed apart: --no-install-recommends (no node exporter), no service started.
 quiet_need=()
 { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || quiet_need+=(prometheus)
 
+# Plain builds link serial HDF5: pin Debian's `hdf5.pc` alternative to it unless someone set it
+# by hand (manual mode). Quiet when it already is.
+pin_serial_hdf5() {
+    local serial=/usr/lib/x86_64-linux-gnu/pkgconfig/hdf5-serial.pc
+    command -v update-alternatives >/dev/null 2>&1 || return 0
+    [ -e "$serial" ] || serial="$(ls /usr/lib/*/pkgconfig/hdf5-serial.pc 2>/dev/null | head -n1)"
+    [ -n "$serial" ] && [ -e "$serial" ] || return 0
+    local state
+    state="$(update-alternatives --query hdf5.pc 2>/dev/null)" || return 0
+    if grep -q '^Status: auto' <<<"$state" && ! grep -qx "Value: $serial" <<<"$state"; then
+        if [ "$(id -u)" -ne 0 ] && [ -z "$sudo" ]; then
+            echo "install-deps: note: hdf5.pc points at a parallel HDF5; plain builds link it" \
+                "(as root: update-alternatives --set hdf5.pc $serial)" >&2
+            return 0
+        fi
+        echo "install-deps: pinning the hdf5.pc alternative to the serial library" >&2
+        $sudo update-alternatives --set hdf5.pc "$serial" >/dev/null
+    fi
+}
+
+sudo=""
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then
+    sudo="sudo"
+fi
+
 if [ ${#need[@]} -eq 0 ] && [ ${#quiet_need[@]} -eq 0 ]; then
+    pin_serial_hdf5
     exit 0
 fi
 
-sudo=""
-if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null 2>&1 || {
-        echo "install-deps: need root (or sudo) to install: ${need[*]} ${quiet_need[*]}" >&2
-        exit 1
-    }
-    sudo="sudo"
+if [ "$(id -u)" -ne 0 ] && [ -z "$sudo" ]; then
+    echo "install-deps: need root (or sudo) to install: ${need[*]} ${quiet_need[*]}" >&2
+    exit 1
 fi
 command -v apt-get >/dev/null 2>&1 || {
     echo "install-deps: apt-get not found; install these by hand: ${need[*]} ${quiet_need[*]}" >&2
@@ -61,3 +89,4 @@ if [ ${#quiet_need[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
         "${quiet_need[@]}" >/dev/null
 fi
+pin_serial_hdf5

@@ -8,13 +8,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs="${STRESS_RUNS:-20}"
 cargo build --release --quiet --example stress_threads
+# Where cargo put it (CARGO_TARGET_DIR, when set, moves every build).
+bin="${CARGO_TARGET_DIR:-target}/release/examples/stress_threads"
 exact=0
 for i in $(seq 1 "$runs"); do
-    line="$(target/release/examples/stress_threads 8 1000000 | sed -n 1p)"
+    line="$("$bin" 8 1000000 | sed -n 1p)"
     echo "$line"
     case "$line" in *"(exact)"*) exact=$((exact + 1)) ;; esac
 done
 for i in 1 2 3; do
-    LOSSY=1 target/release/examples/stress_threads 8 1000000 | sed -n 2p
+    LOSSY=1 "$bin" 8 1000000 | sed -n 2p
 done
 echo "stress: $runs runs of 8 x 1 M spans without a crash, $exact exact; 3 lossy runs consistent"

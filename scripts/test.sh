@@ -3,12 +3,18 @@
 # target/py-reader-venv) and runs the whole test suite (unit, integration, doc tests, and the
 # compatibility tests against the real scope-profiler 0.7.5 reader), with every cargo feature,
 # then the loom model of the lane handoff and the release-build stress runs.
+#
+# Every feature includes `mpio`, which links parallel HDF5: HDF5_DIR names it for that build
+# only (scripts/hdf5-mpio-dir.sh); builds without `mpio` link the serial library as usual.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 SCOPE_PY_VENV="$(scripts/py-reader-env.sh | tail -n1)"
 export SCOPE_PY_VENV
-cargo test --all-features "$@"
+HDF5_DIR="$(scripts/hdf5-mpio-dir.sh)" cargo test --all-features "$@"
+# Accuracy per call and memory per live span/thread are properties of the release build (in a
+# debug build those tests say so and are ignored): run them there.
+cargo test --release --test accuracy --test memory
 # Load safety: the lane handoff model-checked with loom, and the stress shapes in release.
 scripts/loom.sh
 scripts/stress.sh

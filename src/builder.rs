@@ -259,6 +259,11 @@ impl Builder {
     /// Without it, ranks started by a launcher write `<stem>.rank<N>.h5` each (see
     /// [`merge_ranks`](crate::merge_ranks)).
     ///
+    /// How the file is written: with the `mpio` feature (parallel HDF5), every rank writes its
+    /// own rows of it through MPI-IO, which needs the output on a file system every rank
+    /// shares; without it, or with [`mpi_relay`](Self::mpi_relay) or [`gzip`](Self::gzip),
+    /// rank 0 gathers every rank's part through a token relay. See `docs/mpi.md`.
+    ///
     /// ```no_run
     /// # use scope_profiler::ScopeLayer;
     /// let (layer, guard) = ScopeLayer::builder().output("run.h5").mpi(true).build()?;
@@ -268,6 +273,33 @@ impl Builder {
     /// ```
     pub fn mpi(mut self, on: bool) -> Self {
         self.config.mpi = on;
+        self
+    }
+
+    /// With [`mpi`](Self::mpi) and the `mpio` feature: gathers every rank's phase on rank 0
+    /// through the token relay instead of writing the file in parallel (default `false`). The
+    /// relay needs no shared file system; the parallel write's rank 0 does not grow with the
+    /// ranks' calls. Without `mpio` the relay is the only way, and this changes nothing.
+    ///
+    /// ```no_run
+    /// # use scope_profiler::ScopeLayer;
+    /// let (layer, guard) = ScopeLayer::builder()
+    ///     .output("/local/run.h5") // a directory only rank 0's node sees
+    ///     .mpi(true)
+    ///     .mpi_relay(true)
+    ///     .build()?;
+    /// # Ok::<(), scope_profiler::Error>(())
+    /// ```
+    pub fn mpi_relay(mut self, on: bool) -> Self {
+        self.config.mpi_relay = on;
+        self
+    }
+
+    /// Test hook: after each phase written in parallel, the relay also publishes the same
+    /// phase at `path`, so that the two files can be compared. Not part of the stable API.
+    #[doc(hidden)]
+    pub fn __mpi_also_relay(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.config.mpi_also_relay = Some(path.into());
         self
     }
 
@@ -331,6 +363,15 @@ impl Builder {
         self
     }
 
+    /// Test hook: `hook` is called with the name of each point of a finalize it reaches
+    /// (`"snapshot"`, `"publish"`, `"write"`, `"rename"`), for the whole process, so a
+    /// fault-injection test can act at that moment. Not part of the stable API.
+    #[doc(hidden)]
+    pub fn __checkpoints(self, hook: fn(&'static str)) -> Self {
+        crate::checkpoint::set(hook);
+        self
+    }
+
     /// Validates the options, applies the environment overrides and starts the flusher.
     ///
     /// # Errors
@@ -343,10 +384,15 @@ impl Builder {
     /// - errors of the sinks asked for (unknown perf events, a missing LIKWID or CUDA library)
     ///   and of MPI setup;
     /// - [`Error::ThreadSpawn`] when the flusher thread cannot be started;
+    /// - [`Error::ForkedChild`] in a process forked (without `exec`) from one whose profiler
+    ///   was running (unless the mode is `Disabled`);
     /// - with the `prometheus` feature, [`Error::MetricsEndpoint`] when the metrics endpoint
     ///   cannot be bound, and [`Error::InvalidOption`] for invalid metric labels.
     pub fn build(self) -> Result<(ScopeLayer, FlushGuard), Error> {
         let mut config = self.config.finish()?;
+        if config.mode != crate::Mode::Disabled {
+            crate::fork::check_build()?;
+        }
         #[allow(clippy::let_unit_value)] // `()` without the `mpi` feature
         let _mpi = crate::mpi::setup(&mut config)?;
         #[cfg(feature = "prometheus")]
@@ -374,6 +420,7 @@ impl Builder {
             shared.metrics = metrics.as_ref().map(|m| m.hub.clone());
         }
         let shared = Arc::new(shared);
+        crate::fork::Watch::arm(&shared);
         #[allow(unused_mut)] // without the `prometheus` feature
         let mut guard = FlushGuard::start(shared.clone())?;
         #[cfg(feature = "prometheus")]

@@ -67,6 +67,10 @@ pub(crate) struct Config {
     pub compensate_overhead: bool,
     /// `Builder::mpi`: one file for all ranks.
     pub mpi: bool,
+    /// `Builder::mpi_relay`: the token relay even with the `mpio` feature.
+    pub mpi_relay: bool,
+    /// Test hook: the relay also publishes each parallel-written phase here.
+    pub mpi_also_relay: Option<PathBuf>,
     /// Buffer budget and drop policy.
     pub buffering: Buffering,
     /// Live metrics and their endpoint.
@@ -140,6 +144,8 @@ impl Default for Config {
             source_roots: Vec::new(),
             compensate_overhead: false,
             mpi: false,
+            mpi_relay: false,
+            mpi_also_relay: None,
             buffering: Buffering::default(),
             #[cfg(feature = "prometheus")]
             metrics: Default::default(),

@@ -123,6 +123,37 @@ pub enum Error {
         /// What went wrong, and on which rank.
         message: String,
     },
+    /// A finalize measured its phase but could not write all of it (a full disk, a read-only
+    /// or removed output directory): `report` holds the phase's exact statistics all the
+    /// same, [`Report::detail_lost`](crate::Report::detail_lost) the calls whose per-call
+    /// detail is gone, and `source` what failed (an [`Error::Unpublished`] when the calls
+    /// that were written are kept in a spool file).
+    Partial {
+        /// What failed.
+        source: Box<Error>,
+        /// The phase's report (its [`file`](crate::Report::file) is `None`).
+        report: Box<crate::Report>,
+    },
+    /// This process was forked (without `exec`) from the one whose profiler this is, or
+    /// from one whose profiler was running: profiling is off here, the parent's spool and
+    /// output are left alone, and no new profiler starts (see `docs/faults.md`).
+    ForkedChild {
+        /// This process.
+        pid: u32,
+        /// The process the profiler belongs to.
+        parent: u32,
+    },
+}
+
+impl Error {
+    /// The phase's report carried by an [`Error::Partial`] (exact statistics of a phase that
+    /// could not be written whole); `None` for every other error.
+    pub fn report(&self) -> Option<&crate::Report> {
+        match self {
+            Error::Partial { report, .. } => Some(report),
+            _ => None,
+        }
+    }
 }
 
 impl std::fmt::Display for Error {
@@ -175,7 +206,7 @@ impl std::fmt::Display for Error {
             Error::Unpublished { source, spool } => write!(
                 f,
                 "{source}; this phase's calls are kept in {} (recover them with \
-                 `scope-profiler-recover --spool {} OUT.h5` or scope_profiler::recover_spool)",
+                 `scopeprof recover --spool {} OUT.h5` or scope_profiler::recover_spool)",
                 spool.display(),
                 spool.display()
             ),
@@ -198,6 +229,24 @@ impl std::fmt::Display for Error {
             Error::MetricsEndpoint { addr, source } => {
                 write!(f, "cannot serve metrics on {addr}: {source}")
             }
+            Error::Partial { source, report } => {
+                write!(f, "{source}")?;
+                if let Some(lost) = report.detail_lost() {
+                    write!(f, "; {} calls' detail lost: {}", lost.calls, lost.cause)?;
+                }
+                let calls: u64 = report.regions().iter().map(|r| r.calls).sum();
+                write!(
+                    f,
+                    "; the statistics of all {calls} calls of the phase are in the error's report"
+                )
+            }
+            Error::ForkedChild { pid, parent } => write!(
+                f,
+                "process {pid} was forked from {parent} while profiling: the profiler and its \
+                 files belong to {parent}, so nothing is recorded or written here, and a new \
+                 profiler cannot start safely (locks held at the fork stay held); build it \
+                 after exec, or before any profiler runs"
+            ),
         }
     }
 }
@@ -209,7 +258,9 @@ impl std::error::Error for Error {
             | Error::Io { source, .. }
             | Error::ThreadSpawn { source, .. }
             | Error::MetricsEndpoint { source, .. } => Some(source),
-            Error::Unpublished { source, .. } => Some(source.as_ref()),
+            Error::Unpublished { source, .. } | Error::Partial { source, .. } => {
+                Some(source.as_ref())
+            }
             _ => None,
         }
     }

@@ -37,7 +37,9 @@
 //! ## Architecture
 //!
 //! Data flows one way through four stages, each a folder of `src/`; the modules at the top
-//! (`builder`, `config`, `shared`, `error`) are what all stages share.
+//! (`builder`, `config`, `shared`, `error`) are what all stages share, with `fork` (what a
+//! process forked from a profiled one does with the profiler it inherited; see
+//! `docs/faults.md`) and `checkpoint` (named points of a finalize for fault-injection tests).
 //!
 //! **Recording** (`recording/`: `layer`, `lane`, `clock`, `pause`, `events`, `overhead`). The
 //! only code on the program's threads. Each callback of [`ScopeLayer`] reads the TSC and
@@ -66,7 +68,8 @@
 //! phase as `PhaseData` rows, written as the scope-profiler 0.7.5 schema-3
 //! HDF5 file and as the printed summary. Optional **sinks** (`sink/`: perf, LIKWID, NVTX,
 //! CUDA) hook into recording (per enter/exit) and add their results at finalize; `mpi/`
-//! gathers the ranks of a job and `read` reads any schema-3 file back.
+//! puts the ranks of a job into one file (every rank writing its own rows through MPI-IO
+//! with `mpio`, else gathered by rank 0) and `read` reads any schema-3 file back.
 //!
 //! **Live metrics** (`metrics/`, feature `prometheus`). The flusher also folds each call into
 //! per-region counters and a duration histogram kept since `build()`, and publishes a snapshot
@@ -93,11 +96,13 @@ compile_error!(
 );
 
 mod builder;
+mod checkpoint;
 mod config;
 mod error;
 mod fasthash;
 mod finalize;
 mod flusher;
+mod fork;
 #[cfg(feature = "prometheus")]
 mod metrics;
 mod mpi;
@@ -114,8 +119,9 @@ pub use config::{Mode, DEFAULT_BUFFER_BUDGET, MIN_BUFFER_BUDGET};
 pub use error::Error;
 pub use finalize::guard::FlushGuard;
 pub use finalize::recover::{recover, recover_spool, Recovered};
-pub use finalize::report::{RegionStats, Report};
+pub use finalize::report::{DetailLost, RegionStats, Report};
 pub use mpi::merge::{merge_ranks, Merged};
+pub use mpi::MpiWrite;
 pub use output::model::SESSION_REGION;
 pub use recording::layer::ScopeLayer;
 pub use recording::pause::Switch;

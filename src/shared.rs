@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 pub(crate) use crate::config::Config;
 use crate::flusher::region::Callsites;
 use crate::recording::clock::Clock;
-use crate::recording::lane::chunk::CHUNK_BYTES;
 use crate::recording::lane::pool::{Policy, Pool};
 use crate::recording::lane::Lane;
 use crate::sink::Sinks;
@@ -54,6 +53,8 @@ pub(crate) struct Shared {
     /// Where the flusher publishes the live metrics, when they are on.
     #[cfg(feature = "prometheus")]
     pub metrics: Option<Arc<crate::metrics::Hub>>,
+    /// Where it was built, and its link to the fork handler (see [`crate::fork`]).
+    pub fork: crate::fork::Watch,
 }
 
 impl Shared {
@@ -62,12 +63,16 @@ impl Shared {
         let clock = Clock::global();
         let b = config.buffering;
         let pool = Pool::new(
-            b.budget / CHUNK_BYTES,
+            b.budget,
             Policy {
                 lossy: b.lossy,
                 max_wait: b.max_wait,
             },
         );
+        if config.mode != crate::Mode::Disabled {
+            // The first free buffers, made here rather than on a recording thread.
+            pool.prefill();
+        }
         Shared {
             uid: NEXT_UID.fetch_add(1, Ordering::Relaxed),
             config,
@@ -90,6 +95,7 @@ impl Shared {
             overhead: None,
             #[cfg(feature = "prometheus")]
             metrics: None,
+            fork: crate::fork::Watch::new(),
         }
     }
 

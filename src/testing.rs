@@ -66,3 +66,77 @@ pub(crate) fn env_of<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Opt
             .map(|(_, v)| v.to_string())
     }
 }
+
+/// A small tmpfs that one test mounts (root only: the project's machines and CI run as root)
+/// and that is unmounted when dropped, also when the test fails: a full disk, a read-only
+/// directory (root ignores permission bits, not a read-only mount).
+pub(crate) struct Tmpfs {
+    path: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    /// Mounts a tmpfs of `size` (`"256k"`, `"2m"`) on a new temporary directory.
+    pub(crate) fn mount(size: &str) -> Tmpfs {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("mnt");
+        std::fs::create_dir(&path).expect("a mount point");
+        run_mount(
+            &["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"],
+            &path,
+        );
+        Tmpfs { path, _dir: dir }
+    }
+
+    /// Where it is mounted.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Makes the directory read-only for every path lookup from now on: a read-only bind
+    /// mount of it over itself. Files opened before stay writable (a read-only remount of a
+    /// file system with files open for writing is refused), as they would after an emergency
+    /// remount; creating, renaming and removing fail with `EROFS`.
+    pub(crate) fn cover_read_only(&self) {
+        let p = self.path.to_str().expect("a UTF-8 path");
+        run_mount(&["--bind", p], &self.path);
+        run_mount(&["-o", "remount,bind,ro"], &self.path);
+    }
+
+    /// Removes the read-only cover: writable again.
+    pub(crate) fn uncover(&self) {
+        let out = Command::new("umount")
+            .arg(&self.path)
+            .output()
+            .expect("run umount");
+        assert!(out.status.success(), "umount: {out:?}");
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        // Lazy: a child process that still holds a file there cannot keep it mounted; again
+        // for a cover left on it.
+        for _ in 0..3 {
+            let gone = Command::new("umount").arg("-l").arg(&self.path).output();
+            if !gone.is_ok_and(|o| o.status.success()) {
+                break;
+            }
+        }
+    }
+}
+
+fn run_mount(args: &[&str], at: &Path) {
+    let out = Command::new("mount")
+        .args(args)
+        .arg(at)
+        .output()
+        .expect("run mount");
+    assert!(
+        out.status.success(),
+        "mount {args:?} {} failed: {} (these tests need root to mount a small tmpfs; the \
+         project's machines and CI run as root)",
+        at.display(),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+}

@@ -30,6 +30,12 @@ fn task_calls(rank: u32) -> u64 {
 }
 /// The skew injected into rank 2's clock in the clock scenario.
 const SKEW_NS: i64 = 7_000_000_000;
+/// Extra `work` calls of ranks 0 and 1 in the full-disk scenario: rank 2's rows then lie
+/// past its file size limit ([`FULL_LIMIT`]).
+const BIG: u64 = 100_000;
+/// Rank 2's file size limit (RLIMIT_FSIZE) in the full-disk scenario: above its own spool and
+/// auxiliary part, below its rows in the shared file.
+const FULL_LIMIT: u64 = 1 << 20;
 
 fn main() {
     match std::env::var("SCOPE_MPI_TEST_ROLE") {
@@ -55,6 +61,10 @@ fn rank_main(role: &str) {
         std::env::set_var("SCOPE_PROFILER_TEST_CLOCK_SKEW_NS", SKEW_NS.to_string());
     }
     let mut builder = ScopeLayer::builder();
+    if role == "equal" {
+        // The same phases, published by the relay too.
+        builder = builder.__mpi_also_relay(out.with_file_name("relay.h5"));
+    }
     if role == "flusher" && rank == 2 {
         // This rank's flusher fails (a test hook): its finalize cannot produce a phase.
         builder = builder.__fail_flusher_at(1);
@@ -70,7 +80,13 @@ fn rank_main(role: &str) {
         .expect("build");
     let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
     tracing::dispatcher::with_default(&d, || match role {
-        "counts" | "die" | "flusher" => record_counts(&d, rank),
+        "counts" | "die" | "flusher" | "equal" => record_counts(&d, rank),
+        "full" => {
+            record_counts(&d, rank);
+            for _ in 0..if rank < 2 { BIG } else { 0 } {
+                tracing::info_span!("work").in_scope(|| std::hint::black_box(rank));
+            }
+        }
         "clock" => {
             use mpi::traits::*;
             mpi::topology::SimpleCommunicator::world().barrier();
@@ -82,7 +98,27 @@ fn rank_main(role: &str) {
         // Dies before the collective finalize; the others must not publish a file.
         std::process::abort();
     }
+    if role == "full" && rank == 2 {
+        limit_file_size(FULL_LIMIT);
+    }
     let report = guard.finalize();
+    if role == "full" {
+        // Rank 2's writes fail; every rank gets the error, nothing is published.
+        match &report {
+            Err(e) => {
+                let text = e.to_string();
+                assert!(
+                    text.contains("MPI: publishing the multi-rank profile: rank 2: "),
+                    "rank {rank}: {text}"
+                );
+                eprintln!("rank {rank} failed as planned: {text}");
+            }
+            Ok(r) => panic!("rank {rank}: published {:?}", r.file()),
+        }
+        assert!(!out.exists(), "rank {rank}: a file was published");
+        drop(guard);
+        return;
+    }
     if role == "flusher" {
         // Every rank gets an error, none waits forever, nothing is published.
         match (&report, rank) {
@@ -110,6 +146,12 @@ fn rank_main(role: &str) {
     };
     if role == "counts" {
         check_own_report(&report, rank);
+        let how = if cfg!(feature = "mpio") {
+            scope_profiler::MpiWrite::Parallel
+        } else {
+            scope_profiler::MpiWrite::Relay
+        };
+        assert_eq!(report.mpi_write(), Some(how), "rank {rank}");
     }
     if role == "counts" && rank == 0 {
         check_spread(&report);
@@ -122,6 +164,21 @@ fn rank_main(role: &str) {
         });
     }
     drop(guard); // collective too; finalizes MPI (build() initialized it)
+}
+
+/// This process may write files up to `bytes` long (a full disk for its writes past that);
+/// SIGXFSZ is ignored so that such a write fails with EFBIG instead of killing it.
+fn limit_file_size(bytes: u64) {
+    let lim = libc::rlimit {
+        rlim_cur: bytes,
+        rlim_max: bytes,
+    };
+    // SAFETY: plain libc calls on this process with valid arguments.
+    let ok = unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN) != libc::SIG_ERR
+            && libc::setrlimit(libc::RLIMIT_FSIZE, &lim) == 0
+    };
+    assert!(ok, "cannot limit the file size");
 }
 
 fn record_counts(d: &tracing::Dispatch, rank: u32) {
@@ -234,7 +291,7 @@ fn launcher_main() {
         );
         return;
     }
-    let tests: [(&str, Scenario); 4] = [
+    let mut tests: Vec<(&str, Scenario)> = vec![
         ("four_ranks_one_file_with_known_counts", four_ranks),
         ("clock_offsets_line_up_a_skewed_rank", skewed_clock),
         (
@@ -243,6 +300,10 @@ fn launcher_main() {
         ),
         ("a_failed_rank_gives_every_rank_an_error", failed_rank),
     ];
+    if cfg!(feature = "mpio") {
+        tests.push(("parallel_and_relay_files_are_equal", equal_files));
+        tests.push(("a_full_disk_on_one_rank_errors_everywhere", full_disk));
+    }
     let filter: Vec<String> = std::env::args()
         .skip(1)
         .filter(|a| !a.starts_with('-'))
@@ -306,6 +367,23 @@ fn four_ranks(dir: &Path) {
     }
     let inspect = common::py("scope-profiler", &["inspect", out.to_str().unwrap()]);
     assert!(inspect.contains("4 rank(s)"), "{inspect}");
+    let how = if cfg!(feature = "mpio") {
+        "parallel"
+    } else {
+        "relay"
+    };
+    assert!(
+        inspect.contains(&format!("mpi_write                : {how}")),
+        "{inspect}"
+    );
+    assert!(
+        text.contains(if cfg!(feature = "mpio") {
+            "in parallel (MPI-IO)"
+        } else {
+            "(token relay)"
+        }),
+        "{text}"
+    );
     // `check` compares two runs; against itself the imbalance cannot have regressed.
     let f = out.to_str().unwrap();
     let check = common::py("scope-profiler", &["check", "--metric", "imbalance", f, f]);
@@ -438,4 +516,84 @@ fn failed_rank(dir: &Path) {
     // The healthy ranks' calls stay in their spools.
     let r = scope_profiler::recover(dir.join("fail.rank1.h5")).expect("recover rank 1");
     assert!(r.calls >= work_calls(1), "{} calls", r.calls);
+}
+
+/// The parallel write and the relay, given the same phases, write files equal by value: the
+/// same groups and datasets, the same numbers (types included), the same strings (fixed-length
+/// in the parallel file, variable-length in the relay's), the same attributes but
+/// `metadata/mpi_write`.
+fn equal_files(dir: &Path) {
+    let out = dir.join("run.h5");
+    let (ok, text) = launch("equal", &out);
+    assert!(ok, "mpirun failed:\n{text}");
+    let relay = dir.join("relay.h5");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/h5_equal.py");
+    let path = |p: &Path| p.to_str().expect("utf-8").to_owned();
+    let args = [path(&script), path(&out), path(&relay), "mpi_write".into()];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let verdict = common::py("python", &args);
+    let n: usize = verdict
+        .trim()
+        .strip_prefix("equal ")
+        .and_then(|v| v.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("{verdict}"));
+    assert!(n > 40, "{verdict}");
+    for (f, want) in [(&out, "parallel"), (&relay, "relay")] {
+        let how = py_eval(
+            "import sys, h5py\nprint(h5py.File(sys.argv[1])['metadata'].attrs['mpi_write'])\n",
+            f,
+        );
+        assert_eq!(how.trim(), want);
+    }
+    println!("parallel and relay files: {}", verdict.trim());
+    // This crate's CLI reads both alike (run on `run.h5` in two directories, so that the
+    // summaries' titles match).
+    let relay_dir = dir.join("relay");
+    std::fs::create_dir(&relay_dir).expect("mkdir");
+    std::fs::rename(&relay, relay_dir.join("run.h5")).expect("move");
+    let scopeprof = |args: &[&str], d: &Path| {
+        let o = Command::new(env!("CARGO_BIN_EXE_scopeprof"))
+            .args(args)
+            .arg("run.h5")
+            .current_dir(d)
+            .output()
+            .expect("run scopeprof");
+        assert!(o.status.success(), "scopeprof {args:?} in {}", d.display());
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    for args in [&["inspect"][..], &["flamegraph", "--folded", "-o", "-"][..]] {
+        let (p, r) = (scopeprof(args, dir), scopeprof(args, &relay_dir));
+        assert!(p.len() > 100, "scopeprof {args:?}: {p}");
+        assert_eq!(p, r, "scopeprof {args:?}");
+    }
+}
+
+/// Rank 2 cannot write past 1 MiB (its "disk" is full) when its rows come: every rank's
+/// finalize returns the error naming it, nothing is published or left behind, and every
+/// rank's spool recovers into its own file.
+fn full_disk(dir: &Path) {
+    let out = dir.join("full.h5");
+    let (ok, text) = launch("full", &out);
+    assert!(
+        ok,
+        "every rank returns (with an error) and exits normally:\n{text}"
+    );
+    assert_eq!(text.matches("failed as planned").count(), 4, "{text}");
+    assert!(!out.exists());
+    let left: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp") || n.ends_with(".aux") || n.ends_with(".recv"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    for k in 0..RANKS {
+        let r = scope_profiler::recover(dir.join(format!("full.rank{k}.h5")))
+            .unwrap_or_else(|e| panic!("rank {k}: {e}\nmpirun said:\n{text}"));
+        let big = if k < 2 { BIG } else { 0 };
+        assert!(
+            r.calls >= work_calls(k) + big,
+            "rank {k}: {} calls",
+            r.calls
+        );
+    }
 }

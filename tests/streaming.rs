@@ -152,28 +152,12 @@ fn a_second_profiler_writing_the_same_file_is_refused() {
 }
 
 /// A tmpfs of 256 KiB fills up during the run: no panic, the program goes on, and finalize
-/// says what failed and where the calls that did fit are.
+/// says what failed and where the calls that did fit are, and carries exact statistics of
+/// every call (the exact split into kept and lost calls is checked by `tests/faults.rs`).
 #[test]
 fn a_full_disk_is_an_error_at_finalize_not_a_crash() {
-    let dir = tempfile::tempdir().unwrap();
-    let mnt = dir.path().join("small");
-    std::fs::create_dir(&mnt).unwrap();
-    let mounted = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=256k", "tmpfs"])
-        .arg(&mnt)
-        .status()
-        .expect("run mount");
-    assert!(
-        mounted.success(),
-        "this test needs root to mount a small tmpfs (the project's machines and CI run as root)"
-    );
-    struct Unmount(std::path::PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg(&self.0).status();
-        }
-    }
-    let _unmount = Unmount(mnt.clone());
+    let small = common::Tmpfs::mount("256k");
+    let mnt = small.path().to_path_buf();
     let out = mnt.join("full.h5");
     let (d, guard) = dispatch(
         ScopeLayer::builder()
@@ -193,7 +177,14 @@ fn a_full_disk_is_an_error_at_finalize_not_a_crash() {
         msg.to_lowercase().contains("no space") || msg.contains("os error 28"),
         "{msg}"
     );
-    assert!(matches!(err, Error::Io { .. } | Error::Unpublished { .. }));
+    assert!(matches!(err, Error::Partial { .. }), "{err:?}");
+    let report = err.report().expect("the statistics");
+    assert_eq!(report.region("fill").unwrap().calls, 50_000);
+    let lost = report.detail_lost().expect("lost detail counted");
+    assert!(lost.calls > 0 && lost.calls <= 50_000, "{lost:?}");
+    assert_eq!(lost.cause, "disk full");
+    assert!(lost.first_ns <= lost.last_ns);
+    assert!(msg.contains("calls' detail lost: disk full"), "{msg}");
     // The program keeps running and recording.
     tracing::dispatcher::with_default(&d, || info_span!("after").in_scope(|| ()));
     drop(guard);

@@ -71,6 +71,15 @@ struct Inner {
 
 impl Inner {
     fn finalize(&self, trigger: Trigger, to: Option<&Path>) -> Result<Option<Report>, Error> {
+        let fork = &self.shared.fork;
+        if fork.is_forked_child() {
+            // The flusher, the spool and the output are the parent's (see `crate::fork`).
+            crate::fork::say_off_once();
+            return Err(Error::ForkedChild {
+                pid: std::process::id(),
+                parent: fork.origin().pid(),
+            });
+        }
         let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let flusher = crate::finalize::pipeline::FlusherLink {
             tx: self.tx.as_ref(),
@@ -157,10 +166,9 @@ impl FlushGuard {
             let spool = match &config.output {
                 Some(output) => {
                     claim = Some(OutputClaim::new(output)?);
-                    Some(open_spool(
-                        &shared,
-                        &crate::mpi::spool_base(&shared, output),
-                    )?)
+                    let spool = open_spool(&shared, &crate::mpi::spool_base(&shared, output))?;
+                    shared.fork.spool_fd(spool.raw_fd());
+                    Some(spool)
                 }
                 None => None,
             };
@@ -215,12 +223,66 @@ impl FlushGuard {
     /// # Errors
     /// The output file cannot be written, or the spool could not be (its `io::Error` is the
     /// source); the report is still printed in that case, and the error says where the
-    /// unpublished calls are kept (see [`recover`](crate::recover())). Multi-rank, also when
-    /// any rank's phase could not be written ([`crate::Error::Mpi`], on every rank).
+    /// unpublished calls are kept (see [`recover`](crate::recover())). Once the phase is
+    /// measured, such an error is [`Error::Partial`]: it carries the phase's [`Report`], with
+    /// exact statistics even for calls whose per-call detail could not be written
+    /// ([`Report::detail_lost`]; see `docs/faults.md`). Multi-rank, also when any rank's
+    /// phase could not be written ([`crate::Error::Mpi`], on every rank). In a process
+    /// forked from the one that built the profiler, [`Error::ForkedChild`] at once.
     pub fn finalize(&self) -> Result<Report, Error> {
         self.inner
             .finalize(Trigger::Explicit, None)
             .map(|r| r.unwrap_or_default())
+    }
+
+    /// Waits until every call that completed before this call is assembled, folded into its
+    /// region's statistics and handed to the spool; the phase goes on (nothing is written
+    /// to the output, nothing is reset). For benchmarks that must count the flusher's work
+    /// on what they recorded, and for programs about to do something risky that want the
+    /// spool (see [`recover`](crate::recover())) to hold everything so far. Returns at once
+    /// in [`Mode::Disabled`].
+    ///
+    /// ```
+    /// # use scope_profiler::ScopeLayer;
+    /// # use tracing_subscriber::prelude::*;
+    /// let (layer, guard) = ScopeLayer::builder().no_output().summary(false).build()?;
+    /// let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    /// tracing::dispatcher::with_default(&dispatch, || {
+    ///     tracing::info_span!("work").in_scope(|| ());
+    /// });
+    /// guard.sync()?; // the flusher has folded the call
+    /// assert_eq!(guard.finalize()?.region("work").unwrap().calls, 1);
+    /// # Ok::<(), scope_profiler::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// The flusher failed ([`Error::FlusherFailed`]), is gone, or did not answer within 30 s
+    /// ([`Error::FlusherStalled`]).
+    pub fn sync(&self) -> Result<(), Error> {
+        let Some(tx) = &self.inner.tx else {
+            return Ok(());
+        };
+        let failed = || match self.inner.shared.failure.lock() {
+            Ok(cause) => cause.clone(),
+            Err(e) => e.into_inner().clone(),
+        };
+        let (reply_tx, reply_rx) = mpsc::channel();
+        if tx.send(Command::Sync(reply_tx)).is_err() {
+            return Err(failed().map_or(Error::FlusherGone, |cause| Error::FlusherFailed { cause }));
+        }
+        if let Some(t) = &self.inner.flusher_thread {
+            t.unpark();
+        }
+        match reply_rx.recv_timeout(FLUSHER_REPLY_LIMIT) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(cause)) => Err(Error::FlusherFailed { cause }),
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                Err(failed().map_or(Error::FlusherGone, |cause| Error::FlusherFailed { cause }))
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(Error::FlusherStalled {
+                waited: FLUSHER_REPLY_LIMIT,
+            }),
+        }
     }
 
     /// CPU time (ns) the profiler's flusher thread has used so far, as of its latest drain
@@ -262,7 +324,9 @@ impl FlushGuard {
     /// As [`finalize`](Self::finalize), and when `path` is not writable.
     pub fn finalize_to(&self, path: impl AsRef<Path>) -> Result<Report, Error> {
         let path = path.as_ref();
-        crate::output::files::check_writable(path)?;
+        if !self.shared().fork.is_forked_child() {
+            crate::output::files::check_writable(path)?;
+        }
         self.inner
             .finalize(Trigger::Explicit, Some(path))
             .map(|r| r.unwrap_or_default())
@@ -349,6 +413,15 @@ fn start_rotator(
 
 impl Drop for FlushGuard {
     fn drop(&mut self) {
+        if self.inner.shared.fork.is_forked_child() {
+            // A forked child: its flusher and rotation threads do not exist here, and what
+            // they would write is the parent's. Leave it all as it is, without waiting for
+            // anything or taking a lock another thread may have held at the fork.
+            crate::fork::say_off_once();
+            std::mem::forget(self.rotator.take());
+            std::mem::forget(self.inner.clone());
+            return;
+        }
         if let Some((stop, handle)) = self.rotator.take() {
             drop(stop);
             let _ = handle.join();
@@ -358,6 +431,11 @@ impl Drop for FlushGuard {
             sinks.shutdown();
         }
         if let Err(e) = inner.finalize(Trigger::Drop, None) {
+            // Nobody receives a report from a drop: say what failed.
+            let e = match e {
+                Error::Partial { source, .. } => *source,
+                e => e,
+            };
             eprintln!("scope-profiler: final flush failed: {e}");
         }
         if let Some(tx) = &inner.tx {

@@ -4,6 +4,7 @@
 //!   drop);
 //! - `pipeline`: one finalize as named steps (snapshot, load, read back, sinks, report,
 //!   publish, print);
+//! - `failure`: a phase whose spool could not be written whole, as the finalize reports it;
 //! - `read_back`: the phase's calls and lanes read back from the spool on two threads, the
 //!   file begun with the lane tables meanwhile;
 //! - `publish`: where the phase's file goes, and writing it there;
@@ -15,6 +16,7 @@
 //!
 //! It takes phases from `crate::flusher` and writes them through `crate::output`.
 
+mod failure;
 pub(crate) mod guard;
 pub(crate) mod names;
 pub(crate) mod nesting;

@@ -21,9 +21,10 @@ use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Sender};
 
+use super::failure::Failure;
 use super::publish::{publish, target};
 use super::read_back::{read_back, ReadBack};
-use crate::finalize::report::{Flat, RegionStats, Report};
+use crate::finalize::report::{DetailLost, Flat, RegionStats, Report};
 use crate::flusher::flush::{Command, Snapshot};
 use crate::flusher::spool::LaneFollower;
 use crate::output::events::Scan;
@@ -116,7 +117,7 @@ pub(crate) fn run(
     }
     // A rotation with nothing completed in its period writes no file (the next phase, and
     // its session row, simply start earlier); numbers stay without gaps.
-    if trigger == Trigger::Rotation && phase_calls == 0 && snap.spool_error.is_none() {
+    if trigger == Trigger::Rotation && phase_calls == 0 && snap.spool_failure.is_none() {
         if let Some(p) = &snap.spool_phase {
             let _ = std::fs::remove_file(p);
         }
@@ -128,16 +129,13 @@ pub(crate) fn run(
         state.finalized = true;
     }
     let config = &shared.config;
-    let mut result = match snap.spool_error.take() {
-        Some(source) => Err(Error::Io {
-            context: "writing the spool".into(),
-            path: config
-                .output
-                .as_deref()
-                .map(crate::flusher::spool::spool_path)
-                .unwrap_or_default(),
-            source,
-        }),
+    // A spool that lost calls: the statistics are whole, the calls on disk are not.
+    let failure = snap
+        .spool_failure
+        .take()
+        .map(|f| Failure::of(f, shared.start_ns));
+    let mut result = match &failure {
+        Some(f) => Err(f.error()),
         None => Ok(()),
     };
     let spool_phase = snap.spool_phase.clone();
@@ -148,10 +146,17 @@ pub(crate) fn run(
             .and_then(|p| crate::output::files::identity(p).ok());
         phase.is_some_and(|(dev, ino, _)| f.identity().ok() == Some((dev, ino)))
     });
-    let facts = Facts::of(&snap);
+    let mut facts = Facts::of(&snap);
+    facts.detail_lost = failure.as_ref().and_then(|f| f.lost.clone());
+    facts.not_written = failure.is_some();
     let lines = std::mem::take(&mut snap.lines);
     let paused_calls = snap.paused_calls;
+    let spooled_calls = snap.spooled_calls;
     let mut data = load(shared, snap, phase_start_ns, finalize_ns);
+    if failure.is_some() {
+        // Not read back: its calls are only part of the phase, and are not published.
+        data.spooled = None;
+    }
     // Sources, line profiles and the profiler's own cost (which nesting may compensate).
     data.extra = crate::output::source::phase_extra(shared, &data, lines);
     let target = match config.mode {
@@ -167,13 +172,20 @@ pub(crate) fn run(
         scan,
         lanes,
         staged,
-    } = read_back(
-        shared,
-        (state.next_call_id, trigger),
-        &data,
-        follower,
-        stage_at,
-    );
+    } = match failure {
+        None => read_back(
+            shared,
+            (state.next_call_id, trigger),
+            &data,
+            follower,
+            stage_at,
+        ),
+        Some(_) => ReadBack {
+            scan: Ok(Scan::default()),
+            lanes: None,
+            staged: None,
+        },
+    };
     let scan = match scan {
         Ok(s) => s,
         Err(e) => {
@@ -204,27 +216,51 @@ pub(crate) fn run(
     // Multi-rank, a rank whose phase failed still takes part in the (collective) publish.
     let collective = crate::mpi::rank_of(shared).is_some();
     if let (true, Some((path, numbered))) = (result.is_ok() || collective, &target) {
+        crate::checkpoint::reach("publish");
         let ok = result.is_ok();
         match publish(shared, state, path, *numbered, (&data, &scan, staged), ok) {
-            Ok(written) => report.file = Some(written),
+            Ok((written, how)) => (report.file, report.mpi_write) = (Some(written), how),
             Err(e) => result = result.and(Err(e)),
         }
     }
     crate::mpi::gather_spread(shared, &mut report);
-    match (&result, &spool_phase) {
+    let result = settle_spool(result, spool_phase, failure, spooled_calls);
+    print(shared, state, trigger, &report, &result, any_calls);
+    match result {
+        Ok(()) => Ok(Some(report)),
+        // Measured, but not written whole: the statistics go with the error.
+        Err(e) => Err(Error::Partial {
+            source: Box::new(e),
+            report: Box::new(report),
+        }),
+    }
+}
+
+/// What becomes of the phase's spool file: removed once published (or when it holds no call
+/// of a failed phase), else kept and named by the error ([`Error::Unpublished`]).
+fn settle_spool(
+    result: Result<(), Error>,
+    spool_phase: Option<PathBuf>,
+    failure: Option<Failure>,
+    spooled_calls: u64,
+) -> Result<(), Error> {
+    let nothing_readable = failure.is_some() && spooled_calls == 0;
+    let kept_at = failure.and_then(|f| f.kept_at);
+    match (result, spool_phase.or(kept_at.clone())) {
         (Ok(()), Some(p)) => {
             let _ = std::fs::remove_file(p);
+            Ok(())
         }
-        (Err(_), Some(p)) => {
-            result = result.map_err(|e| Error::Unpublished {
-                source: Box::new(e),
-                spool: p.clone(),
-            })
+        (Err(e), Some(p)) if nothing_readable && kept_at.is_none() => {
+            let _ = std::fs::remove_file(p);
+            Err(e)
         }
-        _ => {}
+        (Err(e), Some(spool)) => Err(Error::Unpublished {
+            source: Box::new(e),
+            spool,
+        }),
+        (result, None) => result,
     }
-    print(shared, state, trigger, &report, &result, any_calls);
-    result.map(|()| Some(report))
 }
 
 /// With tasks tracked into a file: a reader of the lanes the spool holds so far, which the
@@ -311,6 +347,10 @@ struct Facts {
     spool_lost: u64,
     in_flight: u64,
     truncated: bool,
+    /// The calls whose detail the spool lost this phase.
+    detail_lost: Option<DetailLost>,
+    /// The spool failed this phase (its calls are not read back).
+    not_written: bool,
 }
 
 impl Facts {
@@ -326,6 +366,8 @@ impl Facts {
             spool_lost: snap.spool_lost,
             in_flight: snap.in_flight,
             truncated: snap.calls_truncated,
+            detail_lost: None,
+            not_written: false,
         }
     }
 }
@@ -391,6 +433,7 @@ fn load(shared: &Shared, snap: Snapshot, phase_start_ns: i64, finalize_ns: i64) 
             files: vec![f],
             row_of,
             lanes: snap.spooled_lanes,
+            scratch: None,
         }),
         extra: Default::default(),
     }
@@ -437,7 +480,7 @@ fn report(
         }
     }
     regions.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
-    let tree = if facts.truncated {
+    let tree = if facts.truncated || facts.not_written {
         None
     } else {
         scan.nested.as_ref().and_then(|n| n.tree.clone())
@@ -446,6 +489,8 @@ fn report(
         Some(Flat::Aggregate)
     } else if facts.truncated {
         Some(Flat::Truncated)
+    } else if facts.not_written {
+        Some(Flat::NotWritten)
     } else {
         scan.not_nested.map(|_| Flat::Overlap)
     };
@@ -462,6 +507,8 @@ fn report(
         file: None,
         overhead: None,
         ranks: Vec::new(),
+        detail_lost: facts.detail_lost.clone(),
+        mpi_write: None,
     }
 }
 

@@ -31,7 +31,7 @@ pub(super) fn target(
 }
 
 /// Step 6: the second pass writes the file (completing the staged one, if any); returns where
-/// it went.
+/// it went and, multi-rank, how it was written.
 pub(super) fn publish(
     shared: &Shared,
     state: &mut GuardState,
@@ -39,7 +39,7 @@ pub(super) fn publish(
     numbered: bool,
     (data, scan, staged): (&PhaseData, &Scan, Option<Staged>),
     ok: bool,
-) -> Result<PathBuf, Error> {
+) -> Result<(PathBuf, Option<crate::mpi::MpiWrite>), Error> {
     let config = &shared.config;
     let mut write = crate::mpi::phase_writer(shared, path, data, scan, ok, staged);
     let mut opts = WriteOptions {
@@ -82,6 +82,7 @@ pub(super) fn publish(
     } else {
         write.write(path, &opts)?
     };
+    let how = write.how();
     drop(write);
     let (written, id) = written;
     state.last_was_late = taken;
@@ -97,7 +98,7 @@ pub(super) fn publish(
             }
         }
     }
-    Ok(written)
+    Ok((written, how))
 }
 
 fn is_exists(e: &Error) -> bool {

@@ -78,13 +78,15 @@ impl std::fmt::Display for Recovered {
 }
 
 /// Recovers the unpublished calls of the most recent run that wrote `output` from the spool
-/// files beside it, writes them to `output` (atomically) and removes those spool files.
+/// files beside it, writes them to `output` (atomically) and removes those spool files (and
+/// the temporary profiles of processes that no longer run, killed while they wrote one).
 /// Spools kept as `.corrupt-N` are left out (recover them one by one with [`recover_spool`]).
 ///
 /// # Errors
 /// No spool is found, one cannot be read, or the file cannot be written.
 pub fn recover(output: impl AsRef<Path>) -> Result<Recovered, Error> {
     let output = output.as_ref();
+    crate::output::hdf5::remove_stale_temps(output);
     let mut runs: Vec<Pass0> = Vec::new();
     for p in spool_files(output)? {
         runs.push(pass0(&p).map_err(|source| read_error(&p, source))?);
@@ -155,6 +157,8 @@ pub(crate) fn recover_stale(output: &Path) -> Result<(), Error> {
             }
         }
     }
+    // No live process writes this output: a temporary profile a killed one left goes.
+    crate::output::hdf5::remove_stale_temps(output);
     let found = spool_files(output)?;
     let mut runs: Vec<Vec<Pass0>> = Vec::new();
     for p in found {
@@ -450,6 +454,8 @@ fn write(output: &Path, spools: &[Pass0], no_replace: bool) -> Result<Recovered,
             files: spools.iter().map(|p| p.path.clone()).collect(),
             row_of,
             lanes: Default::default(),
+            // Beside the output: the spool's disk may be the full one this recovers from.
+            scratch: Some(crate::output::files::dir_of(output)),
         }),
         ..PhaseData::new(layout, rows)
     };
@@ -470,4 +476,60 @@ fn write(output: &Path, spools: &[Pass0], no_replace: bool) -> Result<Recovered,
         calls,
         torn_bytes: all.torn_bytes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flusher::spool::{Header, SpoolWriter};
+    use crate::output::model::CallRecord;
+
+    /// A spool on a read-only file system (a full disk is alike: no room for a temporary
+    /// file there) recovers into another directory, also when the phase is too large to nest
+    /// in memory: the external sort's temporary file goes beside the output, not the spool.
+    #[test]
+    fn a_large_phase_recovers_from_a_read_only_spool_elsewhere() {
+        let fs = crate::testing::Tmpfs::mount("4m");
+        let spool = spool::spool_path(&fs.path().join("out.h5"));
+        let header = Header {
+            timestamp: "t".into(),
+            ..Header::default()
+        };
+        let mut w = SpoolWriter::create(spool.clone(), header, false).unwrap();
+        w.region(0, "r", "", -1);
+        for k in 0..5_000 {
+            w.call(0, CallRecord::new(k * 10, 5, 0));
+        }
+        w.flush(&[], &[]);
+        drop(w);
+        fs.cover_read_only();
+        let out = tempfile::tempdir().unwrap();
+        let budget = &crate::finalize::nesting::TEST_BUDGET;
+        budget.with(|b| b.set(Some(1_000)));
+        let r = recover_spool(&spool, out.path().join("rec.h5"));
+        budget.with(|b| b.set(None));
+        fs.uncover();
+        assert_eq!(r.expect("recovered").calls, 5_000);
+    }
+
+    /// A temporary profile that a killed process left beside the output goes; one of a live
+    /// process (this one) stays.
+    #[test]
+    fn stale_temporary_profiles_of_dead_processes_go() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("p.h5");
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let stale = dir.path().join(format!(".p.h5.{dead}.0.tmp"));
+        let live = dir
+            .path()
+            .join(format!(".p.h5.{}.0.tmp", std::process::id()));
+        let other = dir.path().join(".p.h5.spool");
+        for f in [&stale, &live, &other] {
+            std::fs::write(f, b"x").unwrap();
+        }
+        assert_eq!(crate::output::hdf5::remove_stale_temps(&out), 1);
+        assert!(!stale.exists() && live.exists() && other.exists());
+    }
 }

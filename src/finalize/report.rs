@@ -120,6 +120,30 @@ pub(crate) struct Losses {
     pub corrupt: u64,
 }
 
+/// Calls of a phase whose per-call detail (start, end, thread, task) could not be written,
+/// because the spool beside the output could not be (a full disk, a read-only or removed
+/// directory). Their statistics are not lost: every region's counts and times in the
+/// [`Report`] include them.
+///
+/// ```
+/// # use scope_profiler::ScopeLayer;
+/// let (_layer, guard) = ScopeLayer::builder().no_output().summary(false).build()?;
+/// assert!(guard.finalize()?.detail_lost().is_none()); // a healthy phase
+/// # Ok::<(), scope_profiler::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DetailLost {
+    /// How many calls.
+    pub calls: u64,
+    /// Start of the earliest of them, ns after `build()`.
+    pub first_ns: u64,
+    /// End of the latest of them, ns after `build()`.
+    pub last_ns: u64,
+    /// Why, in a few words (`"disk full"`, `"read-only file system"`, ...).
+    pub cause: String,
+}
+
 /// Why a phase's summary has no call tree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Flat {
@@ -129,6 +153,8 @@ pub(crate) enum Flat {
     Overlap,
     /// Only part of the calls were kept (in memory, above the cap).
     Truncated,
+    /// The phase's calls could not be written whole (see [`Report::detail_lost`]).
+    NotWritten,
 }
 
 /// The result of one [`FlushGuard::finalize`](crate::FlushGuard::finalize).
@@ -153,6 +179,10 @@ pub struct Report {
     pub(crate) overhead: Option<crate::recording::overhead::SelfCost>,
     /// Rank 0 of a multi-rank run: every region's spread over ranks.
     pub(crate) ranks: Vec<crate::mpi::RankSpread>,
+    /// Calls of this phase whose per-call detail the spool lost.
+    pub(crate) detail_lost: Option<DetailLost>,
+    /// A multi-rank run: how its file was written.
+    pub(crate) mpi_write: Option<crate::mpi::MpiWrite>,
 }
 
 impl Report {
@@ -167,6 +197,14 @@ impl Report {
     /// ranks and in single-process runs.
     pub fn ranks(&self) -> &[crate::mpi::RankSpread] {
         &self.ranks
+    }
+
+    /// In a multi-rank run ([`Builder::mpi`](crate::Builder::mpi)), on every rank: how this
+    /// phase's file was written, in parallel through MPI-IO (feature `mpio`) or gathered by the
+    /// token relay; also `metadata/mpi_write` in the file. `None` in single-process runs and
+    /// when no file was written.
+    pub fn mpi_write(&self) -> Option<crate::mpi::MpiWrite> {
+        self.mpi_write
     }
 
     /// The region named `name`.
@@ -230,6 +268,14 @@ impl Report {
     /// already holds an earlier phase of this profiler.
     pub fn file(&self) -> Option<&std::path::Path> {
         self.file.as_deref()
+    }
+
+    /// Calls of this phase whose per-call detail could not be written (a full disk, a
+    /// read-only or removed output directory), with their time range and why; `None` when
+    /// nothing was lost. Such a phase's finalize returns [`Error::Partial`](crate::Error::Partial),
+    /// whose report this is: its statistics count every call, lost detail or not.
+    pub fn detail_lost(&self) -> Option<&DetailLost> {
+        self.detail_lost.as_ref()
     }
 
     /// Calls entered but not closed at this finalize; a later finalize reports them.

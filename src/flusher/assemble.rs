@@ -31,25 +31,32 @@
 //! when the lane has nothing more, the moment the flusher finished reading it. Only the
 //! commonest shape, a span created, entered once, exited and closed with nothing in between
 //! on one lane, is completed at once.
+//!
+//! A lane's `TASK` records say which Tokio task its following enters run in; the assembler
+//! keeps that per lane, so an enter record needs no task id of its own. Instances live in
+//! [`insts`] (one 64-byte slab entry each, no allocation per call).
 
 use std::cmp::Reverse;
-use std::collections::hash_map::Entry;
 use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use crate::fasthash::FastMap;
 use crate::flusher::lines::LineAcc;
 use crate::flusher::region::{Callsites, RegionTable};
-use crate::flusher::task::OpenStarts;
-use crate::recording::lane::record::{Record, AUX, CLOSE, ENTER, EVENT, EXIT, LOST, NEW};
+use crate::flusher::task::Tasks;
+use crate::recording::lane::record::{Record, AUX, CLOSE, ENTER, EVENT, EXIT, LOST, NEW, TASK};
+
+mod insts;
+mod lanes;
+use insts::{Insts, EXTRA, NONE, NOT_ENTERED, TAINTED};
+use lanes::{Close, LaneState, Lanes, OpenPoll};
 
 /// The tick of a stashed record: its own, or, for one without (`NEW`, `CLOSE`, markers of
 /// lost records), now: it was written before the flusher read it.
 fn tick_of(r: &Record) -> u64 {
-    if r.tsc != 0 {
-        r.tsc
-    } else {
-        crate::recording::clock::Clock::global().raw()
+    match r.ticks() {
+        0 => crate::recording::clock::ticks(),
+        t => t,
     }
 }
 
@@ -91,91 +98,31 @@ pub(crate) struct RawPoll {
     pub task: u64,
 }
 
-/// The earliest enter of an instance: where and when its call starts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct FirstEnter {
-    tsc: u64,
+/// A record that arrived before its instance's `NEW`, with where and when it was read.
+#[derive(Clone, Copy, Debug)]
+struct Stashed {
+    tick: u64,
     lane: u32,
-    /// Tokio task id at that enter (0 = none).
+    /// The lane's task when it was read (what an enter runs in).
     task: u64,
-}
-
-/// A poll in progress on one lane.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct OpenPoll {
-    lane: u32,
-    /// Nested enters of the span on this lane not yet exited (the poll ends at 0).
-    depth: u32,
-    start: u64,
-    /// Tokio task id at the enter (0 = none).
-    task: u64,
-}
-
-/// A span instance still being assembled.
-#[derive(Clone, Debug)]
-struct Inst {
-    region: u32,
-    first_enter: Option<FirstEnter>,
-    last_exit: u64,
-    /// Polls in progress, one per lane. Per lane, because a lane's records may be replayed
-    /// out of order with another lane's (see the module docs).
-    open_polls: Vec<OpenPoll>,
-    last_lane: u32,
-    busy: u64,
-    polls: u32,
-    /// Tick of the close, once seen.
-    closed_tick: Option<u64>,
-    aux: Vec<u64>,
-    lines: Option<Box<LineAcc>>,
-    /// Open while the profiler paused: some records may be missing, so never reported.
-    tainted: bool,
-    /// A record of this call was lost (a `LOST` marker): the call is dropped whole.
-    lost: bool,
-    /// The lane whose `CLOSE` (or lost close) ended the call: later records of that lane
-    /// belong to a newer instance of the id.
-    closed_lane: Option<u32>,
-}
-
-impl Inst {
-    fn into_call(self) -> Option<RawCall> {
-        if self.tainted {
-            return None;
-        }
-        let FirstEnter {
-            tsc: start,
-            lane,
-            task,
-        } = self.first_enter?;
-        let end = self.last_exit.max(start);
-        Some(RawCall {
-            region: self.region,
-            start,
-            end,
-            busy: self.busy.min(end - start),
-            lane,
-            task,
-            polls: self.polls,
-            last_lane: self.last_lane,
-            aux: self.aux,
-            lines: self.lines,
-            close: self.closed_tick.unwrap_or(end),
-        })
-    }
+    rec: Record,
 }
 
 /// The assembler's state: open instances and the region table.
-#[derive(Default)]
 pub(crate) struct Assembler {
-    open: FastMap<u64, Vec<Inst>>,
-    /// Closed instances waiting for the watermark: (close tick, id), earliest first.
-    closing: BinaryHeap<Reverse<(u64, u64)>>,
-    /// Records that arrived before their instance's `NEW`: (tick, lane, record).
-    stash: FastMap<u64, Vec<(u64, u32, Record)>>,
+    insts: Insts,
+    /// Per lane: its task, polls in progress and closes (see [`lanes`]).
+    lanes: Lanes,
+    /// Closes of replayed (stashed) records, whose ticks are not in their lane's order:
+    /// earliest first.
+    replayed: BinaryHeap<Reverse<Close>>,
+    /// The closes a `complete` found due (kept for its capacity).
+    due: Vec<Close>,
+    /// Records that arrived before their instance's `NEW`, by span id.
+    stash: FastMap<u64, Vec<Stashed>>,
     /// At most the earliest, over the ids in `stash`, of the newest tick of each (`u64::MAX`
     /// when empty): no id expires before the watermark reaches it.
     stash_min: u64,
-    /// Per lane: ids closed on it that wait for the lane's next tick.
-    untimed: Vec<Vec<u64>>,
     /// While stashed records are replayed: the tick the current one was stashed with.
     replaying: Option<u64>,
     /// Records that belonged to no known span instance.
@@ -191,22 +138,36 @@ pub(crate) struct Assembler {
     /// Polls completed since the caller last took them (when `keep_polls`).
     pub(crate) polls: Vec<RawPoll>,
     pub(crate) regions: RegionTable,
-    /// Starts of the entered, not yet completed instances of each Tokio task.
-    pub(crate) task_open: OpenStarts,
+    /// The Tokio tasks: their open calls (kept here, at every first enter and completion),
+    /// indices and rows (see [`crate::flusher::task`]).
+    pub(crate) tasks: Tasks,
 }
 
 impl Assembler {
     /// An assembler that accepts the callsites registered in `callsites`.
     pub(crate) fn new(callsites: Arc<Callsites>) -> Assembler {
         Assembler {
-            regions: RegionTable::new(callsites),
+            insts: Insts::new(),
+            lanes: Lanes::default(),
+            replayed: BinaryHeap::new(),
+            due: Vec::new(),
+            stash: FastMap::default(),
             stash_min: u64::MAX,
-            ..Assembler::default()
+            replaying: None,
+            orphans: 0,
+            corrupt: 0,
+            dropped_calls: 0,
+            keep_polls: false,
+            line_timing: false,
+            polls: Vec::new(),
+            regions: RegionTable::new(callsites),
+            tasks: Tasks::default(),
         }
     }
 
     /// Feeds one lane's records, in that lane's program order.
     pub(crate) fn feed(&mut self, lane: u32, records: &[Record], out: &mut Vec<RawCall>) {
+        let mut ls = self.lanes.take(lane);
         let mut i = 0;
         while i < records.len() {
             // Fast path: a sync span created, entered once, exited and closed on this lane
@@ -220,80 +181,118 @@ impl Assembler {
                     && e.id == x.id
                     && x.id == c.id
                 {
-                    let end = x.tsc.max(e.tsc);
-                    self.stamp(lane, e.tsc);
-                    let Some(region) = self.regions.region_of(n.callsite_addr()) else {
-                        self.corrupt += 4;
-                        i += 4;
-                        continue;
-                    };
-                    if self.keep_polls {
-                        self.polls.push(RawPoll {
-                            region,
-                            start: e.tsc,
-                            end,
-                            lane,
-                            task: e.task(),
-                        });
-                    }
-                    out.push(RawCall {
-                        region,
-                        start: e.tsc,
-                        end,
-                        busy: end - e.tsc,
-                        lane,
-                        task: e.task(),
-                        polls: 1,
-                        last_lane: lane,
-                        aux: Vec::new(),
-                        lines: None,
-                        close: end,
-                    });
+                    self.sync_call(lane, &mut ls, n, e.ticks(), x.ticks(), out);
                     i += 4;
                     continue;
                 }
             }
-            self.feed_one(lane, &records[i], out);
+            let r = &records[i];
+            match r.kind() {
+                TASK => ls.task = r.id,
+                EVENT => {
+                    // A checkpoint and its site slot, always together.
+                    let site = records.get(i + 1).filter(|s| s.is_event_site());
+                    match site {
+                        Some(site) if self.line_timing && !r.is_event_site() => {
+                            self.checkpoint(lane, &mut ls, r, site.id as usize);
+                            i += 1;
+                        }
+                        _ => self.corrupt += 1,
+                    }
+                }
+                _ => {
+                    let task = ls.task;
+                    self.feed_one(lane, &mut ls, task, r, out);
+                }
+            }
             i += 1;
+        }
+        self.lanes.put(lane, ls);
+    }
+
+    /// The fast path's call: `n` created it, entered at `start`, exited at `end`, closed.
+    fn sync_call(
+        &mut self,
+        lane: u32,
+        ls: &mut LaneState,
+        n: &Record,
+        start: u64,
+        end: u64,
+        out: &mut Vec<RawCall>,
+    ) {
+        let end = end.max(start);
+        ls.stamp(start);
+        let Some(region) = self.regions.region_of(n.callsite_addr()) else {
+            self.corrupt += 4;
+            return;
+        };
+        let task = ls.task;
+        if self.keep_polls {
+            self.polls.push(RawPoll {
+                region,
+                start,
+                end,
+                lane,
+                task,
+            });
+        }
+        out.push(RawCall {
+            region,
+            start,
+            end,
+            busy: end - start,
+            lane,
+            task,
+            polls: 1,
+            last_lane: lane,
+            aux: Vec::new(),
+            lines: None,
+            close: end,
+        });
+    }
+
+    /// The instance record `r` of lane `lane` belongs to: the newest of its id, unless that
+    /// one was closed on this very lane (then a newer one's `NEW` has not arrived yet).
+    #[inline]
+    fn route(&self, lane: u32, r: &Record) -> Option<u32> {
+        let k = self.insts.newest(r.id)?;
+        (self.insts.get(k).closed_lane != lane).then_some(k)
+    }
+
+    /// A line-timing checkpoint at `r.ticks()` of event callsite `site`.
+    fn checkpoint(&mut self, lane: u32, ls: &mut LaneState, r: &Record, site: usize) {
+        if self.replaying.is_none() {
+            ls.stamp(r.ticks());
+        }
+        // A checkpoint of a span this layer does not record (filtered out) is not ours.
+        let Some(k) = self.route(lane, r) else {
+            return;
+        };
+        if let Some(start) = ls.poll_of(k).map(|p| p.start) {
+            LineAcc::event(&mut self.insts.extra(k).lines, start, r.ticks(), site);
         }
     }
 
-    fn feed_one(&mut self, lane: u32, r: &Record, out: &mut Vec<RawCall>) {
-        if !r.kind_is_valid() || (r.kind() == EVENT && !self.line_timing) {
-            self.corrupt += 1;
-            return;
-        }
-        if r.tsc != 0 && self.replaying.is_none() {
-            self.stamp(lane, r.tsc);
+    fn feed_one(
+        &mut self,
+        lane: u32,
+        ls: &mut LaneState,
+        task: u64,
+        r: &Record,
+        out: &mut Vec<RawCall>,
+    ) {
+        let ticks = r.ticks();
+        if ticks != 0 && self.replaying.is_none() {
+            ls.stamp(ticks);
         }
         if r.kind() == NEW {
             let Some(region) = self.regions.region_of(r.callsite_addr()) else {
                 self.corrupt += 1;
                 return;
             };
-            let inst = Inst {
-                region,
-                first_enter: None,
-                last_exit: 0,
-                open_polls: Vec::new(),
-                last_lane: lane,
-                busy: 0,
-                polls: 0,
-                closed_tick: None,
-                aux: Vec::new(),
-                lines: None,
-                tainted: false,
-                lost: false,
-                closed_lane: None,
-            };
-            // Instances of one id stay in creation order, so the routing below finds the
-            // newest one from the back (O(1) however many wait for their completion).
-            // Exact capacities: a flusher behind holds one instance per span of its backlog,
-            // and a default Vec's first growth would reserve four of each.
-            self.open
-                .entry(r.id)
-                .or_insert_with(|| Vec::with_capacity(1))
-                .push(inst);
+            // Instances of one id are chained newest first, so the routing below finds the
+            // newest one at once however many wait for their completion.
+            self.insts.create(r.id, region);
             if let Some(stashed) = self.stash.remove(&r.id) {
                 self.replay(lane, stashed, out);
             }
@@ -301,122 +300,128 @@ impl Assembler {
         }
         // An id is reused only after its span closed, so a record belongs to the instance of
         // its id created last (what `replay` keeps true for records that wait for their NEW).
-        let found = self.open.get(&r.id).and_then(|insts| {
-            let k = insts.len().checked_sub(1)?;
-            // Nothing follows a span's close on the lane that closed it.
-            (insts[k].closed_lane != Some(lane)).then_some(k)
-        });
-        let Some(k) = found else {
-            if r.kind() == EVENT {
-                // A checkpoint of a span this layer does not record (filtered out): not ours.
-                return;
-            }
+        let Some(k) = self.route(lane, r) else {
             let tick = tick_of(r);
             self.stash_min = self.stash_min.min(tick);
             self.stash
                 .entry(r.id)
                 .or_insert_with(|| Vec::with_capacity(1))
-                .push((tick, lane, *r));
+                .push(Stashed {
+                    tick,
+                    lane,
+                    task,
+                    rec: *r,
+                });
             return;
         };
-        let insts = self.open.get_mut(&r.id).expect("found above");
-        let inst = &mut insts[k];
         match r.kind() {
-            ENTER => {
-                match inst.open_polls.iter_mut().find(|p| p.lane == lane) {
-                    Some(p) => p.depth += 1,
-                    None => {
-                        inst.open_polls.reserve_exact(1);
-                        inst.open_polls.push(OpenPoll {
-                            lane,
-                            depth: 1,
-                            start: r.tsc,
-                            task: r.task(),
-                        });
-                    }
-                }
-                // The earliest enter starts the call (records of other lanes may be replayed
-                // before this lane's earlier ones).
-                if inst.first_enter.is_none_or(|f| r.tsc < f.tsc) {
-                    if let Some(f) = inst.first_enter {
-                        self.task_open.remove(f.task, f.tsc);
-                    }
-                    self.task_open.insert(r.task(), r.tsc);
-                    inst.first_enter = Some(FirstEnter {
-                        tsc: r.tsc,
+            ENTER => self.enter(lane, ls, task, k, ticks),
+            EXIT => self.exit(lane, ls, k, ticks),
+            AUX => self.insts.extra(k).aux.push(r.payload()),
+            LOST if r.payload() == 0 => self.insts.get_mut(k).flags |= insts::LOST,
+            _ => self.close(lane, ls, k, r),
+        }
+    }
+
+    fn enter(&mut self, lane: u32, ls: &mut LaneState, task: u64, k: u32, tick: u64) {
+        // An instance with no poll in progress anywhere needs no search (recursion pushes a
+        // new instance per level: O(1) each, not O(depth)).
+        let nested = self.insts.get(k).open > 0;
+        let polls = &mut ls.polls;
+        let found = if nested {
+            polls.iter_mut().rev().find(|p| p.inst == k)
+        } else {
+            None
+        };
+        match found {
+            Some(p) => p.depth += 1,
+            None => {
+                polls.push(OpenPoll {
+                    inst: k,
+                    depth: 1,
+                    start: tick,
+                    task,
+                });
+                self.insts.get_mut(k).open += 1;
+            }
+        }
+        // The earliest enter starts the call (records of other lanes may be replayed before
+        // this lane's earlier ones).
+        let inst = self.insts.get_mut(k);
+        if inst.first == NOT_ENTERED || tick < inst.first {
+            let old = (inst.first != NOT_ENTERED).then_some((inst.task, inst.first));
+            (inst.first, inst.first_lane, inst.task) = (tick, lane, task);
+            if let Some((t, s)) = old {
+                self.tasks.open_remove(t, s);
+            }
+            self.tasks.open_insert(task, tick);
+        }
+    }
+
+    fn exit(&mut self, lane: u32, ls: &mut LaneState, k: u32, tick: u64) {
+        let polls = &mut ls.polls;
+        if let Some(at) = polls.iter().rposition(|p| p.inst == k) {
+            polls[at].depth -= 1;
+            if polls[at].depth == 0 {
+                // Usually the innermost poll, the last one.
+                let OpenPoll { start, task, .. } = if at + 1 == polls.len() {
+                    polls.pop().expect("non-empty")
+                } else {
+                    polls.remove(at)
+                };
+                let inst = self.insts.get_mut(k);
+                inst.open -= 1;
+                inst.busy += tick.saturating_sub(start);
+                inst.polls += 1;
+                if self.keep_polls {
+                    let region = inst.region;
+                    self.polls.push(RawPoll {
+                        region,
+                        start,
+                        end: tick.max(start),
                         lane,
-                        task: r.task(),
+                        task,
                     });
                 }
             }
-            EXIT => {
-                if let Some(i) = inst.open_polls.iter().position(|p| p.lane == lane) {
-                    let p = &mut inst.open_polls[i];
-                    p.depth -= 1;
-                    if p.depth == 0 {
-                        let OpenPoll { start, task, .. } = inst.open_polls.swap_remove(i);
-                        inst.busy += r.tsc.saturating_sub(start);
-                        inst.polls += 1;
-                        if self.keep_polls {
-                            self.polls.push(RawPoll {
-                                region: inst.region,
-                                start,
-                                end: r.tsc.max(start),
-                                lane,
-                                task,
-                            });
-                        }
-                    }
-                }
-                if r.tsc >= inst.last_exit {
-                    inst.last_exit = r.tsc;
-                    inst.last_lane = lane;
-                }
-            }
-            AUX => inst.aux.push(r.payload()),
-            EVENT => {
-                if let Some(p) = inst.open_polls.iter().find(|p| p.lane == lane) {
-                    LineAcc::event(&mut inst.lines, p.start, r.tsc, r.site());
-                }
-            }
-            LOST if r.payload() == 0 => inst.lost = true,
-            _ => {
-                // CLOSE, or a marker of a lost CLOSE, which ends the call as well.
-                inst.lost |= r.kind() == LOST;
-                if let (None, Some(tick)) = (inst.closed_lane, self.replaying) {
-                    inst.closed_tick = Some(tick);
-                    self.closing.push(Reverse((tick, r.id)));
-                } else if inst.closed_lane.is_none() {
-                    // Its tick is the lane's next one (see the module docs).
-                    let l = lane as usize;
-                    if self.untimed.len() <= l {
-                        self.untimed.resize_with(l + 1, Vec::new);
-                    }
-                    self.untimed[l].push(r.id);
-                }
-                inst.closed_lane = Some(lane);
+        }
+        let inst = self.insts.get_mut(k);
+        if tick >= inst.last_exit {
+            inst.last_exit = tick;
+            inst.last_lane = lane;
+        }
+    }
+
+    /// A `CLOSE`, or a marker of a lost `CLOSE`, which ends the call as well.
+    fn close(&mut self, lane: u32, ls: &mut LaneState, k: u32, r: &Record) {
+        let inst = self.insts.get_mut(k);
+        if r.kind() == LOST {
+            inst.flags |= insts::LOST;
+        }
+        if inst.closed_lane == NONE {
+            match self.replaying {
+                Some(tick) => self.replayed.push(Reverse((tick, k, r.id))),
+                // Its tick is the lane's next one (see the module docs).
+                None => ls.untimed.push((k, r.id)),
             }
         }
+        inst.closed_lane = lane;
     }
 
     /// Replays the stashed records of an id whose `NEW` just arrived on lane `created_on`.
     /// Stashed records of that same lane came before the `NEW` in its program order, so they
     /// belong to an earlier instance of the reused id whose `NEW` was lost: orphans.
-    fn replay(
-        &mut self,
-        created_on: u32,
-        stashed: Vec<(u64, u32, Record)>,
-        out: &mut Vec<RawCall>,
-    ) {
-        let (now, earlier): (Vec<_>, Vec<_>) = stashed
-            .into_iter()
-            .partition(|(_, lane, _)| *lane != created_on);
-        self.orphaned(earlier.iter().map(|(_, _, r)| r));
-        for (tick, lane, r) in now {
+    fn replay(&mut self, created_on: u32, stashed: Vec<Stashed>, out: &mut Vec<RawCall>) {
+        let (now, earlier): (Vec<_>, Vec<_>) =
+            stashed.into_iter().partition(|s| s.lane != created_on);
+        self.orphaned(earlier.iter().map(|s| &s.rec));
+        for s in now {
             // A stashed record is not where its lane stands now: it shows no time of that lane,
             // and a close among them takes the tick it was stashed with.
-            self.replaying = Some(tick);
-            self.feed_one(lane, &r, out);
+            self.replaying = Some(s.tick);
+            let mut ls = self.lanes.take(s.lane);
+            self.feed_one(s.lane, &mut ls, s.task, &s.rec, out);
+            self.lanes.put(s.lane, ls);
         }
         self.replaying = None;
     }
@@ -437,33 +442,17 @@ impl Assembler {
         }
     }
 
-    /// Lane `lane` shows time `tick`: the closes read on it before happened no later.
-    #[inline]
-    fn stamp(&mut self, lane: u32, tick: u64) {
-        let Some(ids) = self.untimed.get_mut(lane as usize) else {
-            return;
-        };
-        if ids.is_empty() {
-            return;
-        }
-        for id in ids.drain(..) {
-            let Some(insts) = self.open.get_mut(&id) else {
-                continue;
-            };
-            let waiting = insts
-                .iter_mut()
-                .rev()
-                .find(|i| i.closed_lane == Some(lane) && i.closed_tick.is_none());
-            if let Some(inst) = waiting {
-                inst.closed_tick = Some(tick);
-                self.closing.push(Reverse((tick, id)));
-            }
-        }
-    }
-
     /// The flusher has read everything lane `lane` published before `tick`.
     pub(crate) fn caught_up(&mut self, lane: u32, tick: u64) {
-        self.stamp(lane, tick);
+        let mut ls = self.lanes.take(lane);
+        ls.stamp(tick);
+        self.lanes.put(lane, ls);
+    }
+
+    /// Lane `lane`'s thread exited and everything it recorded was read: its state goes once
+    /// its last close completed.
+    pub(crate) fn lane_gone(&mut self, lane: u32) {
+        self.lanes.gone(lane);
     }
 
     /// Completes the instances whose close the watermark `wm` has passed (every record of
@@ -473,42 +462,56 @@ impl Assembler {
         if wm >= self.stash_min {
             self.expire_stash(wm);
         }
-        let mut dropped = 0;
-        while let Some(&Reverse((tick, id))) = self.closing.peek() {
-            if tick > wm {
+        let mut due = std::mem::take(&mut self.due);
+        self.lanes.due(wm, &mut due);
+        while let Some(&Reverse(c)) = self.replayed.peek() {
+            if c.0 > wm {
                 break;
             }
-            self.closing.pop();
-            // One hash lookup per id (the entry is removed through it when emptied); an id
-            // reused several times is listed as often, later visits find nothing to do.
-            let Entry::Occupied(mut entry) = self.open.entry(id) else {
-                continue;
-            };
-            let insts = entry.get_mut();
-            // One pass that keeps the creation order of the instances that stay.
-            let mut kept = 0;
-            for k in 0..insts.len() {
-                if insts[k].closed_tick.is_some_and(|t| t <= wm) {
-                    continue;
-                }
-                insts.swap(kept, k);
-                kept += 1;
-            }
-            for inst in insts.drain(kept..) {
-                if let Some(f) = inst.first_enter {
-                    self.task_open.remove(f.task, f.tsc);
-                }
-                if inst.lost {
-                    dropped += 1;
-                } else {
-                    out.extend(inst.into_call());
-                }
-            }
-            if insts.is_empty() {
-                entry.remove();
-            }
+            self.replayed.pop();
+            due.push(c);
         }
-        self.dropped_calls += dropped;
+        for (tick, k, id) in due.drain(..) {
+            self.finish(tick, k, id, out);
+        }
+        self.due = due;
+    }
+
+    /// Completes instance `k` of span `id`, closed at `tick`.
+    fn finish(&mut self, tick: u64, k: u32, id: u64, out: &mut Vec<RawCall>) {
+        let (inst, extra) = self.insts.remove(id, k);
+        if inst.open > 0 {
+            // Polls it never ended (their exits were lost): forget them.
+            self.lanes.forget_polls(k);
+        }
+        if inst.first != NOT_ENTERED {
+            self.tasks.open_remove(inst.task, inst.first);
+        }
+        if inst.flags & insts::LOST != 0 {
+            self.dropped_calls += 1;
+            return;
+        }
+        if inst.flags & TAINTED != 0 || inst.first == NOT_ENTERED {
+            return;
+        }
+        let end = inst.last_exit.max(inst.first);
+        let (aux, lines) = match extra {
+            Some(e) if inst.flags & EXTRA != 0 => (e.aux, e.lines),
+            _ => (Vec::new(), None),
+        };
+        out.push(RawCall {
+            region: inst.region,
+            start: inst.first,
+            end,
+            busy: inst.busy.min(end - inst.first),
+            lane: inst.first_lane,
+            task: inst.task,
+            polls: inst.polls,
+            last_lane: inst.last_lane,
+            aux,
+            lines,
+            close: tick,
+        });
     }
 
     /// Counts the stashed records of the ids whose records the watermark `wm` has all passed
@@ -519,7 +522,7 @@ impl Assembler {
         let mut expired = Vec::new();
         let mut min = u64::MAX;
         self.stash.retain(|_, v| {
-            let newest = v.iter().map(|(t, _, _)| *t).max().unwrap_or(0);
+            let newest = v.iter().map(|s| s.tick).max().unwrap_or(0);
             if newest > wm {
                 min = min.min(newest);
                 return true;
@@ -529,42 +532,47 @@ impl Assembler {
         });
         self.stash_min = min;
         for gone in expired {
-            self.orphaned(gone.iter().map(|(_, _, r)| r));
+            self.orphaned(gone.iter().map(|s| &s.rec));
         }
     }
 
     /// Gives back the tables of a burst (a flusher far behind) once they have emptied; call
     /// between rounds.
     pub(crate) fn shrink(&mut self) {
-        if self.open.capacity() > KEEP_CAPACITY.max(8 * self.open.len()) {
-            self.open.shrink_to(KEEP_CAPACITY.max(2 * self.open.len()));
-        }
+        self.insts.shrink();
         if self.stash.capacity() > KEEP_CAPACITY.max(8 * self.stash.len()) {
             self.stash
                 .shrink_to(KEEP_CAPACITY.max(2 * self.stash.len()));
         }
-        if self.closing.capacity() > KEEP_CAPACITY.max(8 * self.closing.len()) {
-            self.closing
-                .shrink_to(KEEP_CAPACITY.max(2 * self.closing.len()));
+        if self.replayed.capacity() > KEEP_CAPACITY.max(8 * self.replayed.len()) {
+            self.replayed
+                .shrink_to(KEEP_CAPACITY.max(2 * self.replayed.len()));
         }
-        self.task_open.shrink();
+        if self.due.capacity() > KEEP_CAPACITY {
+            self.due = Vec::new();
+        }
     }
 
     /// Calls started and not yet closed (in flight).
     pub(crate) fn in_flight(&self) -> u64 {
-        self.open
-            .values()
-            .flatten()
-            .filter(|i| i.first_enter.is_some() && i.closed_lane.is_none() && !i.tainted)
+        self.insts
+            .iter()
+            .filter(|i| i.first != NOT_ENTERED && i.closed_lane == NONE && i.flags & TAINTED == 0)
             .count() as u64
     }
 
     /// Marks every open instance as never to be reported (the profiler paused while they were
     /// open, so some of their records may be missing; see [`crate::recording::pause`]).
     pub(crate) fn taint_open(&mut self) {
-        for inst in self.open.values_mut().flatten() {
-            inst.tainted = true;
+        for inst in self.insts.iter_mut() {
+            inst.flags |= TAINTED;
         }
+    }
+
+    /// Instances open now (created and not yet completed).
+    #[cfg(test)]
+    pub(crate) fn open_instances(&self) -> usize {
+        self.insts.live()
     }
 }
 

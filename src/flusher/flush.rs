@@ -27,9 +27,9 @@ use std::time::Duration;
 use crate::flusher::assemble::{Assembler, RawCall};
 use crate::flusher::spool::SpoolWriter;
 use crate::flusher::stats::Stats;
-use crate::flusher::task::{TaskTotals, Tasks};
+use crate::flusher::task::TaskTotals;
 use crate::output::model::{CallRecord, PollRecord, ThreadRow};
-use crate::recording::lane::{Cursor, Lane};
+use crate::recording::lane::{DrainState, Lane};
 use crate::shared::Shared;
 use crate::Mode;
 
@@ -89,6 +89,9 @@ pub(crate) enum Command {
     /// Drain everything, hand over the phase and start a new one (or say why the flusher
     /// failed).
     Finalize(Sender<Result<Snapshot, String>>),
+    /// Drain everything recorded before now, fold it and hand it to the spool, then answer
+    /// (the phase goes on; see `FlushGuard::sync`).
+    Sync(Sender<Result<(), String>>),
     /// Stop the thread (after a last drain).
     Shutdown,
 }
@@ -107,7 +110,7 @@ pub(crate) struct Flusher {
     shared: Arc<Shared>,
     /// Every live lane: where the flusher stands in it, and the tick before which it has read
     /// everything the lane recorded.
-    lanes: Vec<(Arc<Lane>, Cursor, u64)>,
+    lanes: Vec<(Arc<Lane>, DrainState, u64)>,
     /// The latest watermark (raw ticks): every call that closed before it is assembled.
     watermark: u64,
     /// Ticks of [`MARGIN_NS`] and [`AHEAD_NS`].
@@ -123,7 +126,6 @@ pub(crate) struct Flusher {
     asm: Assembler,
     scratch: Vec<RawCall>,
     phase: Vec<PhaseRegion>,
-    tasks: Tasks,
     /// Rows of retired tasks, without an output file.
     finished_tasks: Vec<TaskTotals>,
     polls: Vec<PollRecord>,
@@ -173,7 +175,6 @@ impl Flusher {
             asm,
             scratch: Vec::new(),
             phase: Vec::new(),
-            tasks: Tasks::default(),
             finished_tasks: Vec::new(),
             polls: Vec::new(),
             keep_calls,
@@ -236,6 +237,13 @@ impl Flusher {
                     self.note_cpu();
                     let _ = reply.send(Ok(snap));
                 }
+                Ok(Command::Sync(reply)) => {
+                    self.catch_up();
+                    self.flush_spool();
+                    next_flush = std::time::Instant::now() + interval;
+                    self.note_cpu();
+                    let _ = reply.send(Ok(()));
+                }
                 Ok(Command::Shutdown) | Err(TryRecvError::Disconnected) => {
                     self.catch_up();
                     self.shared.pool.flusher_stopped();
@@ -272,16 +280,17 @@ impl Flusher {
             self.refresh_lanes();
             let pool = &self.shared.pool;
             let mut lost = 0u64;
-            self.lanes.retain_mut(|(lane, cursor, _)| {
+            self.lanes.retain_mut(|(lane, st, _)| {
                 !lane
-                    .drain(cursor, pool, usize::MAX, |records| {
-                        lost += records.len() as u64
-                    })
+                    .drain(st, pool, usize::MAX, |records| lost += records.len() as u64)
                     .finished
             });
             self.shared.lost.fetch_add(lost, Ordering::Relaxed);
             match rx.try_recv() {
                 Ok(Command::Finalize(reply)) => {
+                    let _ = reply.send(Err(cause.to_owned()));
+                }
+                Ok(Command::Sync(reply)) => {
                     let _ = reply.send(Err(cause.to_owned()));
                 }
                 Ok(Command::Shutdown) | Err(TryRecvError::Disconnected) => return,
@@ -306,7 +315,7 @@ impl Flusher {
                 .unwrap_or_else(|e| e.into_inner()),
         );
         self.lanes
-            .extend(new.into_iter().map(|l| (l, Cursor::default(), 0)));
+            .extend(new.into_iter().map(|l| (l, DrainState::default(), 0)));
     }
 
     /// Runs rounds until the watermark has passed now: every call that closed before this
@@ -356,7 +365,7 @@ impl Flusher {
         while i < self.lanes.len() {
             if self.lanes[i].2 > behind.saturating_add(self.ahead) {
                 // Ahead of the others: they catch up first.
-                more |= self.lanes[i].0.queued() > 0;
+                more |= self.lanes[i].0.has_full(&self.lanes[i].1);
                 i += 1;
                 continue;
             }
@@ -366,6 +375,7 @@ impl Flusher {
             if finished {
                 // The thread is gone and all it recorded is in: keep its row, drop the lane.
                 let (lane, _, _) = self.lanes.swap_remove(i);
+                self.asm.lane_gone(lane.index);
                 self.exited.push(thread_row(&lane));
                 self.exited_dropped += lane.dropped.load(Ordering::Relaxed);
                 self.exited_dropped_calls += lane.dropped_calls.load(Ordering::Relaxed);
@@ -405,20 +415,21 @@ impl Flusher {
     /// records read.
     fn drain_lane(&mut self, i: usize) -> (bool, bool, usize) {
         let lane = self.lanes[i].0.clone();
-        let (mut cursor, mut read) = (self.lanes[i].1, self.lanes[i].2);
+        let mut read = self.lanes[i].2;
         let started = self.shared.clock.raw();
         let Flusher {
             shared,
             asm,
             scratch,
+            lanes,
             ..
         } = self;
         let index = lane.index;
         let mut fed = 0;
-        let d = lane.drain(&mut cursor, &shared.pool, DRAIN_BATCH, |records| {
+        let d = lane.drain(&mut lanes[i].1, &shared.pool, DRAIN_BATCH, |records| {
             fed += records.len();
             // A lane's records are in time order: everything before the last one is read.
-            if let Some(t) = records.iter().rev().map(|r| r.tsc).find(|&t| t != 0) {
+            if let Some(t) = records.iter().rev().map(|r| r.ticks()).find(|&t| t != 0) {
                 read = read.max(t);
             }
             asm.feed(index, records, scratch)
@@ -431,7 +442,6 @@ impl Flusher {
             let ended = self.shared.clock.raw();
             self.asm.caught_up(index, ended);
         }
-        self.lanes[i].1 = cursor;
         self.lanes[i].2 = read;
         self.fold();
         (d.finished, d.more, fed)
@@ -458,15 +468,19 @@ impl Flusher {
             .collect()
     }
 
-    /// Makes everything assembled so far durable in the spool.
+    /// Makes everything assembled so far durable in the spool: with the rows of the threads
+    /// that exited since the last flush and of the live ones (not the whole table again).
     fn flush_spool(&mut self) {
         if self.spool.is_none() {
             return;
         }
-        let threads = self.threads();
+        let mut threads = self.exited.take_unspooled();
+        threads.extend(self.lanes.iter().map(|(l, _, _)| thread_row(l)));
         let agg = self.aggregate_stats();
         if let Some(spool) = &mut self.spool {
             spool.flush(&threads, &agg);
+            // A spool created again after a failure has a new descriptor.
+            self.shared.fork.spool_fd(spool.raw_fd());
         }
     }
 
@@ -474,18 +488,8 @@ impl Flusher {
     /// completed after it (other threads still running); those stay recoverable.
     fn shutdown_spool(&mut self) {
         let threads = self.threads();
-        if let Some(mut spool) = self.spool.take() {
-            if spool.error().is_none() && spool.unpublished == 0 {
-                spool.remove();
-            } else {
-                spool.flush(&threads, &[]);
-                eprintln!(
-                    "scope-profiler: {} call(s) completed after the last finalize; they are kept \
-                     in {} (scope-profiler-recover turns them into a profile)",
-                    spool.unpublished,
-                    spool.path().display()
-                );
-            }
+        if let Some(said) = self.spool.take().and_then(|s| s.shutdown(&threads)) {
+            eprintln!("scope-profiler: {said}");
         }
     }
 

@@ -65,6 +65,8 @@ pub(crate) struct RegionTable {
     valid: FastMap<usize, &'static Metadata<'static>>,
     seen: usize,
     by_callsite: FastMap<usize, u32>,
+    /// The callsite looked up last and its region: consecutive calls mostly share one.
+    last: (usize, u32),
     by_name: HashMap<&'static str, u32>,
     regions: Vec<RegionInfo>,
 }
@@ -74,6 +76,8 @@ impl RegionTable {
     pub(crate) fn new(callsites: Arc<Callsites>) -> RegionTable {
         RegionTable {
             callsites,
+            // No callsite address is odd: nothing matches before the first lookup.
+            last: (usize::MAX, 0),
             ..RegionTable::default()
         }
     }
@@ -82,10 +86,15 @@ impl RegionTable {
     /// `None` when `addr` is no callsite the layer has seen (a corrupt record).
     #[inline]
     pub(crate) fn region_of(&mut self, addr: usize) -> Option<u32> {
-        if let Some(&id) = self.by_callsite.get(&addr) {
-            return Some(id);
+        if self.last.0 == addr {
+            return Some(self.last.1);
         }
-        self.region_of_slow(addr)
+        let id = match self.by_callsite.get(&addr) {
+            Some(&id) => id,
+            None => self.region_of_slow(addr)?,
+        };
+        self.last = (addr, id);
+        Some(id)
     }
 
     #[cold]

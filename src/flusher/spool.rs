@@ -10,7 +10,7 @@
 //! | 0 | header | magic `SPRSPOL1`, `start_time_ns` i64, `timestamp` str, `label` str ("" = none), `track_threads` u8, `track_async` u8, `aggregate` u8 |
 //! | 1 | region | `id` u32, `line` i64, `name` str, `file` str |
 //! | 2 | calls | `region` u32, `n` u32, then n x (`start - previous start`, `dur`, `thread`, `task`, `await`, `gpu`), each a zigzag LEB128 varint (7 bytes per call, typically, against 44 fixed) |
-//! | 3 | threads | `n` u32, then n x (`index` u32, `native_id` i64, `start` i64, `end` i64, `cpu` i64, `name` str) |
+//! | 3 | threads | `n` u32, then n x (`index` u32, `native_id` i64, `start` i64, `end` i64, `cpu` i64, `name` str): rows of the thread table; a later row of the same index replaces an earlier one (an exited thread's row is written once, when it exits; live threads' rows at every flush) |
 //! | 4 | aggregate | `n` u32, then n x (`region` u32, `count` u64, `total` u64, `min` u64, `max` u64, `mean` f64, `m2` f64) |
 //! | 5 | tasks | `n` u32, then n x (`index`, `tokio_id`, `thread_index`, `created`, `done`, `steps`, `running`, `suspended`, `root_region` (-1 = none)), each a zigzag LEB128 varint: rows of tasks retired during the phase (see [`crate::flusher::task`]) |
 //! | 6 | polls | `n` u32, then n x (`region`, `start - previous start`, `dur`, `thread`, `task`), each a zigzag LEB128 varint |
@@ -22,13 +22,19 @@
 //! with `O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600, and locked (`flock`) while its process runs, so
 //! a later `build()` can tell a crashed run's spool from a live one.
 //! [`crate::recover()`] turns a spool into a schema-3 file.
+//!
+//! When a write fails (a full disk, a read-only or removed directory), that write's calls are
+//! lost and counted, the file keeps every frame written before, and writing goes on as soon
+//! as there is room again (see [`loss`]); the statistics, folded by the flusher before
+//! anything is spooled, are never affected.
 
 use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::flusher::stats::Stats;
 use crate::output::model::{CallRecord, PollRecord, ThreadRow};
+use loss::CallSpan;
 
 const MAGIC: &[u8; 8] = b"SPRSPOL1";
 pub(crate) const TAG_HEADER: u8 = 0;
@@ -74,22 +80,45 @@ pub(crate) struct SpoolRegion {
 }
 
 /// The flusher's writing end.
+///
+/// A write that fails (a full disk, say) loses that write's frames and nothing else: the file
+/// is cut back to its last whole frame, the lost calls are counted with their time range, and
+/// later writes go on as usual once there is room (see [`loss`]). A rotation reports a phase
+/// that lost any detail as failed ([`loss::Rotated::failure`]).
 pub(crate) struct SpoolWriter {
     path: PathBuf,
-    file: File,
+    /// The phase's file at `path` (`None`: it could not be created yet).
+    file: Option<File>,
+    /// The file may end in a torn frame (a failed write could not be undone): nothing more
+    /// is written to it this phase.
+    torn: bool,
+    /// An earlier phase's file still at `path` (its rotation could not move it aside): its
+    /// phase number, and the file, kept open so its lock tells other processes it is ours.
+    leftover: Option<(u64, File)>,
     header: Header,
+    /// The next frames begin a file: the header goes first.
+    need_header: bool,
     buf: Vec<u8>,
+    /// Calls encoded in `buf`, and task rows and polls.
+    in_buf: CallSpan,
+    lanes_in_buf: LaneCounts,
+    /// Bytes of the file written whole (a frame boundary).
+    on_disk: u64,
     pending: Vec<Vec<CallRecord>>,
     pending_polls: Vec<PollRecord>,
     regions: Vec<SpoolRegion>,
+    /// Regions whose frame is in `buf` or on disk, and on disk.
     written_regions: usize,
-    /// The first I/O error; once set, nothing more is written.
-    error: Option<io::Error>,
-    /// Calls that could not be spooled because of `error`.
+    regions_on_disk: usize,
+    /// This phase's first error, and what was being done.
+    failure: Option<(&'static str, io::Error)>,
+    /// This phase's calls on disk, and lost.
+    kept: CallSpan,
+    lost: CallSpan,
+    lost_lanes: u64,
+    /// Calls whose detail was lost since the spool was created.
     pub(crate) lost_calls: u64,
-    /// Calls spooled since the spool was created or last rotated.
-    pub(crate) unpublished: u64,
-    /// Task rows and polls spooled since then (what reading them back reserves room for).
+    /// Task rows and polls on disk this phase (what reading them back reserves room for).
     pub(crate) lanes: LaneCounts,
     /// fsync every write (`Builder::durable`).
     durable: bool,
@@ -100,6 +129,12 @@ pub(crate) struct SpoolWriter {
 pub(crate) struct LaneCounts {
     pub tasks: u64,
     pub polls: u64,
+}
+
+impl LaneCounts {
+    fn total(&self) -> u64 {
+        self.tasks + self.polls
+    }
 }
 
 /// Creates a spool file: never through a link, mode 0600, locked against a second process.
@@ -118,27 +153,42 @@ impl SpoolWriter {
         let file = create_file(&path)?;
         let mut w = SpoolWriter {
             path,
-            file,
+            file: Some(file),
+            torn: false,
+            leftover: None,
             header,
+            need_header: true,
             buf: Vec::new(),
+            in_buf: CallSpan::default(),
+            lanes_in_buf: LaneCounts::default(),
+            on_disk: 0,
             pending: Vec::new(),
             pending_polls: Vec::new(),
             regions: Vec::new(),
             written_regions: 0,
-            error: None,
+            regions_on_disk: 0,
+            failure: None,
+            kept: CallSpan::default(),
+            lost: CallSpan::default(),
+            lost_lanes: 0,
             lost_calls: 0,
-            unpublished: 0,
             lanes: LaneCounts::default(),
             durable,
         };
         if durable {
             if let Err(e) = crate::output::files::sync_dir(&w.path) {
-                w.error = Some(e);
+                w.fail("syncing the spool's directory", e);
             }
         }
-        w.put_header();
+        w.put_preamble();
         w.write_out();
-        w.error.take().map_or(Ok(w), Err)
+        match w.failure.take() {
+            Some((_, e)) => {
+                let _ = std::fs::remove_file(&w.path);
+                Err(e)
+            }
+            None => Ok(w),
+        }
     }
 
     /// The spool's path.
@@ -146,9 +196,17 @@ impl SpoolWriter {
         &self.path
     }
 
-    /// The first I/O error, if any.
-    pub(crate) fn error(&self) -> Option<&io::Error> {
-        self.error.as_ref()
+    /// The raw descriptor of the file being written (`-1`: none), for a forked child to close.
+    pub(crate) fn raw_fd(&self) -> i32 {
+        use std::os::fd::AsRawFd;
+        self.file.as_ref().map_or(-1, |f| f.as_raw_fd())
+    }
+
+    /// Remembers the phase's first error.
+    fn fail(&mut self, context: &'static str, e: io::Error) {
+        if self.failure.is_none() {
+            self.failure = Some((context, e));
+        }
     }
 
     fn put_header(&mut self) {
@@ -176,11 +234,6 @@ impl SpoolWriter {
 
     /// Buffers one completed call of region `id`.
     pub(crate) fn call(&mut self, region: u32, c: CallRecord) {
-        if self.error.is_some() {
-            self.lost_calls += 1;
-            return;
-        }
-        self.unpublished += 1;
         let p = &mut self.pending[region as usize];
         p.push(c);
         if p.len() >= CALLS_PER_FRAME {
@@ -193,9 +246,6 @@ impl SpoolWriter {
 
     /// Buffers one poll (with task tracking, polls are streamed like calls).
     pub(crate) fn poll(&mut self, p: PollRecord) {
-        if self.error.is_some() {
-            return;
-        }
         self.pending_polls.push(p);
         if self.pending_polls.len() >= CALLS_PER_FRAME {
             self.put_polls();
@@ -209,7 +259,8 @@ impl SpoolWriter {
         if self.pending_polls.is_empty() {
             return;
         }
-        self.lanes.polls += self.pending_polls.len() as u64;
+        self.put_preamble();
+        self.lanes_in_buf.polls += self.pending_polls.len() as u64;
         let at = self.buf.len();
         self.buf.push(TAG_POLLS);
         self.buf.extend_from_slice(&[0; 4]);
@@ -229,13 +280,42 @@ impl SpoolWriter {
         self.pending_polls.clear();
     }
 
-    /// Buffers the rows of retired tasks (one frame).
-    pub(crate) fn tasks(&mut self, rows: &[crate::flusher::task::TaskTotals]) {
-        if self.error.is_some() || rows.is_empty() {
+    /// Buffers thread-table rows (one frame; a later row of an index replaces an earlier one).
+    pub(crate) fn thread_rows(&mut self, threads: &[ThreadRow]) {
+        if threads.is_empty() {
             return;
         }
-        self.put_region_frames();
-        self.lanes.tasks += rows.len() as u64;
+        self.put_preamble();
+        self.put_threads(threads);
+        if self.buf.len() >= WRITE_THRESHOLD {
+            self.write_out();
+        }
+    }
+
+    fn put_threads(&mut self, threads: &[ThreadRow]) {
+        if threads.is_empty() {
+            return;
+        }
+        let mut p = Vec::new();
+        p.extend_from_slice(&(threads.len() as u32).to_le_bytes());
+        for t in threads {
+            p.extend_from_slice(&t.index.to_le_bytes());
+            p.extend_from_slice(&t.native_id.to_le_bytes());
+            p.extend_from_slice(&t.start_ns.to_le_bytes());
+            p.extend_from_slice(&t.end_ns.to_le_bytes());
+            p.extend_from_slice(&t.cpu_ns.to_le_bytes());
+            put_str(&mut p, &t.name);
+        }
+        frame(&mut self.buf, TAG_THREADS, &p);
+    }
+
+    /// Buffers the rows of retired tasks (one frame).
+    pub(crate) fn tasks(&mut self, rows: &[crate::flusher::task::TaskTotals]) {
+        if rows.is_empty() {
+            return;
+        }
+        self.put_preamble();
+        self.lanes_in_buf.tasks += rows.len() as u64;
         let at = self.buf.len();
         self.buf.push(TAG_TASKS);
         self.buf.extend_from_slice(&[0; 4]);
@@ -268,7 +348,13 @@ impl SpoolWriter {
         }
     }
 
-    fn put_region_frames(&mut self) {
+    /// What must precede the next frame: the header when it begins a file, and the frames
+    /// of regions declared since the last ones.
+    fn put_preamble(&mut self) {
+        if self.need_header {
+            self.put_header();
+            self.need_header = false;
+        }
         while self.written_regions < self.regions.len() {
             let r = &self.regions[self.written_regions];
             let mut p = Vec::new();
@@ -282,11 +368,11 @@ impl SpoolWriter {
     }
 
     fn put_calls(&mut self, region: u32) {
-        self.put_region_frames();
         let calls = std::mem::take(&mut self.pending[region as usize]);
         if calls.is_empty() {
             return;
         }
+        self.put_preamble();
         // Encoded straight into the output buffer: header now, length patched afterwards.
         let at = self.buf.len();
         self.buf.push(TAG_CALLS);
@@ -303,6 +389,7 @@ impl SpoolWriter {
             put_varint(&mut self.buf, c.task);
             put_varint(&mut self.buf, c.await_ns);
             put_varint(&mut self.buf, c.gpu_ns);
+            self.in_buf.add(c.start_ns, c.start_ns + c.dur_ns.max(0));
         }
         let len = (self.buf.len() - at - 5) as u32;
         self.buf[at + 1..at + 5].copy_from_slice(&len.to_le_bytes());
@@ -315,27 +402,12 @@ impl SpoolWriter {
     /// Writes everything buffered, plus the thread table and (aggregate mode) the statistics.
     /// Called at every flush interval and finalize.
     pub(crate) fn flush(&mut self, threads: &[ThreadRow], aggregate: &[(u32, Stats)]) {
-        if self.error.is_some() {
-            return;
-        }
         for r in 0..self.pending.len() {
             self.put_calls(r as u32);
         }
         self.put_polls();
-        self.put_region_frames();
-        if !threads.is_empty() {
-            let mut p = Vec::new();
-            p.extend_from_slice(&(threads.len() as u32).to_le_bytes());
-            for t in threads {
-                p.extend_from_slice(&t.index.to_le_bytes());
-                p.extend_from_slice(&t.native_id.to_le_bytes());
-                p.extend_from_slice(&t.start_ns.to_le_bytes());
-                p.extend_from_slice(&t.end_ns.to_le_bytes());
-                p.extend_from_slice(&t.cpu_ns.to_le_bytes());
-                put_str(&mut p, &t.name);
-            }
-            frame(&mut self.buf, TAG_THREADS, &p);
-        }
+        self.put_preamble();
+        self.put_threads(threads);
         if !aggregate.is_empty() {
             let mut p = Vec::new();
             p.extend_from_slice(&(aggregate.len() as u32).to_le_bytes());
@@ -350,64 +422,64 @@ impl SpoolWriter {
             frame(&mut self.buf, TAG_AGGREGATE, &p);
         }
         // Written; fsynced only when durable: the kernel keeps written data when the process
-        // is killed, which is the failure the spool is for by default.
+        // is killed, which is the failure the spool is for by default. A failed sync loses
+        // nothing that can be read now, so it counts nothing as lost.
         self.write_out();
-        self.sync();
+        if self.durable {
+            if let Some(Err(e)) = self.file.as_ref().map(File::sync_data) {
+                self.fail("syncing the spool", e);
+            }
+        }
     }
 
+    /// Writes `buf` to the phase's file (creating it if need be) and empties it. When that
+    /// fails, its frames are lost (counted) and the file is cut back to its last whole frame.
     fn write_out(&mut self) {
-        if self.error.is_none() && !self.buf.is_empty() {
-            if let Err(e) = self.file.write_all(&self.buf) {
-                self.error = Some(e);
+        if self.buf.is_empty() {
+            return;
+        }
+        match self.try_write() {
+            Ok(()) => {
+                self.on_disk += self.buf.len() as u64;
+                self.regions_on_disk = self.written_regions;
+                self.kept.merge(self.in_buf);
+                self.lanes.tasks += self.lanes_in_buf.tasks;
+                self.lanes.polls += self.lanes_in_buf.polls;
+            }
+            Err((context, e)) => {
+                self.lost.merge(self.in_buf);
+                self.lost_calls += self.in_buf.calls;
+                self.lost_lanes += self.lanes_in_buf.total();
+                // What this write would have declared is declared again by the next one.
+                self.written_regions = self.regions_on_disk;
+                self.need_header = self.on_disk == 0;
+                self.fail(context, e);
             }
         }
         self.buf.clear();
+        // A big frame (a phase's whole thread table) must not keep its buffer for the run.
+        if self.buf.capacity() > 2 * WRITE_THRESHOLD {
+            self.buf.shrink_to(WRITE_THRESHOLD);
+        }
+        self.in_buf = CallSpan::default();
+        self.lanes_in_buf = LaneCounts::default();
     }
 
-    /// With `durable`, makes everything written so far survive power loss.
-    fn sync(&mut self) {
-        if self.durable && self.error.is_none() {
-            if let Err(e) = self.file.sync_data() {
-                self.error = Some(e);
-            }
+    fn try_write(&mut self) -> Result<(), (&'static str, io::Error)> {
+        self.ensure_file()?;
+        if self.torn {
+            let e = io::Error::other(
+                "a write cut short could not be undone; this phase's spool takes no more",
+            );
+            return Err(("writing the spool", e));
         }
-    }
-
-    /// Ends the current phase: flushes, moves the spool aside to `<spool>.<phase>` and starts
-    /// a fresh spool (header and region table) for the next phase. Returns the moved file,
-    /// which the caller publishes and then deletes, and how many task rows and polls it holds.
-    pub(crate) fn rotate(
-        &mut self,
-        phase: u64,
-        threads: &[ThreadRow],
-        aggregate: &[(u32, Stats)],
-    ) -> io::Result<(PathBuf, LaneCounts)> {
-        self.flush(threads, aggregate);
-        if let Some(e) = self.error.take() {
-            // Keep what is on disk; the caller reports where it is.
-            self.error = Some(io::Error::new(e.kind(), e.to_string()));
-            return Err(e);
-        }
-        let moved = PathBuf::from(format!("{}.{phase}", self.path.display()));
-        std::fs::rename(&self.path, &moved)?;
-        self.unpublished = 0;
-        let lanes = std::mem::take(&mut self.lanes);
-        match create_file(&self.path) {
-            Ok(f) => {
-                self.file = f;
-                self.written_regions = 0;
-                self.put_header();
-                self.put_region_frames();
-                self.write_out();
-            }
-            Err(e) => self.error = Some(e),
-        }
-        Ok((moved, lanes))
-    }
-
-    /// Removes the spool (at shutdown, when everything was published).
-    pub(crate) fn remove(self) {
-        let _ = std::fs::remove_file(&self.path);
+        let (Some(file), keep) = (self.file.as_mut(), self.on_disk) else {
+            return Err(("writing the spool", io::Error::other("no spool file")));
+        };
+        loss::write_or_undo(file, &self.buf, keep).map_err(|(e, undone)| {
+            self.torn = !undone;
+            ("writing the spool", e)
+        })
     }
 }
 
@@ -434,8 +506,11 @@ fn frame(buf: &mut Vec<u8>, tag: u8, payload: &[u8]) {
 }
 
 mod follow;
+pub(crate) mod loss;
+mod phase;
 mod read;
 pub(crate) use follow::LaneFollower;
+pub(crate) use loss::SpoolFailure;
 #[cfg(test)]
 pub(crate) use read::read;
 pub(crate) use read::{scan, scan_into, SpoolContents};

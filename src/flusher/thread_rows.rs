@@ -4,6 +4,9 @@
 //! drops a lane once its thread has exited and everything it recorded is drained, keeping only
 //! its `thread_table` row. Rows are stored in 40 bytes with interned names (most threads share
 //! a few names: `tokio-rt-worker`, or none at all), so 100 000 dead threads cost about 4 MiB.
+//! With a spool, each row is written to it once, when its thread exits (and again at the head
+//! of every later phase's spool, so a phase's spool always holds the whole table); a flush
+//! writes only the rows of live threads, never the whole table.
 
 use std::collections::HashMap;
 
@@ -13,6 +16,8 @@ use crate::output::model::ThreadRow;
 #[derive(Default)]
 pub(crate) struct ExitedThreads {
     rows: Vec<Compact>,
+    /// Rows before this one are in the current spool phase already.
+    spooled: usize,
     names: Vec<Box<str>>,
     by_name: HashMap<Box<str>, u32>,
 }
@@ -50,7 +55,22 @@ impl ExitedThreads {
 
     /// Every row, as the writers take them.
     pub(crate) fn rows(&self) -> impl Iterator<Item = ThreadRow> + '_ {
-        self.rows.iter().map(|c| ThreadRow {
+        self.rows_from(0)
+    }
+
+    /// The rows not in the current spool phase yet, marked as spooled now.
+    pub(crate) fn take_unspooled(&mut self) -> Vec<ThreadRow> {
+        let from = std::mem::replace(&mut self.spooled, self.rows.len());
+        self.rows_from(from).collect()
+    }
+
+    /// A new spool phase holds none of the rows yet.
+    pub(crate) fn new_phase(&mut self) {
+        self.spooled = 0;
+    }
+
+    fn rows_from(&self, from: usize) -> impl Iterator<Item = ThreadRow> + '_ {
+        self.rows[from..].iter().map(|c| ThreadRow {
             index: c.index,
             name: self.names[c.name as usize].to_string(),
             native_id: c.native_id,

@@ -26,7 +26,7 @@ use crate::output::events::SummaryRow;
 use crate::Error;
 
 mod by_name;
-mod lanes;
+pub(crate) mod lanes;
 
 pub use by_name::merge_ranks;
 #[cfg(test)]
@@ -571,4 +571,4 @@ impl Merger {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

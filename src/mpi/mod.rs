@@ -4,13 +4,26 @@
 //!   [`merge_ranks`](crate::merge_ranks) for files written separately).
 //! - `launcher` (always): under an MPI launcher without the `mpi` feature, each rank writes
 //!   `<stem>.rank<N>.h5`.
-//! - `relay` and `clocks` (feature `mpi`): with [`Builder::mpi`](crate::Builder::mpi), each
-//!   finalize is collective; every rank writes its phase to a private part file, rank 0 pulls
-//!   the parts one rank at a time in bounded messages (a token relay) and appends them to the
-//!   one output, shifting each rank's times onto rank 0's clock.
+//! - `relay` (feature `mpi`): with [`Builder::mpi`](crate::Builder::mpi), each finalize is
+//!   collective; every rank writes its phase to a private part file, rank 0 pulls the parts
+//!   one rank at a time in bounded messages (a token relay) and appends them to the one
+//!   output, shifting each rank's times onto rank 0's clock.
+//! - `parallel` (feature `mpio`): instead, every rank writes its own rows of the one file
+//!   through MPI-IO (parallel HDF5), at places from a scan of the ranks' row counts
+//!   ([`layout`]); `comm` holds the collectives both use beyond the relay's messages.
+//!
+//! Which way a phase goes ([`MpiWrite`]) is agreed by all ranks at its first write: the
+//! parallel write with `mpio`, unless [`Builder::mpi_relay`](crate::Builder::mpi_relay) or
+//! gzip (HDF5 1.10 writes compressed datasets only collectively) asks for the relay.
 
+#[cfg(feature = "mpi")]
+mod comm;
 pub(crate) mod launcher;
+#[cfg(any(feature = "mpio", test))]
+pub(crate) mod layout;
 pub(crate) mod merge;
+#[cfg(feature = "mpio")]
+mod parallel;
 #[cfg(feature = "mpi")]
 pub(crate) mod relay;
 mod spread;
@@ -18,6 +31,30 @@ mod spread;
 use std::path::{Path, PathBuf};
 
 pub(crate) use spread::RankSpread;
+
+/// The `metadata` key naming how a multi-rank file was written (`"parallel"` or `"relay"`).
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) const MPI_WRITE_KEY: &str = "mpi_write";
+
+/// How a multi-rank phase's file was written ([`Report::mpi_write`](crate::Report::mpi_write)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MpiWrite {
+    /// Every rank wrote its own rows through MPI-IO (feature `mpio`).
+    Parallel,
+    /// Rank 0 gathered every rank's part through the token relay.
+    Relay,
+}
+
+impl MpiWrite {
+    /// How the summary and `metadata/mpi_write` name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MpiWrite::Parallel => "parallel",
+            MpiWrite::Relay => "relay",
+        }
+    }
+}
 
 use crate::shared::Shared;
 
@@ -154,9 +191,16 @@ pub(crate) fn setup(config: &mut crate::config::Config) -> Result<Handle, crate:
     Ok(())
 }
 
-/// The "across ranks" table for rank 0's summary ("" elsewhere).
+/// The "across ranks" table for rank 0's summary, and how the file was written ("" elsewhere).
 pub(crate) fn render_spread(report: &crate::Report) -> String {
-    spread::render(report.ranks())
+    let mut s = spread::render(report.ranks());
+    if let (false, Some(how)) = (s.is_empty(), report.mpi_write()) {
+        s.push_str(match how {
+            MpiWrite::Parallel => "  file written by every rank in parallel (MPI-IO)\n",
+            MpiWrite::Relay => "  file gathered by rank 0 (token relay)\n",
+        });
+    }
+    s
 }
 
 /// Writes one phase's file: directly, or (multi-rank) through this rank's part file and the
@@ -174,6 +218,11 @@ pub(crate) struct PhaseWriter<'a> {
     /// Rank 0: every rank's clock offset, once measured.
     #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     offsets: Option<Vec<(i64, i64)>>,
+    /// How the ranks agreed to write this phase, once they did.
+    how: Option<MpiWrite>,
+    /// The parallel file written and not yet published (every rank holds its path).
+    #[cfg(feature = "mpio")]
+    unpublished: Option<PathBuf>,
 }
 
 /// The writer for one phase whose configured target is `target`; `ok`: this rank's phase
@@ -196,6 +245,9 @@ pub(crate) fn phase_writer<'a>(
         staged,
         part: None,
         offsets: None,
+        how: None,
+        #[cfg(feature = "mpio")]
+        unpublished: None,
     }
 }
 
@@ -203,6 +255,11 @@ impl PhaseWriter<'_> {
     /// Whether writes are collective (every rank must make the same calls).
     pub(crate) fn collective(&self) -> bool {
         rank_of(self.shared).is_some()
+    }
+
+    /// How this phase's file was written, once it was (multi-rank only).
+    pub(crate) fn how(&self) -> Option<MpiWrite> {
+        self.how
     }
 
     /// Writes the phase at `candidate`; returns where it was published and its
@@ -217,26 +274,15 @@ impl PhaseWriter<'_> {
     ) -> Result<(PathBuf, (u64, u64)), crate::Error> {
         #[cfg(feature = "mpi")]
         if let Some(m) = &self.shared.mpi {
-            if self.part.is_none() {
-                self.part = Some(if self.ok {
-                    let p = part_name(self.target, m.rank, "part");
-                    let part_opts = crate::output::hdf5::WriteOptions {
-                        no_replace: false,
-                        ..*opts
-                    };
-                    crate::output::hdf5::write_scanned(&p, self.data, self.scan, &part_opts, None)
-                        .map(|_| p)
-                        .map_err(|e| e.to_string())
-                } else {
-                    Err("its phase failed (see that rank's own error)".into())
-                });
-            }
+            let how = *self.how.get_or_insert_with(|| agree(m, self.shared));
             let clock = self.shared.clock;
-            let offsets = self
-                .offsets
+            self.offsets
                 .get_or_insert_with(|| m.clock_offsets(&|| clock.now_ns()));
-            let part = self.part.as_ref().map_or(Err(String::new()), Clone::clone);
-            let published = m.publish(&part, candidate, opts, offsets)?;
+            let published = match how {
+                #[cfg(feature = "mpio")]
+                MpiWrite::Parallel => self.write_parallel(m, candidate, opts)?,
+                _ => self.write_relay(m, candidate, opts)?,
+            };
             let id = match m.rank {
                 0 => crate::output::files::identity(&published).map_or((0, 0), |(d, i, _)| (d, i)),
                 _ => (0, 0),
@@ -253,12 +299,84 @@ impl PhaseWriter<'_> {
         )
         .map(|id| (candidate.to_path_buf(), id))
     }
+
+    /// The relay: this rank's part file (written once), then the collective merge.
+    #[cfg(feature = "mpi")]
+    fn write_relay(
+        &mut self,
+        m: &relay::Mpi,
+        candidate: &Path,
+        opts: &crate::output::hdf5::WriteOptions,
+    ) -> Result<PathBuf, crate::Error> {
+        if self.part.is_none() {
+            self.part = Some(if self.ok {
+                let p = part_name(self.target, m.rank, "part");
+                let part_opts = crate::output::hdf5::WriteOptions {
+                    no_replace: false,
+                    ..*opts
+                };
+                crate::output::hdf5::write_scanned(&p, self.data, self.scan, &part_opts, None)
+                    .map(|_| p)
+                    .map_err(|e| e.to_string())
+            } else {
+                Err("its phase failed (see that rank's own error)".into())
+            });
+        }
+        let part = self.part.as_ref().map_or(Err(String::new()), Clone::clone);
+        let offsets = self.offsets.as_deref().unwrap_or_default();
+        m.publish(&part, candidate, opts, offsets)
+    }
+
+    /// The parallel write (once), then its publication at `candidate`; with the test hook
+    /// [`Builder::__mpi_also_relay`](crate::Builder::__mpi_also_relay), the relay then
+    /// publishes the same phase there too.
+    #[cfg(feature = "mpio")]
+    fn write_parallel(
+        &mut self,
+        m: &relay::Mpi,
+        candidate: &Path,
+        opts: &crate::output::hdf5::WriteOptions,
+    ) -> Result<PathBuf, crate::Error> {
+        if self.unpublished.is_none() {
+            let phase = match self.ok {
+                true => Ok((self.data, self.scan)),
+                false => Err("its phase failed (see that rank's own error)".to_string()),
+            };
+            let offsets = self.offsets.as_deref().unwrap_or_default();
+            self.unpublished = Some(parallel::write(m, phase, candidate, opts, offsets)?);
+        }
+        let tmp = self.unpublished.clone().unwrap_or_default();
+        let published = parallel::publish(m, &tmp, candidate, opts)?;
+        self.unpublished = None;
+        if let Some(also) = self.shared.config.mpi_also_relay.clone() {
+            let relay_opts = crate::output::hdf5::WriteOptions {
+                no_replace: false,
+                ..*opts
+            };
+            self.write_relay(m, &also, &relay_opts)?;
+        }
+        Ok(published)
+    }
+}
+
+/// The way every rank will write (collective): parallel only when every rank can and wants.
+#[cfg(feature = "mpi")]
+fn agree(m: &relay::Mpi, shared: &Shared) -> MpiWrite {
+    let wants = cfg!(feature = "mpio") && !shared.config.mpi_relay && shared.config.gzip.is_none();
+    match m.all_min(u64::from(wants)) {
+        1 => MpiWrite::Parallel,
+        _ => MpiWrite::Relay,
+    }
 }
 
 impl Drop for PhaseWriter<'_> {
     fn drop(&mut self) {
         if let Some(Ok(p)) = &self.part {
             let _ = std::fs::remove_file(p);
+        }
+        #[cfg(feature = "mpio")]
+        if let (Some(tmp), Some((0, _))) = (&self.unpublished, rank_of(self.shared)) {
+            let _ = std::fs::remove_file(tmp);
         }
     }
 }
@@ -272,12 +390,21 @@ pub(crate) fn abandon(_shared: &Shared, e: crate::Error, _publishes: bool) -> cr
         // At least one call, so that no rank takes the "nothing new" early return.
         m.sum(1);
         if _shared.config.mode != crate::Mode::Disabled && _publishes {
+            let how = agree(m, _shared);
             let clock = _shared.clock;
             let offsets = m.clock_offsets(&|| clock.now_ns());
-            let why = Err(format!("its finalize failed: {e}"));
+            let why = format!("its finalize failed: {e}");
             let opts = crate::output::hdf5::WriteOptions::default();
             let target = _shared.config.output.clone().unwrap_or_default();
-            let _ = m.publish(&why, &target, &opts, &offsets);
+            match how {
+                #[cfg(feature = "mpio")]
+                MpiWrite::Parallel => {
+                    let _ = parallel::write(m, Err(why), &target, &opts, &offsets);
+                }
+                _ => {
+                    let _ = m.publish(&Err(why), &target, &opts, &offsets);
+                }
+            }
         }
         let _ = m.gather_bytes(&[]);
     }

@@ -41,7 +41,7 @@ pub(crate) struct Mpi {
     owns: AtomicBool,
 }
 
-fn mpi_err(context: &str, message: impl Into<String>) -> Error {
+pub(super) fn mpi_err(context: &str, message: impl Into<String>) -> Error {
     Error::Mpi {
         context: context.to_string(),
         message: message.into(),
@@ -119,17 +119,24 @@ impl Mpi {
 
     /// Small messages, gathered on rank 0 (rank order; empty on other ranks).
     pub(crate) fn gather_bytes(&self, mine: &[u8]) -> Vec<Vec<u8>> {
+        let mut all = Vec::new();
+        self.gather_each(mine, &mut |_, v| all.push(v));
+        all
+    }
+
+    /// Gathers messages on rank 0, handing each to `each` (with its rank, in rank order) as
+    /// it arrives, so rank 0 holds one at a time; other ranks send theirs.
+    pub(crate) fn gather_each(&self, mine: &[u8], each: &mut dyn FnMut(u32, Vec<u8>)) {
         if self.rank != 0 {
             self.send_bytes(0, TAG_STATS, mine);
-            return Vec::new();
+            return;
         }
-        let mut all = vec![mine.to_vec()];
+        each(0, mine.to_vec());
         for k in 1..self.size {
             let mut v = Vec::new();
             self.recv_bytes(k, TAG_STATS, &mut |c| v.extend_from_slice(c));
-            all.push(v);
+            each(k, v);
         }
-        all
     }
 
     /// Each rank's clock minus rank 0's and its uncertainty (half the smallest round trip),
@@ -235,7 +242,8 @@ impl Mpi {
                 Outcome::Failed(why)
             }
             (None, Some(m)) => {
-                let extra = offset_metadata(offsets);
+                let mut extra = offset_metadata(offsets);
+                extra.push((super::MPI_WRITE_KEY, "relay".into()));
                 let extra: Vec<(&str, String)> =
                     extra.iter().map(|(k, v)| (*k, v.clone())).collect();
                 match m.finish(self.size, &extra, no_replace) {
@@ -337,7 +345,7 @@ impl Mpi {
     }
 
     /// Rank 0 tells every rank the outcome.
-    fn broadcast(&self, outcome: Outcome, candidate: &Path) -> Result<PathBuf, Error> {
+    pub(super) fn broadcast(&self, outcome: Outcome, candidate: &Path) -> Result<PathBuf, Error> {
         let world = SimpleCommunicator::world();
         let root = world.process_at_rank(0);
         let (mut code, mut text) = match &outcome {
@@ -365,8 +373,8 @@ impl Mpi {
     }
 }
 
-/// What rank 0's merge came to.
-enum Outcome {
+/// What rank 0's publication came to.
+pub(super) enum Outcome {
     Published(PathBuf),
     Exists,
     Failed(String),

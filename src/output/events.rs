@@ -58,7 +58,7 @@ pub(crate) struct SummaryRow {
 }
 
 /// Which optional event columns a file gets (see `write_columnar` in `hdf5.rs`).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Optional {
     pub threads: bool,
     pub tasks: bool,
@@ -124,12 +124,18 @@ impl Collect {
     }
 }
 
-/// Where the external sort's temporary file goes: beside the spool, else the temp directory.
+/// Where the external sort's temporary file goes: the output's directory (beside the
+/// spool for a finalize; recovery says so, since its spool may lie on a full disk), else the
+/// temp directory (`TMPDIR`) for calls with no spool.
 fn scratch_dir(data: &PhaseData) -> std::path::PathBuf {
-    data.spooled
-        .as_ref()
-        .and_then(|s| s.files.first())
-        .map(|f| crate::output::files::dir_of(f))
+    let spooled = data.spooled.as_ref();
+    spooled
+        .and_then(|s| s.scratch.clone())
+        .or_else(|| {
+            spooled
+                .and_then(|s| s.files.first())
+                .map(|f| crate::output::files::dir_of(f))
+        })
         .unwrap_or_else(std::env::temp_dir)
 }
 
@@ -322,6 +328,17 @@ enum Col {
     GpuDurations,
 }
 
+const ALL_COLS: [Col; 8] = [
+    Col::StartDeltas,
+    Col::Durations,
+    Col::ThreadIds,
+    Col::TaskIds,
+    Col::AwaitNs,
+    Col::CallIds,
+    Col::ParentIds,
+    Col::GpuDurations,
+];
+
 impl Col {
     fn name(self) -> &'static str {
         match self {
@@ -334,6 +351,38 @@ impl Col {
             Col::ParentIds => "parent_ids",
             Col::GpuDurations => "gpu_durations",
         }
+    }
+
+    fn of_name(name: &str) -> Option<Col> {
+        ALL_COLS.into_iter().find(|c| c.name() == name)
+    }
+}
+
+/// The event columns a phase with these optional columns has, in the order they are written.
+pub(crate) fn column_names(want: Optional) -> Vec<&'static str> {
+    let mut kinds = vec![Col::StartDeltas, Col::Durations];
+    if want.threads {
+        kinds.push(Col::ThreadIds);
+    }
+    if want.tasks {
+        kinds.extend([Col::TaskIds, Col::AwaitNs]);
+    }
+    // Ids only when nesting succeeded (never an all-sentinel column, spec §1.7).
+    if want.ids {
+        kinds.extend([Col::CallIds, Col::ParentIds]);
+    }
+    if want.gpu {
+        kinds.push(Col::GpuDurations);
+    }
+    kinds.into_iter().map(Col::name).collect()
+}
+
+/// The value of an optional event column for a call that has none (the merge of ranks fills
+/// a rank without the column with it): 0 for `await_ns`, else -1.
+pub(crate) fn sentinel(name: &str) -> i64 {
+    match Col::of_name(name) {
+        Some(Col::AwaitNs) => 0,
+        _ => -1,
     }
 }
 
@@ -349,47 +398,57 @@ pub(crate) fn write_events(
     gzip: Option<u8>,
 ) -> Result<(), Error> {
     let n = scan.total() as usize;
-    let want = scan.want;
-    let mut kinds = vec![Col::StartDeltas, Col::Durations];
-    if want.threads {
-        kinds.push(Col::ThreadIds);
-    }
-    if want.tasks {
-        kinds.extend([Col::TaskIds, Col::AwaitNs]);
-    }
-    // Ids only when nesting succeeded (never an all-sentinel column, spec §1.7).
-    if want.ids {
-        kinds.extend([Col::CallIds, Col::ParentIds]);
-    }
-    if want.gpu {
-        kinds.push(Col::GpuDurations);
-    }
     let mut columns = Vec::new();
-    for kind in kinds {
-        let name = kind.name();
+    for name in column_names(scan.want) {
         let mut b = events.new_dataset::<i64>().shape(n);
         if let Some(level) = gzip.filter(|_| n > 0) {
             b = b.chunk(n.min(MAX_CHUNK)).shuffle().deflate(level.min(9));
         }
         let ds = ctx.h5(&format!("events/{name}"), b.create(name))?;
-        columns.push(Column { ds, kind });
+        columns.push((name, ds));
     }
+    write_events_at(ctx, columns, data, scan, (0, 0))
+}
+
+/// Writes the phase's calls into existing event columns, which may be longer than the phase
+/// (a multi-rank file): the calls at `base..base + n`, every row's first start minus
+/// `shift_ns` (another rank's clock onto rank 0's). A column this phase does not have gets
+/// its [`sentinel`] over the same range.
+///
+/// # Errors
+/// Reading the spool or writing a column failed (the error names the column).
+pub(crate) fn write_events_at(
+    ctx: &Ctx<'_>,
+    columns: Vec<(&'static str, Dataset)>,
+    data: &PhaseData,
+    scan: &Scan,
+    (base, shift_ns): (u64, i64),
+) -> Result<(), Error> {
+    let n = scan.total() as usize;
     if n == 0 {
         return Ok(());
     }
+    let own = column_names(scan.want);
+    let mut written = Vec::new();
+    for (name, ds) in columns {
+        match Col::of_name(name).filter(|_| own.contains(&name)) {
+            Some(kind) => written.push(Column { ds, kind }),
+            None => fill(ctx, &ds, name, base as usize..base as usize + n)?,
+        }
+    }
     let mut w = Writer {
         ctx,
-        columns,
+        columns: written,
         nested: scan.nested.as_ref(),
         rows: Vec::new(),
         buffered: 0,
         scratch: Vec::new(),
     };
-    let mut offset = 0u64;
+    let mut offset = base;
     for &count in &scan.counts {
         w.rows.push(RowBuf {
             next: offset,
-            previous_start: 0,
+            previous_start: shift_ns,
             calls: Vec::new(),
         });
         offset += count;
@@ -420,6 +479,24 @@ pub(crate) fn write_events(
         return Err(e);
     }
     w.flush_all()
+}
+
+/// The column's sentinel over `range`, in bounded blocks.
+fn fill(
+    ctx: &Ctx<'_>,
+    ds: &Dataset,
+    name: &str,
+    range: std::ops::Range<usize>,
+) -> Result<(), Error> {
+    let block = vec![sentinel(name); range.len().min(ROW_CALLS)];
+    let mut at = range.start;
+    while at < range.end {
+        let k = (range.end - at).min(block.len());
+        let written = ds.write_slice(&block[..k], at..at + k);
+        ctx.h5(&format!("events/{name}"), written)?;
+        at += k;
+    }
+    Ok(())
 }
 
 /// Buffered calls of one row and where the next one goes.

@@ -233,6 +233,10 @@ pub(crate) struct SpooledCalls {
     pub row_of: Vec<u32>,
     /// How many task rows and polls the files hold (room reserved when they are read back).
     pub lanes: crate::flusher::spool::LaneCounts,
+    /// Where a phase too large to nest in memory sorts its calls (a temporary file): the
+    /// output's directory. `None`: beside the first spool file, which is the output's
+    /// directory for a finalize.
+    pub scratch: Option<std::path::PathBuf>,
 }
 
 impl PhaseData {

@@ -215,16 +215,28 @@ fn info_lines(report: &Report, title: &str, columns: &Columns<'_>) -> Vec<String
         report.wall_ns() as f64 / 1e9,
         n_regions
     ));
-    if report.dropped() > 0 {
+    // Records lost on the way to the flusher; calls the spool could not take are the
+    // "detail lost" line below.
+    if report.dropped > 0 {
         info.push(format!(
             "WARNING: {} record(s) dropped (the flusher fell behind).",
-            report.dropped()
+            report.dropped
         ));
     }
     if report.dropped_calls() > 0 {
         info.push(format!(
             "WARNING: {} call(s) dropped whole (a record could not be buffered).",
             report.dropped_calls()
+        ));
+    }
+    if let Some(lost) = report.detail_lost() {
+        info.push(format!(
+            "WARNING: {} calls' detail lost: {} ({:.3} s to {:.3} s after the start); the \
+             statistics above count them.",
+            lost.calls,
+            lost.cause,
+            lost.first_ns as f64 / 1e9,
+            lost.last_ns as f64 / 1e9
         ));
     }
     if report.backpressure_waits() > 0 {
@@ -263,6 +275,10 @@ fn info_lines(report: &Report, title: &str, columns: &Columns<'_>) -> Vec<String
             Some(Flat::Truncated) => info.push(
                 "Flat table: only part of this phase's calls were kept in memory (give an \
                  output file to keep them all)."
+                    .into(),
+            ),
+            Some(Flat::NotWritten) => info.push(
+                "Flat table: this phase's calls could not be written; the statistics are exact."
                     .into(),
             ),
             Some(Flat::Aggregate) | None => {}

@@ -1,6 +1,6 @@
 //! Line-timing checkpoints on the recording side: the event callsites the layer has seen
 //! ([`EventSites`], cold) and the hot path of an event inside a span ([`record_event`]: one
-//! `EVENT` record). The flusher turns them into line tables (`crate::flusher::lines`).
+//! `EVENT` record and its site slot). The flusher turns them into line tables (`crate::flusher::lines`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -68,7 +68,9 @@ where
     };
     let site = event.metadata();
     with_local(shared, |l| {
-        let tsc = shared.clock.raw();
-        l.push(Record::event(id, tsc, site))
+        l.push_pair(
+            || Record::event(id, crate::recording::clock::ticks()),
+            Record::event_site(site),
+        )
     });
 }

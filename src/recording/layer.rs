@@ -1,8 +1,15 @@
 //! `impl Layer for ScopeLayer`: the thin routing from `tracing` callbacks to the lanes.
 //!
-//! This is the hot path. Each callback reads the TSC once and appends one 24-byte record to
-//! the calling thread's lane ([`crate::recording::lane::local`]); nothing is looked up, allocated, locked
-//! or formatted here. Region names, statistics, nesting and files are all the flusher's work.
+//! This is the hot path. Each callback appends one 16-byte record to the calling thread's lane
+//! ([`crate::recording::lane::local`]); an enter or exit also reads the TSC, once. Nothing is
+//! looked up, allocated, locked or formatted here. Region names, statistics, nesting and files
+//! are all the flusher's work.
+//!
+//! Where the clock is read decides what a call's time includes: an exit reads it first, before
+//! anything else touches memory, and an enter last, once its slot in the buffer is secured. A
+//! call's time therefore holds none of our bookkeeping, not even the handoff of a full buffer.
+//! (What `tracing` itself does around our callbacks, such as the registry's own exit, which
+//! runs before a layer's `on_exit`, is inside the call; `ScopeSubscriber` has none of it.)
 
 use std::any::TypeId;
 use std::sync::atomic::Ordering;
@@ -14,6 +21,7 @@ use tracing_core::{Event, LevelFilter, Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Identity, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
+use crate::recording::clock::ticks;
 use crate::recording::lane::local::with_local;
 use crate::recording::lane::record::{self, Record};
 use crate::shared::Shared;
@@ -136,7 +144,7 @@ where
         // No clock read: an id is never reused while its span is open, and the flusher tells
         // instances of a reused id apart by their order in the lanes (see `assemble`).
         with_local(&self.shared, |l| {
-            l.push(Record::new_span(id.into_u64(), 0, attrs.metadata()))
+            l.push(Record::new_span(id.into_u64(), attrs.metadata()))
         });
     }
 
@@ -151,20 +159,15 @@ where
                 sinks.enter(id.into_u64(), meta);
             }
         }
-        let task = if self.track_async {
-            record::current_task_id()
-        } else {
-            0
-        };
-        with_local(&self.shared, |l| {
-            // Read the clock last, so the call's time excludes our bookkeeping.
-            let tsc = self.shared.clock.raw();
-            l.push(Record::enter(id.into_u64(), tsc, task))
-        });
+        // The task id goes into the stream only when it changes on this lane.
+        let task = self.track_async.then(record::current_task_id);
+        with_local(&self.shared, |l| l.push_enter(id.into_u64(), task));
     }
 
     #[inline(always)]
     fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
+        // The clock first (see the module docs).
+        let t = ticks();
         if self.skip() {
             return;
         }
@@ -172,15 +175,11 @@ where
         if let Some(sinks) = &self.shared.sinks {
             sinks.before_exit(id);
         }
-        // Read the clock first, for the same reason.
-        let tsc = self.shared.clock.raw();
-        with_local(&self.shared, |l| {
-            l.push(Record::plain(record::EXIT, id, tsc))
-        });
+        with_local(&self.shared, |l| l.push(Record::exit(id, t)));
         if let Some(sinks) = &self.shared.sinks {
             if let Some(meta) = ctx.metadata(&Id::from_u64(id)) {
                 sinks.exit(id, meta, &mut |payload| {
-                    with_local(&self.shared, |l| l.push(Record::aux(id, tsc, payload)));
+                    with_local(&self.shared, |l| l.push(Record::aux(id, payload)));
                 });
             }
         }
@@ -192,17 +191,14 @@ where
             return;
         }
         // No clock read either: a call ends at its last exit.
-        let tsc = 0;
         let id = id.into_u64();
         if let Some(sinks) = &self.shared.sinks {
             // Sink payloads go before the CLOSE record, so they reach the call before the
             // flusher completes it.
             sinks.close(id, &mut |payload| {
-                with_local(&self.shared, |l| l.push(Record::aux(id, tsc, payload)));
+                with_local(&self.shared, |l| l.push(Record::aux(id, payload)));
             });
         }
-        with_local(&self.shared, |l| {
-            l.push(Record::plain(record::CLOSE, id, tsc))
-        });
+        with_local(&self.shared, |l| l.push(Record::close(id)));
     }
 }

@@ -133,15 +133,8 @@ fn probe_here(config: Config) -> Option<SelfCost> {
     })
 }
 
-/// Which clock `quanta` reads: the TSC when the CPU says it is invariant, else
-/// `CLOCK_MONOTONIC`. Either way times are converted onto the `CLOCK_MONOTONIC` time line.
+/// Which counter the hot path reads (see [`crate::recording::clock::ticks`]); either way
+/// times are converted onto the `CLOCK_MONOTONIC` time line.
 fn clock_source() -> String {
-    let invariant = std::fs::read_to_string("/proc/cpuinfo")
-        .map(|c| c.contains(" constant_tsc") && c.contains(" nonstop_tsc"))
-        .unwrap_or(false);
-    if cfg!(any(target_arch = "x86", target_arch = "x86_64")) && invariant {
-        "tsc (quanta)".into()
-    } else {
-        "clock_monotonic (quanta)".into()
-    }
+    crate::recording::clock::source_name().into()
 }

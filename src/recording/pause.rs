@@ -96,11 +96,18 @@ impl Switch {
 
     /// Stops recording until [`resume`](Self::resume). Idempotent.
     pub fn pause(&self) {
+        if self.shared.fork.is_forked_child() {
+            return; // off for good there (`crate::fork`); its lock may be the parent's
+        }
         self.shared.pause.pause(self.shared.clock.raw());
     }
 
-    /// Records again. Idempotent.
+    /// Records again. Idempotent. (Never in a process forked from the one that built the
+    /// profiler: recording stays off there.)
     pub fn resume(&self) {
+        if self.shared.fork.is_forked_child() {
+            return;
+        }
         self.shared.pause.resume(self.shared.clock);
     }
 

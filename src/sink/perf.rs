@@ -148,7 +148,13 @@ impl Counters {
             let mut leader = kinds[0].builder(times | ReadFormat::GROUP).build()?;
             let mut members = Vec::with_capacity(kinds.len() - 1);
             for k in &kinds[1..] {
-                members.push(k.builder(times).build_with_group(&mut leader)?);
+                // Members are created *enabled* (they count while their disabled leader is
+                // off, i.e. not at all, until the group is enabled): a member created disabled
+                // is not reliably enabled by the leader's group-enable on Linux 6.x, and then
+                // reads 0 forever (seen here: page faults read 0 while task-clock counted).
+                let mut b = k.builder(times);
+                b.enabled(true);
+                members.push(b.build_with_group(&mut leader)?);
             }
             leader.enable_group()?;
             Ok(Counters::Group {
@@ -599,8 +605,28 @@ mod tests {
         let (mut a, mut b) = ([0; MAX_EVENTS], [0; MAX_EVENTS]);
         let mut shared = false;
         c.read(2, &mut a, &mut shared).unwrap();
-        let v = vec![1u8; 64 << 20]; // over glibc's mmap threshold: fresh pages
-        std::hint::black_box(&v);
+        // Fresh pages, written from user space: 1 024 faults at least (a `Vec` may be served
+        // from memory another test thread already touched). This test used to read 0 faults
+        // in some runs because the group's members were created disabled (see `open`): the
+        // sink itself then counted nothing for every event but the first.
+        let len = 4 << 20;
+        // SAFETY: an anonymous private mapping of `len` bytes; checked, written in bounds,
+        // unmapped below.
+        unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            assert_ne!(p, libc::MAP_FAILED);
+            for page in (0..len).step_by(4096) {
+                std::ptr::write_volatile(p.cast::<u8>().add(page), 1);
+            }
+            libc::munmap(p, len);
+        }
         c.read(2, &mut b, &mut shared).unwrap();
         assert!(b[0] > a[0], "task-clock grows: {a:?} -> {b:?}");
         assert!(b[1] > a[1], "page faults grow: {a:?} -> {b:?}");

@@ -49,11 +49,13 @@ pub(crate) fn region_rows(file: &hdf5::File, name: &str) -> std::ops::Range<usiz
     off[row] as usize..(off[row] + cnt[row]) as usize
 }
 
-/// `venv()` (the Python reader) and `output_isolated` (a child without our descriptors),
-/// shared with the unit tests.
+/// `venv()` (the Python reader), `output_isolated` (a child without our descriptors) and
+/// `Tmpfs` (a small file system a test mounts), shared with the unit tests.
 #[path = "../../src/testing.rs"]
 mod testing;
 pub(crate) use testing::venv;
+#[allow(unused_imports)]
+pub(crate) use testing::Tmpfs;
 
 /// Runs a program of the venv; panics with its output unless it succeeds.
 pub(crate) fn py(program: &str, args: &[&str]) -> String {

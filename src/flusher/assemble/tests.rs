@@ -34,17 +34,17 @@ fn assembler() -> Assembler {
     Assembler::new(callsites)
 }
 
-fn new(id: u64, t: u64) -> Record {
-    Record::new_span(id, t, &META)
+fn new(id: u64, _t: u64) -> Record {
+    Record::new_span(id, &META)
 }
 fn enter(id: u64, t: u64) -> Record {
-    Record::enter(id, t, 0)
+    Record::enter(id, t)
 }
 fn exit(id: u64, t: u64) -> Record {
-    Record::plain(EXIT, id, t)
+    Record::exit(id, t)
 }
-fn close(id: u64, t: u64) -> Record {
-    Record::plain(CLOSE, id, t)
+fn close(id: u64, _t: u64) -> Record {
+    Record::close(id)
 }
 
 #[test]
@@ -76,6 +76,7 @@ fn five_enters_are_one_call() {
         (out[0].start, out[0].end, out[0].busy, out[0].polls),
         (10, 55, 25, 5)
     );
+    assert_eq!(a.open_instances(), 0, "a completed instance is freed");
 }
 
 #[test]
@@ -297,20 +298,40 @@ fn same_lane_records_before_a_new_belong_to_an_earlier_instance() {
 fn corrupt_records_are_counted_not_followed() {
     let mut a = assembler();
     let mut out = vec![];
-    // A creation record whose callsite word points nowhere the layer registered, and a
-    // record with an impossible kind: neither is dereferenced.
-    let bogus = Record {
-        id: 1,
-        tsc: 0,
-        word: 0x88,
-    };
-    let bad_kind = Record {
-        id: 2,
-        tsc: 0,
-        word: 7,
-    };
+    // A creation record whose callsite word points nowhere the layer registered, and an
+    // event-site slot with no checkpoint before it (and no line timing): neither is
+    // dereferenced.
+    let bogus = Record { id: 1, word: 0x88 };
+    let bad_kind = Record { id: 2, word: EVENT };
     a.feed(0, &[bogus, enter(1, 2), exit(1, 3), close(1, 4)], &mut out);
     a.feed(0, &[bad_kind], &mut out);
     assert!(out.is_empty());
     assert_eq!(a.corrupt, 5);
+}
+
+#[test]
+fn a_gone_lanes_state_goes_with_its_last_close() {
+    let mut a = assembler();
+    let mut out = vec![];
+    let recs = [
+        Record::task(7),
+        new(1, 0),
+        enter(1, 5),
+        exit(1, 6),
+        enter(1, 7),
+        exit(1, 8),
+        close(1, 0),
+    ];
+    a.feed(3, &recs, &mut out);
+    a.lane_gone(3);
+    assert!(
+        a.lanes.has(3),
+        "a close still waits for the lane's next tick"
+    );
+    a.caught_up(3, 10);
+    a.complete(u64::MAX, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!((out[0].task, out[0].polls, out[0].close), (7, 2, 10));
+    assert!(!a.lanes.has(3), "nothing left of the lane");
+    assert_eq!(a.open_instances(), 0);
 }

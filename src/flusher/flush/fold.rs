@@ -91,26 +91,17 @@ impl Flusher {
                 );
             }
             let task = if track_tasks && c.task != 0 {
-                // An open call of the task that started no later contains this one: it is no
-                // root, and needs no settling (a connection's commands).
-                let contained = self
-                    .asm
-                    .task_open
-                    .earliest(c.task)
-                    .is_some_and(|s| s <= c.start);
-                self.tasks.add_call(
-                    contained,
-                    &TaskCall {
-                        tokio_id: c.task,
-                        start_ns,
-                        end_ns: start_ns + dur_ns,
-                        polls: c.polls,
-                        busy_ns,
-                        region: c.region,
-                        last_thread: c.last_lane,
-                        hold: c.close,
-                    },
-                )
+                self.asm.tasks.add_call(&TaskCall {
+                    tokio_id: c.task,
+                    start_tick: c.start,
+                    start_ns,
+                    end_ns: start_ns + dur_ns,
+                    polls: c.polls,
+                    busy_ns,
+                    region: c.region,
+                    last_thread: c.last_lane,
+                    hold: c.close,
+                })
             } else {
                 -1
             };
@@ -175,7 +166,7 @@ impl Flusher {
                 dur_ns: (clock.to_ns(p.end) - start_ns).max(0),
                 thread: p.lane,
                 task: if p.task != 0 {
-                    self.tasks.index(p.task)
+                    self.asm.tasks.index(p.task)
                 } else {
                     -1
                 },
@@ -194,11 +185,10 @@ impl Flusher {
             return;
         }
         let clock = self.shared.clock;
-        let open = &self.asm.task_open;
-        self.tasks.settle(clock.now_ns(), wm, false, |t| {
-            open.earliest(t).map(|s| clock.to_ns(s))
-        });
-        let finished = self.tasks.take_finished();
+        self.asm
+            .tasks
+            .settle(clock.now_ns(), wm, false, |t| clock.to_ns(t));
+        let finished = self.asm.tasks.take_finished();
         if finished.is_empty() {
             return;
         }

@@ -35,8 +35,11 @@ pub(crate) struct Snapshot {
     pub spool_phase: Option<std::path::PathBuf>,
     /// How many task rows and polls `spool_phase` holds.
     pub spooled_lanes: crate::flusher::spool::LaneCounts,
-    /// Why the spool could not be written, if it could not (the spool keeps what it has).
-    pub spool_error: Option<std::io::Error>,
+    /// Calls `spool_phase` holds.
+    pub spooled_calls: u64,
+    /// Why the spool does not hold every call of the phase, if it does not (it keeps what
+    /// it has; the statistics are whole).
+    pub spool_failure: Option<crate::flusher::spool::SpoolFailure>,
     /// Whether this phase's calls were kept only in part (in-memory mode above its cap).
     pub calls_truncated: bool,
     /// Calls entered and not yet closed.
@@ -91,10 +94,8 @@ impl Flusher {
             });
         }
         let region_names: Vec<String> = infos.iter().map(|i| i.name.to_owned()).collect();
-        let (clock, open) = (self.shared.clock, &self.asm.task_open);
-        let mut tasks = self
-            .tasks
-            .take_rows(clock.now_ns(), |t| open.earliest(t).map(|s| clock.to_ns(s)));
+        let clock = self.shared.clock;
+        let mut tasks = self.asm.tasks.take_rows(clock.now_ns(), |t| clock.to_ns(t));
         if !self.finished_tasks.is_empty() {
             tasks.extend(self.finished_tasks.drain(..).map(|t| t.row(false)));
             TaskRow::order(&mut tasks);
@@ -102,12 +103,17 @@ impl Flusher {
         let threads = self.threads();
         let agg = self.aggregate_stats();
         self.phase_no += 1;
-        let (spool_phase, spooled_lanes, spool_error) = match &mut self.spool {
-            None => (None, Default::default(), None),
-            Some(spool) => match spool.rotate(self.phase_no, &threads, &agg) {
-                Ok((moved, lanes)) => (Some(moved), lanes, None),
-                Err(e) => (None, Default::default(), Some(e)),
-            },
+        let rotated = match &mut self.spool {
+            None => Default::default(),
+            Some(spool) => {
+                crate::checkpoint::reach("snapshot");
+                let r = spool.rotate(self.phase_no, &threads, &agg);
+                self.shared.fork.spool_fd(spool.raw_fd());
+                // The new phase's spool holds the whole thread table too.
+                self.exited.new_phase();
+                spool.thread_rows(&self.exited.take_unspooled());
+                r
+            }
         };
         self.kept_calls = 0;
         Snapshot {
@@ -116,9 +122,10 @@ impl Flusher {
             tasks,
             polls: std::mem::take(&mut self.polls),
             region_names,
-            spool_phase,
-            spooled_lanes,
-            spool_error,
+            spool_phase: rotated.file,
+            spooled_lanes: rotated.lanes,
+            spooled_calls: rotated.calls,
+            spool_failure: rotated.failure,
             calls_truncated: std::mem::take(&mut self.calls_truncated),
             in_flight: self.asm.in_flight(),
             dropped: self.dropped(),

@@ -117,6 +117,8 @@ pub(crate) fn scan_into(
         )
     };
     out.regions.clear();
+    out.threads.clear();
+    let mut thread_at = std::collections::HashMap::new();
     out.torn_bytes = 0;
     let mut saw_header = false;
     let mut payload = Vec::new();
@@ -169,7 +171,10 @@ pub(crate) fn scan_into(
             }
             TAG_POLLS if keep_lanes => polls(&mut r, &mut out.polls).ok_or_else(|| bad("polls"))?,
             TAG_TASKS if keep_lanes => tasks(&mut r, &mut out.tasks).ok_or_else(|| bad("tasks"))?,
-            TAG_THREADS => out.threads = threads(&mut r).ok_or_else(|| bad("threads"))?,
+            TAG_THREADS => {
+                let rows = threads(&mut r).ok_or_else(|| bad("threads"))?;
+                merge_threads(&mut out.threads, &mut thread_at, rows);
+            }
             TAG_AGGREGATE => out.aggregate = aggregate(&mut r).ok_or_else(|| bad("aggregate"))?,
             _ => return Err(bad(&format!("unknown frame tag {tag}"))),
         }
@@ -177,6 +182,7 @@ pub(crate) fn scan_into(
     if !saw_header {
         return Err(bad("no header (empty or not a spool)"));
     }
+    out.threads.sort_unstable_by_key(|t| t.index);
     Ok(out)
 }
 
@@ -248,7 +254,25 @@ fn calls(
     Ok(region)
 }
 
-/// Frame 3: the whole thread table (the latest one wins).
+/// Adds thread rows to `all`: a row of an index already there replaces it (`at`: index ->
+/// position in `all`).
+fn merge_threads(
+    all: &mut Vec<ThreadRow>,
+    at: &mut std::collections::HashMap<u32, usize>,
+    rows: Vec<ThreadRow>,
+) {
+    for row in rows {
+        match at.get(&row.index) {
+            Some(&k) => all[k] = row,
+            None => {
+                at.insert(row.index, all.len());
+                all.push(row);
+            }
+        }
+    }
+}
+
+/// Frame 3: rows of the thread table (a later row of an index replaces an earlier one).
 fn threads(r: &mut Cursor<'_>) -> Option<Vec<ThreadRow>> {
     let n = r.u32()?;
     let mut rows = Vec::with_capacity(n.min(1 << 16) as usize);

@@ -56,7 +56,10 @@ fn round_trip_and_rotation() {
     assert_eq!(c.threads, vec![thread.clone()]);
     assert_eq!(c.torn_bytes, 0);
 
-    let (moved, _) = w.rotate(1, &[], &[]).unwrap();
+    let rotated = w.rotate(1, &[], &[]);
+    assert!(rotated.failure.is_none());
+    assert_eq!(rotated.calls, 10_001);
+    let moved = rotated.file.expect("moved aside");
     assert_eq!(read(&moved).unwrap().calls[0].len(), 10_000);
     w.call(1, call(7, 1));
     w.flush(&[], &[]);
@@ -208,4 +211,106 @@ fn a_follower_reads_the_lanes_of_a_spool_while_it_grows() {
     assert_eq!(tasks.len(), 300_000);
     assert_eq!(polls, whole.polls);
     assert_eq!(tasks, whole.tasks);
+}
+
+#[test]
+fn thread_rows_of_later_frames_replace_earlier_ones_by_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = spool_path(&dir.path().join("t.h5"));
+    let mut w = SpoolWriter::create(path.clone(), header(), false).unwrap();
+    let row = |index: u32, end_ns: i64| ThreadRow {
+        index,
+        name: format!("t{index}"),
+        native_id: 100 + i64::from(index),
+        start_ns: 1,
+        end_ns,
+        cpu_ns: 5,
+    };
+    // Live rows at every flush; an exited thread's row once.
+    w.flush(&[row(1, -1), row(0, -1)], &[]);
+    w.flush(&[row(1, -1), row(0, 40)], &[]);
+    w.flush(&[row(1, -1), row(2, -1)], &[]);
+    let c = read(&path).unwrap();
+    assert_eq!(c.threads, vec![row(0, 40), row(1, -1), row(2, -1)]);
+}
+
+/// A spool on a 64 KiB tmpfs: the writes that do not fit lose their calls (counted, with
+/// their time range), the file keeps whole frames only, writing resumes once there is room,
+/// and a rotation reports the phase as failed; the next phase is whole.
+#[test]
+fn a_full_disk_loses_counted_calls_and_writing_resumes() {
+    let fs = crate::testing::Tmpfs::mount("64k");
+    let path = spool_path(&fs.path().join("out.h5"));
+    let filler = fs.path().join("filler");
+    let mut w = SpoolWriter::create(path.clone(), header(), false).unwrap();
+    w.region(0, "r", "", -1);
+    let mut n = 0i64;
+    let mut batch = |w: &mut SpoolWriter, calls: i64| {
+        for _ in 0..calls {
+            w.call(0, call(1_000 + n, 5));
+            n += 1;
+        }
+        w.flush(&[], &[]);
+    };
+    batch(&mut w, 1_000);
+    // Fill what is left, then one more batch cannot be written.
+    let _ = std::fs::write(&filler, vec![1u8; 64 << 10]);
+    batch(&mut w, 2_000);
+    assert_eq!(w.lost.calls, 2_000);
+    assert_eq!((w.lost.first_ns, w.lost.last_ns), (2_000, 4_004));
+    assert_eq!(
+        read(&path).unwrap().calls[0].len(),
+        1_000,
+        "whole frames only"
+    );
+    assert_eq!(read(&path).unwrap().torn_bytes, 0);
+    // Room again: the next write goes in.
+    std::fs::remove_file(&filler).unwrap();
+    batch(&mut w, 500);
+    let r = w.rotate(1, &[], &[]);
+    let failure = r.failure.expect("the phase lost calls");
+    assert_eq!(failure.lost.calls, 2_000);
+    assert_eq!(failure.error.kind(), io::ErrorKind::StorageFull);
+    assert_eq!(r.calls, 1_500);
+    let moved = r.file.expect("moved aside");
+    assert_eq!(read(&moved).unwrap().calls[0].len(), 1_500);
+    batch(&mut w, 10);
+    let next = w.rotate(2, &[], &[]);
+    assert!(next.failure.is_none());
+    assert_eq!(read(&next.file.unwrap()).unwrap().calls[0].len(), 10);
+}
+
+/// The spool's directory goes read-only (a read-only bind mount over it: files open before
+/// stay writable, as a read-only remount of a file system with open files is refused): the
+/// phase's file cannot be moved aside, so its
+/// calls stay readable where they are (reported), later calls are lost (counted) until the
+/// directory is writable again; then the old file is moved aside and a new phase begins.
+#[test]
+fn a_read_only_directory_keeps_the_phase_in_place() {
+    let fs = crate::testing::Tmpfs::mount("1m");
+    let path = spool_path(&fs.path().join("out.h5"));
+    let mut w = SpoolWriter::create(path.clone(), header(), false).unwrap();
+    w.region(0, "r", "", -1);
+    w.call(0, call(1, 1));
+    w.flush(&[], &[]);
+    fs.cover_read_only();
+    w.call(0, call(2, 1));
+    let r = w.rotate(1, &[], &[]);
+    let failure = r.failure.expect("failed");
+    assert_eq!(failure.kept_at.as_deref(), Some(path.as_path()));
+    // Written through the open file: kept; only the move aside failed.
+    assert_eq!((r.calls, failure.lost.calls), (2, 0));
+    assert_eq!(failure.error.kind(), io::ErrorKind::ReadOnlyFilesystem);
+    assert!(r.file.is_none());
+    assert_eq!(read(&path).unwrap().calls[0].len(), 2);
+    w.call(0, call(3, 1));
+    w.flush(&[], &[]);
+    assert_eq!(w.lost.calls, 1, "no file for the next phase yet");
+    fs.uncover();
+    w.call(0, call(4, 1));
+    let r = w.rotate(2, &[], &[]);
+    assert_eq!(r.failure.expect("lost one").lost.calls, 1);
+    assert_eq!(read(&r.file.unwrap()).unwrap().calls[0], vec![call(4, 1)]);
+    let aside = PathBuf::from(format!("{}.1", path.display()));
+    assert_eq!(read(&aside).unwrap().calls[0], vec![call(1, 1), call(2, 1)]);
 }

@@ -11,7 +11,7 @@ use crate::Error;
 
 /// Integer columns of `thread_table` (besides `ranks`, `daemon`, `name`); `true` = a time
 /// relative to `start_time_ns` (re-based; -1 stays).
-const THREAD_I64: [(&str, bool); 6] = [
+pub(crate) const THREAD_I64: [(&str, bool); 6] = [
     ("index", false),
     ("ident", false),
     ("native_id", false),
@@ -20,7 +20,7 @@ const THREAD_I64: [(&str, bool); 6] = [
     ("cpu_ns", false),
 ];
 /// Integer columns of `task_table` (besides `ranks`, `kind`, `name`, `coro_name`).
-const TASK_I64: [(&str, bool); 7] = [
+pub(crate) const TASK_I64: [(&str, bool); 7] = [
     ("index", false),
     ("thread_index", false),
     ("created_ns", true),

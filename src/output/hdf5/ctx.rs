@@ -184,6 +184,17 @@ impl Ctx<'_> {
         self.attr(loc, name, &vlen(&truncate(value)))
     }
 
+    /// Writes a scalar variable-length UTF-8 string attribute whole (a JSON list that must
+    /// stay parseable, however long), replacing one of that name.
+    #[cfg_attr(not(feature = "mpio"), allow(dead_code))]
+    pub(crate) fn attr_text(&self, loc: &Location, name: &str, value: &str) -> Result<(), Error> {
+        if loc.attr(name).is_ok() {
+            let context = format!("{}@{name}", loc.name().trim_start_matches('/'));
+            self.h5(&context, loc.delete_attr(name))?;
+        }
+        self.attr(loc, name, &vlen(value))
+    }
+
     /// A 1-D vlen UTF-8 string array attribute (shape `(0,)` when empty, like h5py).
     pub(crate) fn attr_strs(
         &self,

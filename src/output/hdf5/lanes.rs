@@ -14,11 +14,71 @@
 use ::hdf5::File;
 
 use super::ctx::Ctx;
-use crate::output::model::{PhaseData, PollRecord, TaskRow};
+use crate::output::model::{PhaseData, PollRecord, TaskRow, ThreadRow};
 use crate::Error;
 
 /// Name of this crate's own group.
 pub(crate) const OWN_GROUP: &str = "scope_profiler_rs";
+
+/// An integer lane-table column: its name and its value for a row, given the phase's
+/// `start_time_ns` (lane times are stored relative to it).
+pub(crate) type LaneCol<R> = (&'static str, fn(&R, i64) -> i64);
+
+/// A time relative to `origin`; -1 (not yet) stays.
+fn rel(t: i64, origin: i64) -> i64 {
+    if t < 0 {
+        -1
+    } else {
+        t - origin
+    }
+}
+
+/// `thread_table`'s integer columns (besides `ranks` and `daemon`).
+pub(crate) const THREAD_COLS: [LaneCol<ThreadRow>; 6] = [
+    ("index", |r, _| i64::from(r.index)),
+    ("ident", |r, _| r.native_id),
+    ("native_id", |r, _| r.native_id),
+    ("start_ns", |r, o| r.start_ns - o),
+    ("end_ns", |r, o| rel(r.end_ns, o)),
+    ("cpu_ns", |r, _| r.cpu_ns),
+];
+
+/// `task_table`'s integer columns (besides `ranks`); `tokio_id` is not in the schema (the
+/// Python reader ignores it).
+pub(crate) const TASK_COLS: [LaneCol<TaskRow>; 8] = [
+    ("index", |r, _| r.index),
+    ("thread_index", |r, _| i64::from(r.thread_index)),
+    ("created_ns", |r, o| rel(r.created_ns, o)),
+    ("done_ns", |r, o| rel(r.done_ns, o)),
+    ("steps", |r, _| r.steps),
+    ("running_ns", |r, _| r.running_ns),
+    ("suspended_ns", |r, _| r.suspended_ns),
+    ("tokio_id", |r, _| r.tokio_id as i64),
+];
+
+/// A poll column: its name and its value for a poll.
+pub(crate) type PollCol = (&'static str, fn(&PollRecord) -> i64);
+
+/// The poll columns of `/scope_profiler_rs/polls`, all but `region_ids` (u32).
+pub(crate) const POLL_COLS: [PollCol; 4] = [
+    ("start_ns", |x| x.start_ns),
+    ("durations", |x| x.dur_ns),
+    ("thread_ids", |x| i64::from(x.thread)),
+    ("task_ids", |x| x.task),
+];
+
+/// `Task-<tokio id>`: a task's name in `task_table/name`, written into `out`.
+pub(crate) fn task_name(out: &mut String, row: &TaskRow) {
+    use std::fmt::Write as _;
+    let _ = write!(out, "Task-{}", row.tokio_id);
+}
+
+/// The root region's name of a task (`task_table/coro_name`).
+pub(crate) fn coro_name<'a>(data: &'a PhaseData, row: &TaskRow) -> &'a str {
+    data.region_names
+        .get(row.root_region as usize)
+        .map_or("", String::as_str)
+}
 
 /// The rows of a phase's lanes: its task rows (in index order) and polls.
 #[derive(Clone, Copy, Debug)]
@@ -46,41 +106,30 @@ pub(super) fn write_lanes(
     lanes: Lanes<'_>,
 ) -> Result<(), Error> {
     let origin = data.start_time_ns;
-    let rel = |t: i64| if t < 0 { -1 } else { t - origin };
     if data.track_threads && !data.threads.is_empty() {
         let t = ctx.group(file, "thread_table")?;
         let rows = &data.threads[..];
         ctx.column(&t, "ranks", rows, |_| 0u32)?;
-        ctx.column(&t, "index", rows, |r| i64::from(r.index))?;
-        ctx.column(&t, "ident", rows, |r| r.native_id)?;
-        ctx.column(&t, "native_id", rows, |r| r.native_id)?;
+        for (name, f) in THREAD_COLS {
+            ctx.column(&t, name, rows, |r| f(r, origin))?;
+        }
         ctx.column(&t, "daemon", rows, |_| 0i8)?;
-        ctx.column(&t, "start_ns", rows, |r| r.start_ns - origin)?;
-        ctx.column(&t, "end_ns", rows, |r| rel(r.end_ns))?;
-        ctx.column(&t, "cpu_ns", rows, |r| r.cpu_ns)?;
         ctx.strings(&t, "name", rows.iter().map(|r| r.name.as_str()))?;
     }
     if data.track_async && !lanes.tasks.is_empty() {
         let t = ctx.group(file, "task_table")?;
         let rows = lanes.tasks;
         ctx.column(&t, "ranks", rows, |_| 0u32)?;
-        ctx.column(&t, "index", rows, |r| r.index)?;
-        ctx.column(&t, "thread_index", rows, |r| i64::from(r.thread_index))?;
-        ctx.column(&t, "created_ns", rows, |r| rel(r.created_ns))?;
-        ctx.column(&t, "done_ns", rows, |r| rel(r.done_ns))?;
-        ctx.column(&t, "steps", rows, |r| r.steps)?;
-        ctx.column(&t, "running_ns", rows, |r| r.running_ns)?;
-        ctx.column(&t, "suspended_ns", rows, |r| r.suspended_ns)?;
-        // Not in the schema (the Python reader ignores it): Tokio's own task id per row.
-        ctx.column(&t, "tokio_id", rows, |r| r.tokio_id)?;
+        for (name, f) in TASK_COLS {
+            ctx.column(&t, name, rows, |r| f(r, origin))?;
+        }
         // Always "task" (written as a fill value, see `Ctx::strings`).
         ctx.strings(&t, "kind", rows.iter().map(|_| "task"))?;
-        // `Task-<tokio id>`, formatted into one buffer (a task table can have millions of rows).
+        // Formatted into one buffer (a task table can have millions of rows).
         let mut names = String::with_capacity(rows.len() * 12);
         let mut ends = Vec::with_capacity(rows.len());
         for r in rows {
-            use std::fmt::Write as _;
-            let _ = write!(names, "Task-{}", r.tokio_id);
+            task_name(&mut names, r);
             ends.push(names.len());
         }
         let mut start = 0;
@@ -93,8 +142,7 @@ pub(super) fn write_lanes(
                 s
             }),
         )?;
-        let region = |r: u32| data.region_names.get(r as usize).map_or("", String::as_str);
-        ctx.strings(&t, "coro_name", rows.iter().map(|r| region(r.root_region)))?;
+        ctx.strings(&t, "coro_name", rows.iter().map(|r| coro_name(data, r)))?;
     }
     if !lanes.polls.is_empty() {
         let own = ctx.group(file, OWN_GROUP)?;
@@ -106,10 +154,9 @@ pub(super) fn write_lanes(
         let polls = ctx.h5("scope_profiler_rs/polls", own.create_group("polls"))?;
         let p = lanes.polls;
         ctx.column(&polls, "region_ids", p, |x| x.region)?;
-        ctx.column(&polls, "start_ns", p, |x| x.start_ns)?;
-        ctx.column(&polls, "durations", p, |x| x.dur_ns)?;
-        ctx.column(&polls, "thread_ids", p, |x| i64::from(x.thread))?;
-        ctx.column(&polls, "task_ids", p, |x| x.task)?;
+        for (name, f) in POLL_COLS {
+            ctx.column(&polls, name, p, f)?;
+        }
     }
     Ok(())
 }

@@ -13,7 +13,7 @@ use crate::output::model::PhaseExtra;
 use crate::Error;
 
 /// Writes `rank0/line_profile` when the phase has line profiles.
-pub(super) fn write_lines(ctx: &Ctx<'_>, file: &File, extra: &PhaseExtra) -> Result<(), Error> {
+pub(crate) fn write_lines(ctx: &Ctx<'_>, file: &File, extra: &PhaseExtra) -> Result<(), Error> {
     if extra.line_profiles.is_empty() {
         return Ok(());
     }

@@ -116,7 +116,7 @@ pub(crate) fn write_scanned(
 /// (HDF5 opens it with `O_CREAT | O_EXCL`: a link planted at the name is never followed) and
 /// without HDF5 file locking (the file is private until the rename, and HDF5's lock lives on
 /// a descriptor without `O_CLOEXEC`, so a child process would keep the published file locked).
-pub(super) fn create_temp(path: &Path) -> Result<(PathBuf, File), Error> {
+pub(crate) fn create_temp(path: &Path) -> Result<(PathBuf, File), Error> {
     let output_err = |source| Error::OutputPath {
         path: path.to_path_buf(),
         source,
@@ -132,38 +132,86 @@ pub(super) fn create_temp(path: &Path) -> Result<(PathBuf, File), Error> {
         let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
         let tmp_name = format!(".{}.{}.{n}.tmp", name.to_string_lossy(), std::process::id());
         let tmp = path.with_file_name(OsStr::new(&tmp_name));
+        if let Ok(m) = std::fs::symlink_metadata(&tmp) {
+            // A link planted at the name is refused; a stale file of an earlier process with
+            // the same pid: next name.
+            let e = io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "a temporary file is in the way",
+            );
+            if m.file_type().is_symlink() || attempts >= 16 {
+                return Err(output_err(crate::output::files::explain(&tmp, e)));
+            }
+            attempts += 1;
+            continue;
+        }
         // A 4 MiB chunk cache per dataset keeps a compressed chunk that the streamed writes
         // fill piece by piece in memory until it is complete (at most ~32 MiB in all).
         let created = File::with_options()
             .with_fapl(|p| p.file_locking(false).chunk_cache(101, 4 << 20, 1.0))
             .create_excl(&tmp);
-        match created {
+        let e = match created {
             Ok(f) => return Ok((tmp, f)),
-            Err(e) => {
-                // HDF5's message is opaque: find the real cause with a plain exclusive create.
-                match crate::output::files::create_new(&tmp, 0o600) {
-                    Ok(_) => {
-                        let _ = std::fs::remove_file(&tmp);
-                        return Err(Error::Hdf5 {
-                            path: path.to_path_buf(),
-                            context: "the file (creating it)".into(),
-                            message: e.to_string(),
-                        });
-                    }
-                    // A stale file of an earlier process with the same pid: next name.
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists && attempts < 16 => {
-                        let link = std::fs::symlink_metadata(&tmp)
-                            .is_ok_and(|m| m.file_type().is_symlink());
-                        if link {
-                            return Err(output_err(e));
-                        }
-                        attempts += 1
-                    }
-                    Err(e) => return Err(output_err(e)),
-                }
+            Err(e) => e,
+        };
+        // HDF5 may have made the file before it failed (on a full disk it does): nothing was
+        // there before, so it is ours to remove.
+        if std::fs::symlink_metadata(&tmp).is_ok_and(|m| m.file_type().is_file()) {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        // HDF5's message is opaque: find the real cause with a plain exclusive create.
+        return match crate::output::files::create_new(&tmp, 0o600) {
+            Ok(_) => {
+                let _ = std::fs::remove_file(&tmp);
+                Err(Error::Hdf5 {
+                    path: path.to_path_buf(),
+                    context: "the file (creating it)".into(),
+                    message: e.to_string(),
+                })
             }
+            Err(e) => Err(output_err(e)),
+        };
+    }
+}
+
+/// Removes the temporary files [`create_temp`] made for `path` in processes that no longer
+/// run (killed while they wrote it); a live process's are left alone. Returns how many.
+pub(crate) fn remove_stale_temps(path: &Path) -> usize {
+    let Some(name) = path.file_name() else {
+        return 0;
+    };
+    let prefix = format!(".{}.", name.to_string_lossy());
+    let Ok(entries) = std::fs::read_dir(crate::output::files::dir_of(path)) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid_n) = file
+            .strip_prefix(&prefix)
+            .and_then(|r| r.strip_suffix(".tmp"))
+        else {
+            continue;
+        };
+        let Some((pid, n)) = pid_n.split_once('.') else {
+            continue;
+        };
+        let (Ok(pid), Ok(_)) = (pid.parse::<i32>(), n.parse::<u64>()) else {
+            continue;
+        };
+        let regular = entry.file_type().is_ok_and(|t| t.is_file());
+        if pid > 0 && regular && !alive(pid) && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
         }
     }
+    removed
+}
+
+/// Whether process `pid` exists (as far as this process can tell).
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists; nothing is sent.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// Checks that `tmp` is still the file HDF5 created, syncs it when durable and renames it
@@ -197,6 +245,7 @@ fn publish(
         f.sync_all().map_err(io_err("syncing the profile"))?;
         crate::output::files::sync_dir(path).map_err(io_err("syncing the profile's directory"))?;
     }
+    crate::checkpoint::reach("rename");
     let renamed = if opts.no_replace {
         crate::output::files::rename_noreplace(tmp, path)
     } else {
@@ -227,6 +276,7 @@ fn write_contents(
     ctx.attr_str(file, "storage_layout", layout)?;
 
     write_metadata(ctx, &ctx.group(file, "metadata")?, data)?;
+    crate::checkpoint::reach("write");
 
     let names = ctx.group(file, "region_table")?;
     ctx.strings(
@@ -251,7 +301,7 @@ fn write_contents(
 }
 
 /// The `metadata` group's attributes: the Python package's keys plus this crate's own.
-fn write_metadata(ctx: &Ctx<'_>, meta: &Group, data: &PhaseData) -> Result<(), Error> {
+pub(crate) fn write_metadata(ctx: &Ctx<'_>, meta: &Group, data: &PhaseData) -> Result<(), Error> {
     let system = system_info();
     ctx.attr(meta, "start_time_ns", &data.start_time_ns)?;
     ctx.attr(meta, "finalize_time_ns", &data.finalize_time_ns)?;
@@ -280,6 +330,12 @@ fn write_metadata(ctx: &Ctx<'_>, meta: &Group, data: &PhaseData) -> Result<(), E
     ctx.attr(meta, "backpressure_waits", &count(data.losses.waits))?;
     ctx.attr(meta, "backpressure_wait_ns", &count(data.losses.wait_ns))?;
     crate::output::hdf5::lines::write_overhead(ctx, meta, &data.extra)
+}
+
+/// This host's name, as `metadata/hostname` holds it.
+#[cfg_attr(not(feature = "mpio"), allow(dead_code))]
+pub(crate) fn hostname() -> String {
+    system_info().hostname
 }
 
 /// Host facts for `metadata`.
@@ -365,13 +421,22 @@ fn write_columnar(
         (0..r).map(|i| texts.get(i).map_or("", String::as_str)),
     )?;
     ctx.strings(index, "tags", regions.iter().map(|_| "[]"))?;
-    let exclusive: Vec<i64> = match &scan.nested {
-        Some(n) => n.exclusive.clone(),
-        None => regions.iter().map(|row| row.exclusive_ns).collect(),
-    };
-    ctx.dataset(index, "exclusive_totals", &exclusive, None)?;
+    ctx.dataset(
+        index,
+        "exclusive_totals",
+        &exclusive_totals(data, scan),
+        None,
+    )?;
     ctx.dataset(index, "summary_statistics", &scan.summary, None)?;
     events::write_events(ctx, events, data, scan, opts.gzip)
+}
+
+/// `rank_region_index/exclusive_totals`: from nesting when it was done, else the flusher's.
+pub(crate) fn exclusive_totals(data: &PhaseData, scan: &Scan) -> Vec<i64> {
+    match &scan.nested {
+        Some(n) => n.exclusive.clone(),
+        None => data.regions.iter().map(|row| row.exclusive_ns).collect(),
+    }
 }
 
 /// Index columns of the aggregate layout (§1.10): ids, ranks and the five `aggregate_*`

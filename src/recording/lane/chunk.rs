@@ -1,5 +1,11 @@
-//! A fixed-size block of [`Record`] slots: the unit lane buffers are made of, handed to the
-//! flusher when full and recycled through the layer's [`Pool`](super::pool::Pool).
+//! A block of [`Record`] slots: the unit lane buffers are made of, handed to the flusher when
+//! full and recycled through the layer's [`Pool`](super::pool::Pool).
+//!
+//! Two sizes: a lane's first chunk is small ([`SMALL_LEN`] records, 1 KiB), the next ones
+//! are full-size ([`CHUNK_LEN`], 16 KiB). A thread that records a handful of spans and exits
+//! (a thread per task, a short-lived helper) then holds 1 KiB of the buffer budget until the
+//! flusher reads it, not 16 KiB: 300 000 such threads coming and going never fill the budget
+//! with nearly empty chunks when the flusher falls behind.
 //!
 //! The owning thread writes slot `len` and then publishes `len + 1` with a release store; the
 //! flusher reads `len` with an acquire load and only reads slots below it. Slots below a
@@ -7,19 +13,28 @@
 //! reused only after the flusher has consumed it and given it back to the pool.
 
 use super::record::Record;
-use super::sync::{AtomicU64, AtomicUsize, Ordering, SlotCell};
+use super::sync::{AtomicPtr, AtomicU64, AtomicUsize, Ordering, SlotCell};
 
-/// Records per chunk (1024 x 24 B = 24 KiB). Small enough that thousands of live threads fit
-/// the default buffer budget, large enough that the handoff (two short mutex sections per
-/// chunk) costs nothing per record.
+/// Records per chunk (1024 x 16 B = 16 KiB). Small enough that thousands of live threads fit
+/// the default buffer budget, large enough that the handoff (a few atomic operations per
+/// chunk, no lock) costs nothing per record.
 #[cfg(not(scope_loom))]
 pub(crate) const CHUNK_LEN: usize = 1024;
 /// Records per chunk in the loom model: two, so a few records exercise every handoff path.
 #[cfg(scope_loom)]
 pub(crate) const CHUNK_LEN: usize = 2;
 
-/// Bytes one chunk occupies (what the buffer budget counts).
+/// Records of a lane's first chunk (1 KiB).
+#[cfg(not(scope_loom))]
+pub(crate) const SMALL_LEN: usize = 64;
+/// The loom model's first chunk: as large as the others.
+#[cfg(scope_loom)]
+pub(crate) const SMALL_LEN: usize = 2;
+
+/// Bytes one full-size chunk occupies (what the buffer budget counts).
 pub(crate) const CHUNK_BYTES: usize = CHUNK_LEN * std::mem::size_of::<Record>();
+/// Bytes one small chunk occupies.
+pub(crate) const SMALL_BYTES: usize = SMALL_LEN * std::mem::size_of::<Record>();
 
 /// A block of slots plus its published length and sequence number.
 pub(crate) struct Chunk {
@@ -27,6 +42,8 @@ pub(crate) struct Chunk {
     pub(crate) seq: AtomicU64,
     /// Number of published slots.
     pub(crate) len: AtomicUsize,
+    /// The next (older) chunk in its lane's queue of full chunks (see `Lane::hand_off`).
+    pub(crate) next: AtomicPtr<Chunk>,
     slots: Box<[SlotCell<Record>]>,
 }
 
@@ -37,15 +54,25 @@ pub(crate) struct Chunk {
 unsafe impl Sync for Chunk {}
 
 impl Chunk {
-    /// A new, empty chunk (the only allocation lane buffers make).
-    pub(crate) fn new() -> Box<Chunk> {
+    /// A new, empty chunk of `len` slots (the only allocation lane buffers make).
+    pub(crate) fn new(len: usize) -> Box<Chunk> {
         Box::new(Chunk {
             seq: AtomicU64::new(0),
             len: AtomicUsize::new(0),
-            slots: (0..CHUNK_LEN)
-                .map(|_| SlotCell::new(Record::default()))
-                .collect(),
+            next: AtomicPtr::new(std::ptr::null_mut()),
+            slots: (0..len).map(|_| SlotCell::new(Record::default())).collect(),
         })
+    }
+
+    /// Slots in this chunk.
+    #[inline]
+    pub(crate) fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Bytes it counts against the budget.
+    pub(crate) fn bytes(&self) -> usize {
+        self.capacity() * std::mem::size_of::<Record>()
     }
 
     /// Writes one slot per memory page, so that a new chunk's page faults happen on the
@@ -56,8 +83,8 @@ impl Chunk {
     pub(crate) fn prefault(&mut self) {
         let per_page = (4096 / std::mem::size_of::<Record>()).max(1);
         let slots = self.slots_ptr();
-        for i in (0..CHUNK_LEN).step_by(per_page) {
-            // SAFETY: `&mut self`: nobody else can see this chunk; `i < CHUNK_LEN`, so the
+        for i in (0..self.capacity()).step_by(per_page) {
+            // SAFETY: `&mut self`: nobody else can see this chunk; `i < capacity`, so the
             // write stays inside the slots.
             unsafe { std::ptr::write_volatile(slots.add(i), Record::default()) };
         }
@@ -81,7 +108,7 @@ impl Chunk {
     /// Hands the published records from `from` on to `f` (nothing when there are none).
     #[cfg(not(scope_loom))]
     pub(crate) fn read_published(&self, from: usize, f: &mut impl FnMut(&[Record])) -> usize {
-        let len = self.len.load(Ordering::Acquire).min(CHUNK_LEN);
+        let len = self.len.load(Ordering::Acquire).min(self.capacity());
         let from = from.min(len);
         if from < len {
             // SAFETY: slots [0, len) were fully written before `len` was published (release
@@ -96,7 +123,7 @@ impl Chunk {
     /// loom sees each read).
     #[cfg(scope_loom)]
     pub(crate) fn read_published(&self, from: usize, f: &mut impl FnMut(&[Record])) -> usize {
-        let len = self.len.load(Ordering::Acquire).min(CHUNK_LEN);
+        let len = self.len.load(Ordering::Acquire).min(self.capacity());
         let from = from.min(len);
         if from < len {
             let v: Vec<Record> = self.slots[from..len].iter().map(SlotCell::read).collect();

@@ -24,6 +24,12 @@ impl Drop for Owned {
     fn drop(&mut self) {
         // The fast pointer must not outlive the writers it points to.
         let _ = FAST.try_with(|f| f.set((0, std::ptr::null_mut())));
+        if crate::fork::inherited() {
+            // A forked child: these writers feed the parent's lanes, whose locks a thread
+            // that is not here may have held at the fork. Leave them untouched.
+            self.0.drain(..).for_each(std::mem::forget);
+            return;
+        }
         let now = crate::recording::clock::Clock::global().now_ns();
         let cpu = crate::recording::clock::thread_cpu_ns();
         for (_, w) in &mut self.0 {

@@ -2,9 +2,9 @@
 //!
 //! Under `--cfg scope_loom` chunks hold two records, every slot access goes through a loom
 //! `UnsafeCell` and every atomic and mutex is loom's, so loom explores the interleavings of a
-//! recording thread (push, publish, hand off a full chunk, take one from the pool, wait or
-//! drop when the pool is empty, exit) against the flusher (drain in batches, read the current
-//! chunk, recycle). It fails on any concurrent read and write of a slot, which is the SAFETY
+//! recording thread (push, publish, hand off a full chunk onto the lock-free stack, take one
+//! from the pool, wait or drop when the pool is empty, exit) against the flusher (take the
+//! stack, drain in batches, read the current chunk, recycle). It fails on any concurrent read and write of a slot, which is the SAFETY
 //! argument of the lanes' `unsafe` blocks: the flusher never reads a slot being written, and
 //! never reads a chunk after it was recycled. The tests also check what the flusher gets:
 //! records in program order, none twice, none lost unless counted as dropped.
@@ -13,10 +13,11 @@ use std::sync::Arc;
 
 use loom::thread;
 
+use super::chunk::CHUNK_BYTES;
 use super::pool::{Policy, Pool};
-use super::record::{Record, EXIT, LOST};
+use super::record::{Record, LOST};
 use super::writer::Writer;
-use super::{Cursor, Lane};
+use super::{DrainState, Lane};
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
@@ -36,11 +37,11 @@ fn policy(lossy: bool) -> Policy {
 fn drain_once(
     lane: &Lane,
     pool: &Pool,
-    cursor: &mut Cursor,
+    st: &mut DrainState,
     max: usize,
     got: &mut Vec<u64>,
 ) -> bool {
-    lane.drain(cursor, pool, max, |recs| {
+    lane.drain(st, pool, max, |recs| {
         got.extend(recs.iter().map(|r| {
             if r.kind() == LOST {
                 LOST_MARK | r.id
@@ -58,26 +59,26 @@ const LOST_MARK: u64 = 1 << 40;
 /// to the end and checks order, uniqueness and accounting.
 fn owner_against_flusher(chunks: usize, lossy: bool, n: u64, drains: usize, batch: usize) {
     model(move || {
-        let pool = Arc::new(Pool::new(chunks, policy(lossy)));
+        let pool = Arc::new(Pool::new(chunks * CHUNK_BYTES, policy(lossy)));
         let lane = Arc::new(Lane::new(0, "owner".into(), 0, 0));
         let owner = {
             let (lane, pool) = (lane.clone(), pool.clone());
             thread::spawn(move || {
                 let mut w = Writer::new(lane, pool);
                 for id in 1..=n {
-                    w.push(Record::plain(EXIT, id, id));
+                    w.push(Record::exit(id, id));
                 }
                 // Dropping the writer is the thread's exit: last handoff, then `exited`.
             })
         };
-        let mut cursor = Cursor::default();
+        let mut st = DrainState::default();
         let mut got = Vec::new();
         for _ in 0..drains {
-            drain_once(&lane, &pool, &mut cursor, batch, &mut got);
+            drain_once(&lane, &pool, &mut st, batch, &mut got);
         }
         owner.join().unwrap();
         let mut rounds = 0;
-        while !drain_once(&lane, &pool, &mut cursor, batch, &mut got) {
+        while !drain_once(&lane, &pool, &mut st, batch, &mut got) {
             rounds += 1;
             assert!(rounds < 16, "an exited, idle lane must finish");
         }
@@ -96,7 +97,7 @@ fn owner_against_flusher(chunks: usize, lossy: bool, n: u64, drains: usize, batc
         let marked: Vec<u64> = marks.iter().map(|m| m & !LOST_MARK).collect();
         assert!(marked.iter().all(|m| !recs.contains(m)), "got {got:?}");
         assert!(marked.windows(2).all(|w| w[0] < w[1]), "got {got:?}");
-        assert!(pool.allocated() <= pool.max_chunks());
+        assert!(pool.allocated() <= pool.max_bytes());
     });
 }
 
@@ -120,20 +121,20 @@ fn lossy_drops_are_counted_never_torn() {
 #[test]
 fn a_finished_lane_has_given_everything() {
     model(|| {
-        let pool = Arc::new(Pool::new(2, policy(false)));
+        let pool = Arc::new(Pool::new(2 * CHUNK_BYTES, policy(false)));
         let lane = Arc::new(Lane::new(0, "owner".into(), 0, 0));
         let owner = {
             let (lane, pool) = (lane.clone(), pool.clone());
             thread::spawn(move || {
                 let mut w = Writer::new(lane, pool);
                 for id in 1..=3 {
-                    w.push(Record::plain(EXIT, id, id));
+                    w.push(Record::exit(id, id));
                 }
             })
         };
-        let mut cursor = Cursor::default();
+        let mut st = DrainState::default();
         let mut got = Vec::new();
-        let finished = drain_once(&lane, &pool, &mut cursor, usize::MAX, &mut got);
+        let finished = drain_once(&lane, &pool, &mut st, usize::MAX, &mut got);
         let dropped = lane.dropped.load(std::sync::atomic::Ordering::Relaxed);
         if finished {
             assert_eq!(got.len() as u64 + dropped, 3, "finished early: {got:?}");

@@ -8,17 +8,25 @@
 //! chunks back to it. The owner side lives in [`writer`] (the handoff logic) and [`local`]
 //! (the thread-local glue).
 //!
+//! No lock on the owner's side: the full-chunk queue is an intrusive stack the owner pushes on
+//! with one compare-and-swap (it is the only pusher) and the flusher empties with one swap (it
+//! is the only taker and never pops single chunks, so there is no ABA problem); the flusher
+//! keeps what it took but has not read yet in the lane's [`DrainState`]. A recording thread
+//! therefore never waits for the flusher while it hands a chunk over, whatever the flusher is
+//! doing (the pool's free list is lock-free too).
+//!
 //! ## The handoff protocol (checked by `loom_tests` under `--cfg scope_loom`)
 //! - The owner publishes a chunk as `current` (release) after resetting its `seq` and `len`.
 //! - A full chunk is first unpublished (`current = null`), then pushed on `full`. So a chunk the
 //!   flusher takes from `full` (and later recycles) can never be loaded from `current` by a
-//!   later drain: that load happens after the pop, hence after the null store.
-//! - A drain loads `current` before it empties `full`, reads every chunk it took, then reads
-//!   `current` unless it was among them, and only then gives the taken chunks back. A chunk
-//!   loaded from `current` is therefore either still the owner's (it reads only below the
-//!   published `len`) or sitting in `full` unrecycled; either way alive and not rewritten.
+//!   later drain: that load happens after the take, hence after the null store.
+//! - A drain loads `current` before it empties `full`, reads the chunks it holds (oldest first,
+//!   a bounded batch), then reads `current` unless chunks are still waiting or it was among
+//!   those read, and only then gives the read chunks back. A chunk loaded from `current` is
+//!   therefore either still the owner's (it reads only below the published `len`) or sitting in
+//!   `full` or in the drain state, unrecycled; either way alive and not rewritten.
 //! - An exiting thread unpublishes its last chunk, pushes it on `full` and then sets `exited`
-//!   (release). A drain that saw `exited` (acquire, first thing) drains everything that lane
+//!   (release). A drain that saw `exited` (acquire, first thing) takes everything that lane
 //!   will ever hold, after which the lane is reclaimed.
 
 pub(crate) mod chunk;
@@ -36,7 +44,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64 as StdAtomicU64};
 use chunk::Chunk;
 use pool::Pool;
 use record::Record;
-use sync::{lock, AtomicBool, AtomicPtr, Mutex, Ordering};
+use sync::{AtomicBool, AtomicPtr, Ordering};
 
 /// The shared half of one thread's buffer.
 pub(crate) struct Lane {
@@ -58,8 +66,18 @@ pub(crate) struct Lane {
     /// creation to close, was dropped here); the others are marked in the stream.
     pub(crate) dropped_calls: StdAtomicU64,
     current: AtomicPtr<Chunk>,
-    full: Mutex<VecDeque<Box<Chunk>>>,
+    /// Full chunks, newest first: an intrusive stack through `Chunk::next` of owned pointers
+    /// (`Box::into_raw`).
+    full: AtomicPtr<Chunk>,
     exited: AtomicBool,
+}
+
+/// The flusher's side of one lane: where it stands in the stream, and the full chunks it took
+/// but has not read yet (oldest first).
+#[derive(Default)]
+pub(crate) struct DrainState {
+    cursor: Cursor,
+    backlog: VecDeque<Box<Chunk>>,
 }
 
 /// What one [`Lane::drain`] did.
@@ -94,7 +112,7 @@ impl Lane {
             dropped: StdAtomicU64::new(0),
             dropped_calls: StdAtomicU64::new(0),
             current: AtomicPtr::new(std::ptr::null_mut()),
-            full: Mutex::new(VecDeque::new()),
+            full: AtomicPtr::new(std::ptr::null_mut()),
             exited: AtomicBool::new(false),
         }
     }
@@ -105,10 +123,41 @@ impl Lane {
     }
 
     /// Hands a full (or, at thread exit, the last) chunk to the flusher: unpublished first, so
-    /// no later drain can load it from `current` after it was recycled (owner only).
+    /// no later drain can load it from `current` after it was recycled (owner only). One
+    /// compare-and-swap: the owner is the only pusher, so it retries only when the flusher took
+    /// the stack meanwhile.
     fn hand_off(&self, c: Box<Chunk>) {
         self.current.store(std::ptr::null_mut(), Ordering::Release);
-        lock(&self.full).push_back(c);
+        let c = Box::into_raw(c);
+        let mut head = self.full.load(Ordering::Relaxed);
+        loop {
+            // SAFETY: `c` is ours (from `Box::into_raw` above) until the exchange publishes it.
+            unsafe { (*c).next.store(head, Ordering::Relaxed) };
+            match self
+                .full
+                .compare_exchange_weak(head, c, Ordering::Release, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(now) => head = now,
+            }
+        }
+    }
+
+    /// Takes every full chunk handed off so far and appends them to `to`, oldest first
+    /// (flusher only).
+    fn take_full(&self, to: &mut VecDeque<Box<Chunk>>) {
+        let mut p = self.full.swap(std::ptr::null_mut(), Ordering::Acquire);
+        let at = to.len();
+        while !p.is_null() {
+            // SAFETY: every pointer on the stack came from `Box::into_raw` in `hand_off` and was
+            // published by its release exchange (paired with the acquire swap above); the swap
+            // made this thread its only owner.
+            let c = unsafe { Box::from_raw(p) };
+            p = c.next.load(Ordering::Relaxed);
+            to.push_back(c);
+        }
+        // The stack is newest first.
+        to.make_contiguous()[at..].reverse();
     }
 
     /// Marks the owner gone; everything it recorded is on `full` (owner only, last call).
@@ -116,45 +165,44 @@ impl Lane {
         self.exited.store(true, Ordering::Release);
     }
 
-    /// Full chunks waiting for the flusher now.
-    pub(crate) fn queued(&self) -> usize {
-        lock(&self.full).len()
+    /// Whether full chunks wait for the flusher (handed off and not yet taken, or taken into
+    /// `st` and not yet read).
+    pub(crate) fn has_full(&self, st: &DrainState) -> bool {
+        !st.backlog.is_empty() || !self.full.load(Ordering::Relaxed).is_null()
     }
 
-    /// Hands records published since `cursor` to `sink`, in the owner's program order: at most
-    /// `max_chunks` full chunks and, once no full chunk is left, the published part of the
-    /// chunk being written. The consumed chunks go back to `pool` at the end, so waiting
+    /// Hands records published since the last drain to `sink`, in the owner's program order:
+    /// at most `max_chunks` full chunks and, once no full chunk is left, the published part of
+    /// the chunk being written. The consumed chunks go back to `pool` at the end, so waiting
     /// threads get buffers back after every batch.
     pub(crate) fn drain(
         &self,
-        cursor: &mut Cursor,
+        st: &mut DrainState,
         pool: &Pool,
         max_chunks: usize,
         mut sink: impl FnMut(&[Record]),
     ) -> Drained {
         let exited = self.exited.load(Ordering::Acquire);
-        // Load `current` before popping: if it fills up meanwhile it shows up in `full` below
-        // and is recognised by address, so records are never taken out of order.
+        // Load `current` before taking the full chunks: if it fills up meanwhile it shows up
+        // among them and is recognised by address, so records are never taken out of order.
         let current = self.current.load(Ordering::Acquire);
-        let (taken, more) = {
-            let mut full = lock(&self.full);
-            let n = full.len().min(max_chunks);
-            let taken: Vec<Box<Chunk>> = full.drain(..n).collect();
-            (taken, !full.is_empty())
-        };
+        self.take_full(&mut st.backlog);
+        let n = st.backlog.len().min(max_chunks);
+        let taken: Vec<Box<Chunk>> = st.backlog.drain(..n).collect();
+        let more = !st.backlog.is_empty();
         for c in &taken {
-            Self::take(c, cursor, &mut sink);
+            Self::take(c, &mut st.cursor, &mut sink);
         }
         // The current chunk comes after every full one; read it only when none is left.
         if !more && !current.is_null() && !taken.iter().any(|c| std::ptr::eq(&**c, current)) {
             // SAFETY: `current` was published with a release store after the chunk was reset.
-            // It was not taken above, so it is either still the owner's chunk (alive: only the
-            // owner hands it off, and only to `full`) or it reached `full` after our pop and
-            // waits there unrecycled; chunks are recycled only by this thread, below, and only
-            // those it took. It cannot be a chunk recycled by an earlier drain: that drain's
-            // pop happened after the owner's null store, and this load comes later on this
-            // thread (see the module docs; loom checks it).
-            Self::take(unsafe { &*current }, cursor, &mut sink);
+            // It was not read above and no full chunk waits, so it is either still the owner's
+            // chunk (alive: only the owner hands it off, and only to `full`) or it reached
+            // `full` after our take and waits there unrecycled; chunks are recycled only by
+            // this thread, below, and only those it read. It cannot be a chunk recycled by an
+            // earlier drain: that drain's take happened after the owner's null store, and this
+            // load comes later on this thread (see the module docs; loom checks it).
+            Self::take(unsafe { &*current }, &mut st.cursor, &mut sink);
         }
         let chunks = taken.len();
         for c in taken {
@@ -164,8 +212,8 @@ impl Lane {
         Drained {
             chunks,
             more,
-            // `exited` was set after the owner's last handoff: with nothing left in `full`,
-            // all it recorded has been read.
+            // `exited` was set after the owner's last handoff: with nothing left waiting, all
+            // it recorded has been read.
             finished: exited && !more,
         }
     }
@@ -177,7 +225,7 @@ impl Lane {
         }
         let from = if seq == cursor.seq { cursor.offset } else { 0 };
         let end = c.read_published(from, sink).max(from);
-        *cursor = if end >= chunk::CHUNK_LEN {
+        *cursor = if end >= c.capacity() {
             Cursor {
                 seq: seq + 1,
                 offset: 0,
@@ -185,5 +233,13 @@ impl Lane {
         } else {
             Cursor { seq, offset: end }
         };
+    }
+}
+
+impl Drop for Lane {
+    fn drop(&mut self) {
+        // Chunks nobody drained (the flusher stopped first) are freed with the lane.
+        let mut rest = VecDeque::new();
+        self.take_full(&mut rest);
     }
 }

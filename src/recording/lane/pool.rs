@@ -1,6 +1,12 @@
 //! The layer's one buffer budget: every chunk of every lane comes from this pool, and the
 //! flusher gives drained chunks back to it.
 //!
+//! The free chunks sit in a lock-free queue, oldest first: a chunk the flusher has just read
+//! (its lines still in the flusher's cache) is reused last, so a recording thread rarely has
+//! to pull the lines it writes from the other core. The flusher keeps a reserve of free,
+//! pre-faulted chunks, and `build()` fills the first one ([`Pool::prefill`]), so a recording
+//! thread neither allocates nor page-faults when it hands a chunk over.
+//!
 //! The pool allocates at most `max_chunks` chunks in all (the builder's `buffer_budget`), so
 //! recording memory is bounded whatever the number of threads, and chunks of exited threads
 //! are reused by new ones. When no chunk is free, a recording thread either waits for the
@@ -10,12 +16,18 @@
 //! progress, so a stalled flusher never parks a thread (or a Tokio worker) more than once per
 //! stall.
 
-use super::chunk::Chunk;
-use super::sync::{lock, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
+use super::chunk::{Chunk, CHUNK_BYTES, CHUNK_LEN, SMALL_BYTES, SMALL_LEN};
+use super::sync::{AtomicBool, AtomicU64, AtomicUsize, FreeList, Ordering};
 
-/// Free chunks the flusher keeps ready at first (see [`Pool::refill`]).
-const RESERVE_MIN: usize = 8;
-/// The most free chunks the flusher keeps ready (6 MiB), and at most a quarter of the budget.
+/// Small (first) chunks kept ready, and at most a sixteenth of the budget.
+const SMALL_RESERVE: usize = 64;
+/// Free small chunks kept at most (more are freed: the budget goes back to full-size ones).
+const SMALL_FREE_MAX: usize = 4096;
+
+/// Free chunks the flusher keeps ready at first (see [`Pool::refill`]); `build()` makes them
+/// (512 KiB).
+const RESERVE_MIN: usize = 32;
+/// The most free chunks the flusher keeps ready (4 MiB), and at most a quarter of the budget.
 #[cfg_attr(scope_loom, allow(dead_code))]
 const RESERVE_MAX: usize = 256;
 
@@ -33,10 +45,12 @@ pub(crate) struct Policy {
 pub(crate) struct Pool {
     // Boxed: chunks move between the pool, the writers and the lanes' queues as boxes, and
     // the flusher recognises a lane's current chunk by its address.
-    #[allow(clippy::vec_box)]
-    free: Mutex<Vec<Box<Chunk>>>,
+    free: FreeList<Box<Chunk>>,
+    /// Free small chunks (a lane's first; see `chunk`).
+    free_small: FreeList<Box<Chunk>>,
+    /// Bytes of chunks allocated, of both sizes.
     allocated: AtomicUsize,
-    max_chunks: usize,
+    max_bytes: usize,
     policy: Policy,
     /// False once the flusher has stopped (or failed): nobody will free a chunk any more.
     flusher_alive: AtomicBool,
@@ -58,12 +72,14 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
-    /// A pool of at most `max_chunks` chunks (at least one).
-    pub(crate) fn new(max_chunks: usize, policy: Policy) -> Pool {
+    /// A pool of at most `budget` bytes of chunks (at least one full-size chunk).
+    pub(crate) fn new(budget: usize, policy: Policy) -> Pool {
+        let max_bytes = budget.max(CHUNK_BYTES);
         Pool {
-            free: Mutex::new(Vec::new()),
+            free: FreeList::new(max_bytes / CHUNK_BYTES),
+            free_small: FreeList::new((max_bytes / SMALL_BYTES).min(SMALL_FREE_MAX)),
             allocated: AtomicUsize::new(0),
-            max_chunks: max_chunks.max(1),
+            max_bytes,
             policy,
             flusher_alive: AtomicBool::new(true),
             waiting: AtomicUsize::new(0),
@@ -77,13 +93,18 @@ impl Pool {
         }
     }
 
-    /// Reserves one chunk of the budget; false when it is used up.
-    fn reserve_one(&self) -> bool {
+    /// The largest number of full-size chunks the budget holds.
+    fn max_chunks(&self) -> usize {
+        self.max_bytes / CHUNK_BYTES
+    }
+
+    /// Reserves `bytes` of the budget; false when they do not fit.
+    fn reserve_bytes(&self, bytes: usize) -> bool {
         let mut n = self.allocated.load(Ordering::Relaxed);
-        while n < self.max_chunks {
+        while n + bytes <= self.max_bytes {
             match self.allocated.compare_exchange_weak(
                 n,
-                n + 1,
+                n + bytes,
                 Ordering::Relaxed,
                 Ordering::Relaxed,
             ) {
@@ -96,54 +117,92 @@ impl Pool {
 
     /// Flusher, after giving chunks back: tops the free list up to the reserve with new chunks
     /// (within the budget), so recording threads rarely allocate one themselves. A new chunk
-    /// costs a 24 KiB allocation and six page faults when first written (~10 us in a VM, ~10
-    /// ns per record); on the flusher that is off the program's threads. The reserve starts
-    /// small and doubles (up to [`RESERVE_MAX`], a quarter of the budget at most) whenever a
-    /// recording thread ran dry since the last refill, so an idle program keeps little.
+    /// costs a 16 KiB allocation and four page faults when first written (~10 us in a VM, and
+    /// far more when the VM's memory was never touched); on the flusher that is off the
+    /// program's threads. The reserve starts at [`RESERVE_MIN`] and doubles (up to
+    /// [`RESERVE_MAX`], a quarter of the budget at most) whenever a recording thread ran dry
+    /// since the last refill, so an idle program keeps little.
     #[cfg(not(scope_loom))]
     pub(crate) fn refill(&self) {
-        let cap = RESERVE_MAX.min(self.max_chunks / 4).max(1);
+        let cap = RESERVE_MAX.min(self.max_chunks() / 4).max(1);
         let mut target = self.reserve.load(Ordering::Relaxed).min(cap);
         if self.ran_dry.swap(false, Ordering::Relaxed) && target < cap {
             target = (target * 2).min(cap);
             self.reserve.store(target, Ordering::Relaxed);
         }
-        let have = lock(&self.free).len();
-        if have >= target {
-            return;
+        self.top_up(target, self.small_reserve());
+    }
+
+    /// Small chunks kept ready.
+    fn small_reserve(&self) -> usize {
+        SMALL_RESERVE.min(self.max_bytes / 16 / SMALL_BYTES)
+    }
+
+    /// Allocates and pre-faults new chunks (within the budget) until `big` full-size and
+    /// `small` small ones are free.
+    #[cfg(not(scope_loom))]
+    fn top_up(&self, big: usize, small: usize) {
+        let mut made = 0;
+        let lists = [
+            (&self.free, big, CHUNK_LEN),
+            (&self.free_small, small, SMALL_LEN),
+        ];
+        for (list, target, len) in lists {
+            let bytes = len * std::mem::size_of::<super::record::Record>();
+            while list.len() < target && self.reserve_bytes(bytes) {
+                let mut c = Chunk::new(len);
+                c.prefault();
+                if let Err(c) = list.push(c) {
+                    drop(c);
+                    self.allocated.fetch_sub(bytes, Ordering::Relaxed);
+                    break;
+                }
+                made += 1;
+            }
         }
-        let new: Vec<Box<Chunk>> = (have..target)
-            .map_while(|_| {
-                self.reserve_one().then(|| {
-                    let mut c = Chunk::new();
-                    c.prefault();
-                    c
-                })
-            })
-            .collect();
-        if new.is_empty() {
-            return;
+        if made > 0 {
+            // New chunks are progress too: a thread that stopped waiting looks again.
+            self.given.fetch_add(made, Ordering::Release);
         }
-        let n = new.len() as u64;
-        lock(&self.free).extend(new);
-        // New chunks are progress too: a thread that stopped waiting looks again.
-        self.given.fetch_add(n, Ordering::Release);
+    }
+
+    /// At `build()`, on the building thread: makes the first reserve, so the program's first
+    /// records never wait for the flusher's first round nor allocate.
+    #[cfg(not(scope_loom))]
+    pub(crate) fn prefill(&self) {
+        self.top_up(
+            RESERVE_MIN.min(self.max_chunks() / 4).max(1),
+            self.small_reserve(),
+        );
     }
 
     /// The loom model keeps its state space to the handoff: no refills (they take the same
-    /// lock and budget as `try_take`, which the model covers).
+    /// queue and budget as `try_take`, which the model covers).
     #[cfg(scope_loom)]
     pub(crate) fn refill(&self) {}
 
-    /// A free chunk, or a new one while the budget allows; never waits.
-    pub(crate) fn try_take(&self) -> Option<Box<Chunk>> {
-        if let Some(c) = lock(&self.free).pop() {
+    /// No reserve in the loom model either (see `refill`).
+    #[cfg(scope_loom)]
+    pub(crate) fn prefill(&self) {}
+
+    /// A free chunk, or a new one while the budget allows; never waits. `small` asks for a
+    /// lane's first chunk (a full-size one serves when no small one can be had).
+    pub(crate) fn try_take(&self, small: bool) -> Option<Box<Chunk>> {
+        if small && SMALL_LEN != CHUNK_LEN {
+            if let Some(c) = self.free_small.pop() {
+                return Some(c);
+            }
+            if self.reserve_bytes(SMALL_BYTES) {
+                return Some(Chunk::new(SMALL_LEN));
+            }
+        }
+        if let Some(c) = self.free.pop() {
             return Some(c);
         }
-        // Reserve a slot in the budget first, so concurrent threads never exceed it.
-        if self.reserve_one() {
+        // Reserve the bytes first, so concurrent threads never exceed the budget.
+        if self.reserve_bytes(CHUNK_BYTES) {
             self.ran_dry.store(true, Ordering::Relaxed);
-            return Some(Chunk::new());
+            return Some(Chunk::new(CHUNK_LEN));
         }
         None
     }
@@ -157,13 +216,13 @@ impl Pool {
     /// [`give`](Self::give), which moves `given` (the budget is used up by then, and
     /// `allocated` never shrinks), so a thread that drops records during an outage (lossy, or
     /// after a timed-out wait) pays no lock per record.
-    pub(crate) fn take(&self, stalled: &mut Option<u64>) -> Option<Box<Chunk>> {
+    pub(crate) fn take(&self, stalled: &mut Option<u64>, small: bool) -> Option<Box<Chunk>> {
         if stalled.is_some_and(|at| at == self.given.load(Ordering::Acquire)) {
             return None;
         }
         // Read before looking: a chunk given back after this load moves `given` past it.
         let given = self.given.load(Ordering::Acquire);
-        if let Some(c) = self.try_take() {
+        if let Some(c) = self.try_take(small) {
             *stalled = None;
             return Some(c);
         }
@@ -171,14 +230,14 @@ impl Pool {
             *stalled = Some(given);
             return None;
         }
-        if let Some(c) = self.wait_for_chunk(true) {
+        if let Some(c) = self.wait_for_chunk(true, small) {
             *stalled = None;
             return Some(c);
         }
         // Timed out (or the flusher is gone). Note the progress seen before one last look, so
         // a chunk given back meanwhile is never missed by the check above.
         let given = self.given.load(Ordering::Acquire);
-        if let Some(c) = self.try_take() {
+        if let Some(c) = self.try_take(small) {
             *stalled = None;
             return Some(c);
         }
@@ -188,10 +247,10 @@ impl Pool {
 
     /// A chunk for an exiting thread's last lost markers: waits (bounded) even in lossy mode,
     /// since a thread's exit is no latency-critical path and the markers keep counts exact.
-    pub(crate) fn take_at_exit(&self) -> Option<Box<Chunk>> {
-        self.try_take().or_else(|| {
+    pub(crate) fn take_at_exit(&self, small: bool) -> Option<Box<Chunk>> {
+        self.try_take(small).or_else(|| {
             if self.flusher_alive() {
-                self.wait_for_chunk(false)
+                self.wait_for_chunk(false, small)
             } else {
                 None
             }
@@ -200,7 +259,7 @@ impl Pool {
 
     #[cfg(not(scope_loom))]
     #[cold]
-    fn wait_for_chunk(&self, backpressure: bool) -> Option<Box<Chunk>> {
+    fn wait_for_chunk(&self, backpressure: bool, small: bool) -> Option<Box<Chunk>> {
         let t0 = std::time::Instant::now();
         self.waiting.fetch_add(1, Ordering::SeqCst);
         let mut pause = std::time::Duration::from_micros(20);
@@ -214,7 +273,7 @@ impl Pool {
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(std::time::Duration::from_millis(1));
-            if let Some(c) = self.try_take() {
+            if let Some(c) = self.try_take(small) {
                 break Some(c);
             }
             let now = self.given.load(Ordering::Acquire);
@@ -237,13 +296,13 @@ impl Pool {
 
     /// The loom model cannot sleep: a bounded number of yields stands for the bounded wait.
     #[cfg(scope_loom)]
-    fn wait_for_chunk(&self, _backpressure: bool) -> Option<Box<Chunk>> {
+    fn wait_for_chunk(&self, _backpressure: bool, small: bool) -> Option<Box<Chunk>> {
         self.waiting.fetch_add(1, Ordering::SeqCst);
         self.waits.fetch_add(1, Ordering::Relaxed);
         let mut got = None;
         for _ in 0..2 {
             loom::thread::yield_now();
-            got = self.try_take();
+            got = self.try_take(small);
             if got.is_some() || !self.flusher_alive() {
                 break;
             }
@@ -254,7 +313,17 @@ impl Pool {
 
     /// Gives a drained chunk back (flusher).
     pub(crate) fn give(&self, c: Box<Chunk>) {
-        lock(&self.free).push(c);
+        let list = if SMALL_LEN != CHUNK_LEN && c.capacity() == SMALL_LEN {
+            &self.free_small
+        } else {
+            &self.free
+        };
+        if let Err(c) = list.push(c) {
+            // Small chunks beyond the kept number (the big list holds the whole budget):
+            // freed, their bytes back to the budget.
+            self.allocated.fetch_sub(c.bytes(), Ordering::Relaxed);
+            drop(c);
+        }
         self.given.fetch_add(1, Ordering::Release);
     }
 
@@ -283,16 +352,16 @@ impl Pool {
     #[cfg(scope_loom)]
     pub(crate) fn set_flusher(&self, _t: std::thread::Thread) {}
 
-    /// Chunks allocated so far (bounded by the budget).
-    #[cfg_attr(not(scope_loom), allow(dead_code))]
+    /// Bytes of chunks allocated now (bounded by the budget).
+    #[cfg_attr(not(any(test, scope_loom)), allow(dead_code))]
     pub(crate) fn allocated(&self) -> usize {
         self.allocated.load(Ordering::Relaxed)
     }
 
-    /// The most chunks this pool may allocate.
+    /// The most bytes of chunks this pool may allocate.
     #[cfg_attr(not(scope_loom), allow(dead_code))]
-    pub(crate) fn max_chunks(&self) -> usize {
-        self.max_chunks
+    pub(crate) fn max_bytes(&self) -> usize {
+        self.max_bytes
     }
 }
 
@@ -300,9 +369,10 @@ impl Pool {
 mod tests {
     use super::*;
 
+    /// A pool whose budget holds `max_chunks` full-size chunks.
     fn pool(max_chunks: usize, lossy: bool) -> Pool {
         Pool::new(
-            max_chunks,
+            max_chunks * CHUNK_BYTES,
             Policy {
                 lossy,
                 max_wait: std::time::Duration::from_millis(1),
@@ -314,32 +384,60 @@ mod tests {
     fn refill_keeps_a_reserve_within_the_budget() {
         let p = pool(4, false);
         p.refill();
-        // A quarter of a 4-chunk budget: one chunk in reserve.
-        assert_eq!((p.allocated(), lock(&p.free).len()), (1, 1));
+        // A quarter of a 4-chunk budget: one chunk in reserve, and 4 small ones (a
+        // sixteenth of the budget).
+        assert_eq!((p.free.len(), p.free_small.len()), (1, 4));
+        assert_eq!(p.allocated(), CHUNK_BYTES + 4 * SMALL_BYTES);
         let big = pool(1000, false);
         big.refill();
-        assert_eq!(big.allocated(), RESERVE_MIN);
+        let smalls = SMALL_RESERVE * SMALL_BYTES;
+        assert_eq!(big.allocated(), RESERVE_MIN * CHUNK_BYTES + smalls);
         // Take the reserve and one more: the last one a recording thread allocated itself,
         // so the next refill doubles the reserve.
-        let taken: Vec<_> = (0..=RESERVE_MIN).map(|_| big.try_take().unwrap()).collect();
-        assert_eq!(big.allocated(), RESERVE_MIN + 1);
+        let taken: Vec<_> = (0..=RESERVE_MIN)
+            .map(|_| big.try_take(false).unwrap())
+            .collect();
+        assert_eq!(big.allocated(), (RESERVE_MIN + 1) * CHUNK_BYTES + smalls);
         big.refill();
-        assert_eq!(lock(&big.free).len(), 2 * RESERVE_MIN);
-        assert_eq!(big.allocated(), 3 * RESERVE_MIN + 1);
+        assert_eq!(big.free.len(), 2 * RESERVE_MIN);
+        assert_eq!(
+            big.allocated(),
+            (3 * RESERVE_MIN + 1) * CHUNK_BYTES + smalls
+        );
         drop(taken);
+    }
+
+    #[test]
+    fn a_first_chunk_is_small_and_small_ones_come_back_to_their_list() {
+        let p = pool(2, false);
+        let mut stalled = None;
+        let first = p.take(&mut stalled, true).unwrap();
+        assert_eq!(first.capacity(), SMALL_LEN);
+        assert_eq!(p.allocated(), SMALL_BYTES);
+        p.give(first);
+        assert_eq!(p.free_small.len(), 1);
+        let again = p.take(&mut stalled, true).unwrap();
+        assert_eq!(again.capacity(), SMALL_LEN);
+        assert_eq!(p.allocated(), SMALL_BYTES, "reused, not allocated again");
+        let next = p.take(&mut stalled, false).unwrap();
+        assert_eq!(next.capacity(), CHUNK_LEN);
+        drop((again, next));
     }
 
     #[test]
     fn a_stalled_thread_sees_the_next_chunk_given_back() {
         let p = pool(1, true);
         let mut stalled = None;
-        let c = p.take(&mut stalled).expect("budget allows one");
-        assert!(p.take(&mut stalled).is_none());
+        let c = p.take(&mut stalled, false).expect("budget allows one");
+        assert!(p.take(&mut stalled, false).is_none());
         assert_eq!(stalled, Some(0), "lossy: remembers the progress it saw");
-        assert!(p.take(&mut stalled).is_none(), "nothing given back yet");
+        assert!(
+            p.take(&mut stalled, false).is_none(),
+            "nothing given back yet"
+        );
         p.give(c);
         assert!(
-            p.take(&mut stalled).is_some(),
+            p.take(&mut stalled, false).is_some(),
             "a chunk given back is found"
         );
         assert_eq!(stalled, None);
@@ -349,14 +447,14 @@ mod tests {
     fn a_timed_out_wait_remembers_progress_and_recovers() {
         let p = pool(1, false);
         let mut stalled = None;
-        let c = p.take(&mut stalled).expect("budget allows one");
+        let c = p.take(&mut stalled, false).expect("budget allows one");
         // No flusher frees anything: the wait times out (1 ms) and the thread drops.
-        assert!(p.take(&mut stalled).is_none());
+        assert!(p.take(&mut stalled, false).is_none());
         assert_eq!(p.waits.load(Ordering::Relaxed), 1);
         // Stalled: no second wait while the flusher has made no progress.
-        assert!(p.take(&mut stalled).is_none());
+        assert!(p.take(&mut stalled, false).is_none());
         assert_eq!(p.waits.load(Ordering::Relaxed), 1);
         p.give(c);
-        assert!(p.take(&mut stalled).is_some());
+        assert!(p.take(&mut stalled, false).is_some());
     }
 }

@@ -1,14 +1,25 @@
-//! The 24-byte slot record the hot path appends: span id, raw TSC ticks and one tagged word.
+//! The 16-byte slot record the hot path appends: a 64-bit key (the span id, mostly) and one
+//! tagged word.
 //!
-//! Seven kinds, tagged in the word's low three bits. One per `tracing` span callback: `NEW`
-//! carries the address of the callsite's `&'static Metadata` (8-aligned, so the low three bits
-//! are free; the flusher only looks it up, see `region::Callsites`), `ENTER` carries the Tokio
-//! task id (shifted left by three; 0 = outside a task), `EXIT` and `CLOSE` carry nothing else.
-//! Three more: `AUX` carries a sink's 56-bit payload for the span (e.g. a CUDA event pair) to
-//! the flusher, `EVENT` the address of a `tracing` event's callsite (line timing), and `LOST`
-//! marks where the owner had to drop a record of the span. Only `ENTER` and `EXIT` read the clock: a call is
-//! first enter to last exit, and an id is never reused while its span is open, so `NEW` and
-//! `CLOSE` need no time; they store 0.
+//! Sixteen bytes, so a sync span (`NEW`, `ENTER`, `EXIT`, `CLOSE`) fills exactly one 64-byte
+//! cache line: half the memory traffic of the earlier 24-byte slots once the task id left the
+//! `ENTER` record. Eight kinds, tagged in the word's low three bits; the payload sits above:
+//!
+//! | kind | `id` | payload |
+//! |---|---|---|
+//! | `NEW` | span id | address of the callsite's `&'static Metadata` (8-aligned, so the low bits are free; the flusher only looks it up, see `region::Callsites`) |
+//! | `ENTER` | span id | clock ticks |
+//! | `EXIT` | span id | clock ticks |
+//! | `CLOSE` | span id | nothing: a call ends at its last exit, so a close needs no time |
+//! | `AUX` | span id | a sink's 61-bit payload for the span (e.g. a CUDA event pair) |
+//! | `EVENT` | span id | clock ticks of a line-timing checkpoint; the next slot, always in the same chunk, is its [`event_site`](Record::event_site) |
+//! | `LOST` | span id | 1 when the lost record was the span's close, else 0 |
+//! | `TASK` | Tokio task id (0: none) | nothing: the lane's enters from here on run in this task |
+//!
+//! The task id is written only when it changes on a lane (`TASK`), not in every enter: a
+//! thread running one task's spans, or no task at all, pays nothing for it. Ticks are raw
+//! clock values ([`crate::recording::clock::ticks`]), below 2^61 (the TSC of a machine up for
+//! 24 years at 3 GHz).
 
 use tracing_core::Metadata;
 
@@ -22,131 +33,136 @@ pub(crate) const EXIT: u64 = 2;
 pub(crate) const CLOSE: u64 = 3;
 /// Kind tag of a sink payload attached to the span's current call.
 pub(crate) const AUX: u64 = 4;
-/// Kind tag of a line-timing checkpoint: a `tracing` event inside the span (`Builder::line_timing`).
-/// The word holds the event callsite's address, which the flusher only looks up among the
-/// callsites the layer registered (see [`crate::flusher::lines`]), never dereferences.
+/// Kind tag of a line-timing checkpoint: a `tracing` event inside the span
+/// (`Builder::line_timing`), followed by its site slot.
 pub(crate) const EVENT: u64 = 5;
 /// Kind tag of a lost-record marker: a record of this span could not be buffered here (payload
 /// 1: the lost record was its close). Written by the owner, in stream order, as soon as it has
 /// a buffer again; the flusher drops the span's call whole (see `lane::writer`).
 pub(crate) const LOST: u64 = 6;
+/// Kind tag of a task switch: the lane's following enters run in Tokio task `id` (0: none).
+pub(crate) const TASK: u64 = 7;
 const KIND_MASK: u64 = 7;
 const KIND_BITS: u32 = 3;
+/// The largest payload a record holds (61 bits).
+pub(crate) const PAYLOAD_MAX: u64 = u64::MAX >> KIND_BITS;
 
 /// One slot of a lane buffer.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 pub(crate) struct Record {
-    /// `tracing` span id (`Id::into_u64`).
+    /// The span id (`Id::into_u64`); the task id of a `TASK` record; the event callsite's
+    /// address in an event's site slot.
     pub id: u64,
-    /// Raw clock ticks ([`crate::recording::clock::Clock::raw`]).
-    pub tsc: u64,
-    /// The tagged word: the kind in the low three bits, the payload (callsite or event
-    /// address, task id, sink payload, lost-close flag) above.
+    /// The tagged word: the kind in the low three bits, the payload above.
     pub word: u64,
 }
 
 impl Record {
+    #[inline(always)]
+    const fn tagged(id: u64, payload: u64, kind: u64) -> Record {
+        Record {
+            id,
+            word: (payload << KIND_BITS) | kind,
+        }
+    }
+
     /// A creation record for a span of callsite `meta`.
     #[inline(always)]
-    pub(crate) fn new_span(id: u64, tsc: u64, meta: &'static Metadata<'static>) -> Record {
+    pub(crate) fn new_span(id: u64, meta: &'static Metadata<'static>) -> Record {
         let ptr = meta as *const Metadata<'static> as u64;
         debug_assert_eq!(ptr & KIND_MASK, 0);
         Record {
             id,
-            tsc,
             word: ptr | NEW,
         }
     }
 
-    /// An enter record; `task` is the Tokio task id or 0.
+    /// An enter record at `ticks`.
     #[inline(always)]
-    pub(crate) fn enter(id: u64, tsc: u64, task: u64) -> Record {
-        Record {
-            id,
-            tsc,
-            word: (task << KIND_BITS) | ENTER,
-        }
+    pub(crate) const fn enter(id: u64, ticks: u64) -> Record {
+        Record::tagged(id, ticks, ENTER)
     }
 
-    /// A sink payload (at most 56 bits) for span `id`.
+    /// An exit record at `ticks`.
     #[inline(always)]
-    pub(crate) fn aux(id: u64, tsc: u64, payload: u64) -> Record {
-        Record {
-            id,
-            tsc,
-            word: (payload << KIND_BITS) | AUX,
-        }
+    pub(crate) const fn exit(id: u64, ticks: u64) -> Record {
+        Record::tagged(id, ticks, EXIT)
     }
 
-    /// A line-timing checkpoint of span `id`: the event callsite `site` fired at `tsc`.
+    /// A close record.
     #[inline(always)]
-    pub(crate) fn event(id: u64, tsc: u64, site: &'static Metadata<'static>) -> Record {
-        let ptr = site as *const Metadata<'static> as u64;
-        debug_assert_eq!(ptr & KIND_MASK, 0);
-        Record {
-            id,
-            tsc,
-            word: ptr | EVENT,
-        }
+    pub(crate) const fn close(id: u64) -> Record {
+        Record::tagged(id, 0, CLOSE)
     }
 
-    /// The event callsite address of an `EVENT` record (a lookup key, not to be dereferenced).
+    /// A sink payload (at most [`PAYLOAD_MAX`]) for span `id`.
     #[inline(always)]
-    pub(crate) fn site(&self) -> usize {
-        (self.word & !KIND_MASK) as usize
+    pub(crate) const fn aux(id: u64, payload: u64) -> Record {
+        Record::tagged(id, payload & PAYLOAD_MAX, AUX)
+    }
+
+    /// A line-timing checkpoint of span `id` at `ticks`; [`event_site`](Self::event_site)
+    /// must follow it in the same chunk.
+    #[inline(always)]
+    pub(crate) const fn event(id: u64, ticks: u64) -> Record {
+        Record::tagged(id, ticks, EVENT)
+    }
+
+    /// The slot after an `EVENT`: the event callsite `site` (an address the flusher only looks
+    /// up among the callsites the layer registered, see [`crate::flusher::lines`]). Its kind
+    /// is `EVENT` with payload 0, which no checkpoint has (its ticks are never 0).
+    #[inline(always)]
+    pub(crate) fn event_site(site: &'static Metadata<'static>) -> Record {
+        Record::tagged(site as *const Metadata<'static> as u64, 0, EVENT)
     }
 
     /// A lost-record marker for span `id` (`closed`: the lost record was its close).
     #[inline(always)]
-    pub(crate) fn lost(id: u64, closed: bool) -> Record {
-        Record {
-            id,
-            tsc: 0,
-            word: (u64::from(closed) << KIND_BITS) | LOST,
-        }
+    pub(crate) const fn lost(id: u64, closed: bool) -> Record {
+        Record::tagged(id, closed as u64, LOST)
     }
 
-    /// The payload of an `AUX` record.
+    /// A task switch: the lane's next enters run in Tokio task `task` (0: none).
     #[inline(always)]
-    pub(crate) fn payload(&self) -> u64 {
-        self.word >> KIND_BITS
-    }
-
-    /// An exit or close record.
-    #[inline(always)]
-    pub(crate) fn plain(kind: u64, id: u64, tsc: u64) -> Record {
-        Record {
-            id,
-            tsc,
-            word: kind,
-        }
+    pub(crate) const fn task(task: u64) -> Record {
+        Record::tagged(task, 0, TASK)
     }
 
     /// The kind tag.
     #[inline(always)]
-    pub(crate) fn kind(&self) -> u64 {
+    pub(crate) const fn kind(&self) -> u64 {
         self.word & KIND_MASK
     }
 
-    /// The Tokio task id of an enter record (0 = none).
+    /// The payload above the kind: ticks (`ENTER`, `EXIT`, `EVENT`), the sink payload
+    /// (`AUX`), the lost-close flag (`LOST`).
     #[inline(always)]
-    pub(crate) fn task(&self) -> u64 {
+    pub(crate) const fn payload(&self) -> u64 {
         self.word >> KIND_BITS
+    }
+
+    /// The clock ticks of a record that has them (`ENTER`, `EXIT`, a checkpoint), else 0.
+    #[inline(always)]
+    pub(crate) const fn ticks(&self) -> u64 {
+        match self.kind() {
+            ENTER | EXIT | EVENT => self.payload(),
+            _ => 0,
+        }
     }
 
     /// The callsite address of a creation record. It is only an address: the flusher looks it
     /// up among the callsites the layer registered (`region::Callsites`) and never
     /// dereferences it, so a torn record cannot send it to a wild pointer.
     #[inline(always)]
-    pub(crate) fn callsite_addr(&self) -> usize {
+    pub(crate) const fn callsite_addr(&self) -> usize {
         (self.word & !KIND_MASK) as usize
     }
 
-    /// Whether the kind tag is one the layer writes (a torn record may carry another).
+    /// Whether this is the site slot that follows an `EVENT` record.
     #[inline(always)]
-    pub(crate) fn kind_is_valid(&self) -> bool {
-        self.kind() <= EVENT || self.kind() == LOST
+    pub(crate) const fn is_event_site(&self) -> bool {
+        self.kind() == EVENT && self.payload() == 0
     }
 }
 
@@ -175,7 +191,7 @@ pub(crate) fn current_task_id() -> u64 {
         Some(id) => {
             let mut h = Capture(0);
             id.hash(&mut h);
-            h.0 & (u64::MAX >> KIND_BITS)
+            h.0
         }
         None => 0,
     }
@@ -196,12 +212,21 @@ mod tests {
 
     #[test]
     fn tags_round_trip() {
-        let e = Record::enter(7, 100, 42);
-        assert_eq!((e.kind(), e.task(), e.id, e.tsc), (ENTER, 42, 7, 100));
-        assert_eq!(Record::plain(EXIT, 1, 2).kind(), EXIT);
-        assert_eq!(Record::plain(CLOSE, 1, 2).kind(), CLOSE);
-        let a = Record::aux(3, 4, 0xAB_CDEF);
-        assert_eq!((a.kind(), a.payload()), (AUX, 0xAB_CDEF));
+        assert_eq!(std::mem::size_of::<Record>(), 16);
+        let e = Record::enter(7, 100);
+        assert_eq!((e.kind(), e.ticks(), e.id), (ENTER, 100, 7));
+        let x = Record::exit(1, PAYLOAD_MAX);
+        assert_eq!((x.kind(), x.ticks()), (EXIT, PAYLOAD_MAX));
+        assert_eq!(
+            (Record::close(1).kind(), Record::close(1).ticks()),
+            (CLOSE, 0)
+        );
+        let a = Record::aux(3, 0xAB_CDEF);
+        assert_eq!((a.kind(), a.payload(), a.ticks()), (AUX, 0xAB_CDEF, 0));
+        let t = Record::task(u64::MAX);
+        assert_eq!((t.kind(), t.id), (TASK, u64::MAX));
+        let l = Record::lost(5, true);
+        assert_eq!((l.kind(), l.payload()), (LOST, 1));
         let site: &'static Metadata<'static> = Box::leak(Box::new(Metadata::new(
             "e",
             "t",
@@ -212,9 +237,17 @@ mod tests {
             tracing_core::field::FieldSet::new(&[], tracing_core::identify_callsite!(&CS)),
             tracing_core::Kind::EVENT,
         )));
-        let ev = Record::event(9, 10, site);
-        assert_eq!((ev.kind(), ev.site()), (EVENT, site as *const _ as usize));
-        assert_eq!(std::mem::size_of::<Record>(), 24);
+        let ev = Record::event(9, 10);
+        assert!(!ev.is_event_site());
+        assert_eq!((ev.kind(), ev.ticks()), (EVENT, 10));
+        let s = Record::event_site(site);
+        assert!(s.is_event_site());
+        assert_eq!(s.id, site as *const _ as u64);
+        let n = Record::new_span(4, site);
+        assert_eq!(
+            (n.kind(), n.callsite_addr()),
+            (NEW, site as *const _ as usize)
+        );
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! with `--cfg scope_loom`, from the `loom` model checker (see `loom_tests`).
 //!
 //! Only what the handoff between a recording thread and the flusher uses goes through here: the
-//! published chunk pointer, chunk lengths and sequence numbers, the queues and the pool. Under
+//! published chunk pointer, chunk lengths and sequence numbers, the full-chunk stack and the
+//! pool's free list. Under
 //! loom every slot access goes through [`SlotCell`], so loom checks that no slot is ever read
 //! and written at the same time, which is the SAFETY argument of every `unsafe` block in the
 //! lanes.
@@ -14,13 +15,64 @@ pub(crate) use loom::sync::Mutex;
 
 #[cfg(not(scope_loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize};
-#[cfg(not(scope_loom))]
-pub(crate) use std::sync::Mutex;
 
 pub(crate) use std::sync::atomic::Ordering;
 
+/// A bounded multi-producer multi-consumer queue of owned items, lock-free (crossbeam's
+/// `ArrayQueue`): the pool's free chunks, taken by recording threads, given back by the
+/// flusher, oldest first.
+#[cfg(not(scope_loom))]
+pub(crate) struct FreeList<T>(crossbeam_queue::ArrayQueue<T>);
+
+#[cfg(not(scope_loom))]
+impl<T> FreeList<T> {
+    pub(crate) fn new(capacity: usize) -> Self {
+        FreeList(crossbeam_queue::ArrayQueue::new(capacity.max(1)))
+    }
+
+    pub(crate) fn pop(&self) -> Option<T> {
+        self.0.pop()
+    }
+
+    /// Adds `v`; gives it back when the queue is full.
+    pub(crate) fn push(&self, v: T) -> Result<(), T> {
+        self.0.push(v)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// The free list in the loom model: a mutex-protected queue loom can explore (crossbeam's
+/// queue is not instrumented for loom; the model covers the lane handoff, not the queue).
+#[cfg(scope_loom)]
+pub(crate) struct FreeList<T>(Mutex<std::collections::VecDeque<T>>);
+
+#[cfg(scope_loom)]
+impl<T> FreeList<T> {
+    pub(crate) fn new(_capacity: usize) -> Self {
+        FreeList(Mutex::new(std::collections::VecDeque::new()))
+    }
+
+    pub(crate) fn pop(&self) -> Option<T> {
+        lock(&self.0).pop_front()
+    }
+
+    pub(crate) fn push(&self, v: T) -> Result<(), T> {
+        lock(&self.0).push_back(v);
+        Ok(())
+    }
+
+    #[allow(dead_code)]
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.0).len()
+    }
+}
+
 /// Locks `m`, ignoring poisoning: the data behind our mutexes (queues of chunks, counters)
 /// stays consistent whatever a panicking holder was doing.
+#[cfg(scope_loom)]
 pub(crate) fn lock<T>(m: &Mutex<T>) -> impl std::ops::DerefMut<Target = T> + '_ {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }

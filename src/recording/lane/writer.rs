@@ -10,11 +10,15 @@
 
 use std::sync::Arc;
 
-use super::chunk::{Chunk, CHUNK_LEN};
+use super::chunk::Chunk;
 use super::pool::Pool;
 use super::record::{Record, CLOSE, NEW};
 use super::sync::Ordering;
 use super::Lane;
+
+/// [`Writer::task`] when the stream's task is not known (a `TASK` record was lost): the next
+/// enter writes its task again.
+const TASK_UNKNOWN: u64 = u64::MAX;
 
 /// The owner samples its CPU time at every this many chunk handoffs.
 #[cfg(not(scope_loom))]
@@ -22,12 +26,17 @@ const CPU_SAMPLE_EVERY: u64 = 16;
 
 /// One thread's writer into one lane.
 pub(crate) struct Writer {
-    lane: Arc<Lane>,
-    pool: Arc<Pool>,
-    chunk: *mut Chunk,
+    // The fields the fast path touches come first (one cache line).
     #[cfg(not(scope_loom))]
     slots: *mut Record,
     len: usize,
+    /// Slots of the current chunk (0 without one).
+    cap: usize,
+    chunk: *mut Chunk,
+    /// The Tokio task the lane's stream is in (its latest `TASK` record; 0 = none).
+    task: u64,
+    lane: Arc<Lane>,
+    pool: Arc<Pool>,
     next_seq: u64,
     /// A wait for a chunk timed out (with the flusher's progress then); do not wait again
     /// until it has moved on.
@@ -53,12 +62,14 @@ impl Writer {
     /// A writer for `lane` taking chunks from `pool` (takes its first chunk lazily).
     pub(crate) fn new(lane: Arc<Lane>, pool: Arc<Pool>) -> Writer {
         Writer {
-            lane,
-            pool,
-            chunk: std::ptr::null_mut(),
             #[cfg(not(scope_loom))]
             slots: std::ptr::null_mut(),
-            len: CHUNK_LEN,
+            len: 0,
+            cap: 0,
+            chunk: std::ptr::null_mut(),
+            task: 0,
+            lane,
+            pool,
             next_seq: 0,
             stalled: None,
             lost: Vec::new(),
@@ -78,30 +89,72 @@ impl Writer {
     /// Appends one record; false when it had to be dropped (no chunk to be had).
     #[inline(always)]
     pub(crate) fn push(&mut self, rec: Record) -> bool {
-        if self.len < CHUNK_LEN {
-            self.write(rec);
-            true
-        } else {
-            self.push_slow(rec)
+        if !self.room(1) {
+            self.note_lost(&rec);
+            return false;
         }
+        self.write(rec);
+        self.publish();
+        true
     }
 
-    /// Writes `rec` into the free slot `len` and publishes it.
+    /// Appends an enter of span `id` in Tokio task `task` (0: none; `None`: not tracked),
+    /// reading the clock only once its slots are secured, so a chunk handoff never falls
+    /// inside the call it starts. False when it had to be dropped.
+    #[inline(always)]
+    pub(crate) fn push_enter(&mut self, id: u64, task: Option<u64>) -> bool {
+        let switch = task.filter(|&t| t != self.task);
+        if !self.room(1 + usize::from(switch.is_some())) {
+            self.task = TASK_UNKNOWN;
+            self.note_lost(&Record::enter(id, 0));
+            return false;
+        }
+        if let Some(t) = switch {
+            self.write(Record::task(t));
+            self.task = t;
+        }
+        let ticks = crate::recording::clock::ticks();
+        self.write(Record::enter(id, ticks));
+        self.publish();
+        true
+    }
+
+    /// Appends two records that must be read together (a checkpoint and its site): the
+    /// clock is read by `first` once both slots are secured. False when dropped.
+    #[inline(always)]
+    pub(crate) fn push_pair(&mut self, first: impl FnOnce() -> Record, second: Record) -> bool {
+        if !self.room(2) {
+            let rec = first();
+            self.note_lost(&rec);
+            return false;
+        }
+        self.write(first());
+        self.write(second);
+        self.publish();
+        true
+    }
+
+    /// Makes sure `n` (at most 2 + the pending lost markers' room) slots are free in the
+    /// current chunk, handing it off for a fresh one when they are not; false when no chunk
+    /// can be had.
+    #[inline(always)]
+    fn room(&mut self, n: usize) -> bool {
+        self.len + n <= self.cap || self.room_slow(n)
+    }
+
+    /// Writes `rec` into the next free slot, unpublished (the caller made room).
     #[cfg(not(scope_loom))]
     #[inline(always)]
     fn write(&mut self, rec: Record) {
-        debug_assert!(self.len < CHUNK_LEN);
-        // SAFETY: `slots` points at the CHUNK_LEN slots of the chunk this thread owns (set
-        // with `chunk` in `install`), and `len < CHUNK_LEN` (callers check); the flusher reads
-        // only below the published length, which we raise after the write.
-        unsafe {
-            self.slots.add(self.len).write(rec);
-            self.len += 1;
-            (*self.chunk).len.store(self.len, Ordering::Release);
-        }
+        debug_assert!(self.len < self.cap);
+        // SAFETY: `slots` points at the `cap` slots of the chunk this thread owns (set with
+        // `chunk` in `install`), and `len < cap` (`room` made sure); the flusher
+        // reads only below the published length, which `publish` raises after the write.
+        unsafe { self.slots.add(self.len).write(rec) };
+        self.len += 1;
     }
 
-    /// Writes `rec` into the free slot `len` (loom model: through the tracked slot cells).
+    /// Writes `rec` into the next free slot (loom model: through the tracked slot cells).
     #[cfg(scope_loom)]
     fn write(&mut self, rec: Record) {
         // SAFETY: `chunk` is the live chunk this writer owns (see `install`).
@@ -109,26 +162,46 @@ impl Writer {
         self.len += 1;
     }
 
-    /// The chunk is full (or there is none): hand it off, take another, write the pending
-    /// lost markers and then `rec`. Pending markers exist only while there is no chunk.
+    /// Publishes the slots written so far to the flusher (a release store; a plain store on
+    /// x86).
+    #[inline(always)]
+    fn publish(&mut self) {
+        // SAFETY: `chunk` is the live chunk this writer owns whenever `len` slots were
+        // written to it (see `install`).
+        unsafe { (*self.chunk).len.store(self.len, Ordering::Release) };
+    }
+
+    /// No room for `n` slots: hands the chunk off, takes another and writes the pending lost
+    /// markers into it first (they exist only while there was no chunk). False when no chunk
+    /// can be had.
     #[cold]
     #[inline(never)]
-    fn push_slow(&mut self, rec: Record) -> bool {
+    fn room_slow(&mut self, n: usize) -> bool {
         let mut written = 0;
         loop {
-            if self.len >= CHUNK_LEN && !self.next_chunk() {
+            if self.len + n > self.cap && !self.next_chunk() {
                 self.lost.drain(..written);
-                self.note_lost(&rec);
                 return false;
             }
             match self.lost.get(written) {
-                Some(&Lost { id, closed, .. }) => {
+                Some(&Lost { id, closed, .. }) if self.len + n < self.cap => {
                     self.write(Record::lost(id, closed));
                     written += 1;
                 }
+                Some(_) => {
+                    // The markers filled this chunk: publish them and take the next.
+                    self.publish();
+                    self.lost.drain(..written);
+                    written = 0;
+                    if !self.next_chunk() {
+                        return false;
+                    }
+                }
                 None => {
                     self.lost.clear();
-                    self.write(rec);
+                    if written > 0 {
+                        self.publish();
+                    }
                     return true;
                 }
             }
@@ -138,18 +211,18 @@ impl Writer {
     /// Hands the full chunk (if any) to the flusher and installs a fresh one; false (and no
     /// chunk) when none can be had.
     fn next_chunk(&mut self) -> bool {
-        self.next_chunk_from(|pool, stalled| pool.take(stalled))
+        self.next_chunk_from(|pool, stalled, small| pool.take(stalled, small))
     }
 
     fn next_chunk_from(
         &mut self,
-        take: impl FnOnce(&Pool, &mut Option<u64>) -> Option<Box<Chunk>>,
+        take: impl FnOnce(&Pool, &mut Option<u64>, bool) -> Option<Box<Chunk>>,
     ) -> bool {
         if !self.chunk.is_null() {
             // SAFETY: `chunk` came from Box::into_raw in `install` and is owned by us.
             let full = unsafe { Box::from_raw(self.chunk) };
             self.chunk = std::ptr::null_mut();
-            self.len = CHUNK_LEN;
+            (self.len, self.cap) = (0, 0);
             self.lane.hand_off(full);
             // The thread's CPU time, sampled for the flusher's fallback (it reads live threads'
             // clocks itself; exact at exit). A clock_gettime syscall (~0.8 us in a VM), so only
@@ -162,7 +235,9 @@ impl Writer {
                 );
             }
         }
-        match take(&self.pool, &mut self.stalled) {
+        // A lane's first chunk is a small one (see `chunk`).
+        let small = self.next_seq == 0;
+        match take(&self.pool, &mut self.stalled, small) {
             Some(c) => {
                 self.install(c);
                 true
@@ -205,6 +280,7 @@ impl Writer {
         {
             self.slots = c.slots_ptr();
         }
+        self.cap = c.capacity();
         self.chunk = Box::into_raw(c);
         self.len = 0;
         self.lane.publish(self.chunk);
@@ -215,11 +291,14 @@ impl Writer {
     pub(crate) fn finish(&mut self) {
         let mut i = 0;
         while i < self.lost.len() {
-            if self.len >= CHUNK_LEN && !self.next_chunk_from(|pool, _| pool.take_at_exit()) {
+            if self.len >= self.cap
+                && !self.next_chunk_from(|pool, _, small| pool.take_at_exit(small))
+            {
                 break; // no buffer even now: those spans stay in flight, never half-written
             }
             let Lost { id, closed, .. } = self.lost[i];
             self.write(Record::lost(id, closed));
+            self.publish();
             i += 1;
         }
         self.lost.clear();
@@ -227,7 +306,7 @@ impl Writer {
             // SAFETY: owned by us since `install`; handed over exactly once.
             let last = unsafe { Box::from_raw(self.chunk) };
             self.chunk = std::ptr::null_mut();
-            self.len = CHUNK_LEN;
+            (self.len, self.cap) = (0, 0);
             self.lane.hand_off(last);
         }
         self.lane.mark_exited();

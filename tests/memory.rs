@@ -1,0 +1,209 @@
+//! Memory follows what is live, and stays small: the profiler's resident memory over the same
+//! program on the registry alone, measured in child processes (one configuration each, so one
+//! run's freed memory cannot hide the next one's), release build.
+//!
+//! - **Live spans**: N Tokio tasks spawned at once, each inside one `#[instrument]`ed call
+//!   that is entered, then waits until all N are alive: RSS once the flusher has read them
+//!   (`FlushGuard::sync`), all N spans open. At N = 1 M the profiler may add at most 96 MiB
+//!   (its 32 MiB buffer budget and 64 B per live span); 100 k spans must cost no more per span
+//!   than 1 M (linear, nothing quadratic).
+//! - **Short-lived threads**: N threads, 8 at a time, one span each, `track_threads(true)`:
+//!   RSS after all have exited and the flusher has read them, before finalize. The rows of
+//!   exited threads go to the spool, so 100 k and 300 k threads both stay within 32 MiB.
+//!
+//! Run by `scripts/test.sh` with `--release` (in a debug build the shapes take minutes).
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use tracing_subscriber::prelude::*;
+
+/// The subscriber of a child: the registry alone, or with the profiler writing to `out`.
+fn subscriber(
+    profiled: bool,
+    out: &std::path::Path,
+    threads: bool,
+) -> (tracing::Dispatch, Option<scope_profiler::FlushGuard>) {
+    if !profiled {
+        return (tracing::Dispatch::new(tracing_subscriber::registry()), None);
+    }
+    let (layer, guard) = scope_profiler::ScopeLayer::builder()
+        .output(out)
+        .summary(false)
+        .track_threads(threads)
+        .track_async(!threads)
+        .build()
+        .expect("build");
+    (
+        tracing::Dispatch::new(tracing_subscriber::registry().with(layer)),
+        Some(guard),
+    )
+}
+
+fn env_u64(key: &str) -> u64 {
+    std::env::var(key)
+        .unwrap_or_else(|_| panic!("{key} unset: this test is run by its parent"))
+        .parse()
+        .unwrap()
+}
+
+#[tracing::instrument(skip_all)]
+async fn held(alive: Arc<AtomicUsize>, gate: Arc<tokio::sync::Semaphore>) {
+    alive.fetch_add(1, Ordering::Relaxed);
+    let _ = gate.acquire().await;
+}
+
+#[test]
+#[ignore = "child of live_spans_cost_at_most_64_bytes_each: run by its parent"]
+fn child_live_spans() {
+    let n = env_u64("MEM_N") as usize;
+    let profiled = env_u64("MEM_PROFILED") == 1;
+    let dir = tempfile::tempdir().unwrap();
+    let (dispatch, guard) = subscriber(profiled, &dir.path().join("live.h5"), false);
+    let d = dispatch.clone();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .on_thread_start(move || std::mem::forget(tracing::dispatcher::set_default(&d)))
+        .build()
+        .unwrap();
+    let alive = Arc::new(AtomicUsize::new(0));
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let before = common::status_kib("VmRSS:");
+    let handles: Vec<_> = tracing::dispatcher::with_default(&dispatch, || {
+        let _rt = rt.enter();
+        (0..n)
+            .map(|_| tokio::spawn(held(alive.clone(), gate.clone())))
+            .collect()
+    });
+    while alive.load(Ordering::Relaxed) < n {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    if let Some(g) = &guard {
+        g.sync().unwrap();
+    }
+    let live = common::status_kib("VmRSS:");
+    gate.add_permits(n);
+    rt.block_on(async {
+        for h in handles {
+            h.await.unwrap();
+        }
+    });
+    drop(rt);
+    if let Some(g) = guard {
+        let report = g.finalize().unwrap();
+        let calls = report.region("held").unwrap().calls;
+        assert_eq!(
+            calls,
+            n as u64,
+            "dropped {} calls ({} records), {} waits for {} ms",
+            report.dropped_calls(),
+            report.dropped(),
+            report.backpressure_waits(),
+            report.backpressure_wait_ns() / 1_000_000
+        );
+    }
+    println!("RESULT rss_kib={}", live.saturating_sub(before));
+}
+
+#[test]
+#[ignore = "child of exited_threads_stay_within_32_mib: run by its parent"]
+fn child_short_threads() {
+    let n = env_u64("MEM_N");
+    let profiled = env_u64("MEM_PROFILED") == 1;
+    let dir = tempfile::tempdir().unwrap();
+    let (dispatch, guard) = subscriber(profiled, &dir.path().join("threads.h5"), true);
+    let before = common::status_kib("VmRSS:");
+    let mut left = n;
+    while left > 0 {
+        let batch = left.min(8);
+        let threads: Vec<_> = (0..batch)
+            .map(|_| {
+                let d = dispatch.clone();
+                std::thread::spawn(move || {
+                    tracing::dispatcher::with_default(&d, || {
+                        tracing::info_span!("short").in_scope(|| std::hint::black_box(1))
+                    })
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        left -= batch;
+    }
+    if let Some(g) = &guard {
+        g.sync().unwrap();
+    }
+    let after = common::status_kib("VmRSS:");
+    if let Some(g) = guard {
+        assert_eq!(g.finalize().unwrap().region("short").unwrap().calls, n);
+    }
+    println!("RESULT rss_kib={}", after.saturating_sub(before));
+}
+
+/// The profiler's extra resident memory (KiB) for `n` of a child's shape.
+fn extra_kib(child: &str, n: u64) -> (u64, u64) {
+    let run = |profiled: &str| {
+        let r = common::child(
+            child,
+            &[("MEM_N", &n.to_string()), ("MEM_PROFILED", profiled)],
+        );
+        common::value(&r, "rss_kib")
+    };
+    let (bare, profiled) = (run("0"), run("1"));
+    (profiled.saturating_sub(bare), bare)
+}
+
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "memory shapes run in release: scripts/test.sh"
+)]
+fn live_spans_cost_at_most_64_bytes_each() {
+    let mut per_span = Vec::new();
+    for n in [100_000u64, 1_000_000] {
+        let (extra, bare) = extra_kib("child_live_spans", n);
+        let b = extra as f64 * 1024.0 / n as f64;
+        eprintln!(
+            "{n} live spans: registry alone +{} MiB, profiler +{} MiB more ({b:.0} B per span)",
+            bare / 1024,
+            extra / 1024
+        );
+        per_span.push(b);
+        if n == 1_000_000 {
+            assert!(
+                extra <= 96 * 1024,
+                "1 M live spans: +{} MiB > 96 MiB",
+                extra / 1024
+            );
+        }
+    }
+    // Linear: 10x the spans costs no more per span (the buffer budget is a fixed part).
+    assert!(
+        per_span[1] <= per_span[0] * 1.5 + 64.0,
+        "per live span: {per_span:?}"
+    );
+}
+
+#[test]
+#[cfg_attr(
+    debug_assertions,
+    ignore = "memory shapes run in release: scripts/test.sh"
+)]
+fn exited_threads_stay_within_32_mib() {
+    for n in [100_000u64, 300_000] {
+        let (extra, bare) = extra_kib("child_short_threads", n);
+        eprintln!(
+            "{n} short-lived threads: registry alone +{} MiB, profiler +{} MiB more",
+            bare / 1024,
+            extra / 1024
+        );
+        assert!(
+            extra <= 32 * 1024,
+            "{n} threads: +{} MiB > 32 MiB",
+            extra / 1024
+        );
+    }
+}
