@@ -398,6 +398,8 @@ fn main() {
         // Per configuration: figures of every round, and their ratios to that round's baseline.
         let mut runs: Vec<Vec<Figures>> = vec![Vec::new(); configs.len()];
         let mut exact = vec![true; configs.len()];
+        // Times the recording thread waited for the flusher (its buffers full), per config.
+        let mut waits = vec![0u64; configs.len()];
         for round in 0..o.rounds {
             let mut this_round = vec![Figures::default(); configs.len()];
             for k in 0..configs.len() {
@@ -413,6 +415,7 @@ fn main() {
                     let (region, per_op) = shape.checked_region();
                     let want = if per_op == 0 { 1 } else { ops * per_op };
                     let got = report.region(region).map_or(0, |r| r.calls);
+                    waits[i] += report.backpressure_waits();
                     if got != want || report.dropped_calls() != 0 {
                         exact[i] = false;
                         eprintln!(
@@ -443,11 +446,18 @@ fn main() {
                 runs[i].push(f);
             }
         }
-        print_table(*shape, ops, &configs, &runs, &exact);
+        print_table(*shape, ops, &configs, &runs, &exact, &waits);
     }
 }
 
-fn print_table(shape: Shape, ops: u64, configs: &[Config], runs: &[Vec<Figures>], exact: &[bool]) {
+fn print_table(
+    shape: Shape,
+    ops: u64,
+    configs: &[Config],
+    runs: &[Vec<Figures>],
+    exact: &[bool],
+    waits: &[u64],
+) {
     let base = configs
         .iter()
         .position(|c| *c == Config::Noop)
@@ -456,9 +466,9 @@ fn print_table(shape: Shape, ops: u64, configs: &[Config], runs: &[Vec<Figures>]
     println!("### {} ({} ops per run)", shape.key(), ops);
     println!();
     println!(
-        "| configuration | wall | vs baseline | thread CPU | vs baseline | process CPU | vs baseline | flusher CPU | exact |"
+        "| configuration | wall | vs baseline | thread CPU | vs baseline | process CPU | vs baseline | flusher CPU | exact | waits |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---|---:|");
     for (i, c) in configs.iter().enumerate() {
         let pick = |f: fn(&Figures) -> f64| median(runs[i].iter().map(f).collect());
         let ratio = |f: fn(&Figures) -> f64| {
@@ -471,7 +481,7 @@ fn print_table(shape: Shape, ops: u64, configs: &[Config], runs: &[Vec<Figures>]
             )
         };
         println!(
-            "| {} | {:.1} | {:.2}x | {:.1} | {:.2}x | {:.1} | {:.2}x | {:.1} | {} |",
+            "| {} | {:.1} | {:.2}x | {:.1} | {:.2}x | {:.1} | {:.2}x | {:.1} | {} | {} |",
             c.name(),
             pick(|f| f.wall),
             ratio(|f| f.wall),
@@ -481,6 +491,7 @@ fn print_table(shape: Shape, ops: u64, configs: &[Config], runs: &[Vec<Figures>]
             ratio(|f| f.process),
             pick(|f| f.flusher),
             if exact[i] { "yes" } else { "NO" },
+            waits[i],
         );
     }
 }

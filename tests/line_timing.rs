@@ -77,6 +77,7 @@ fn close(got: f64, want: Duration, what: &str) {
 
 #[test]
 fn lines_of_a_sync_span_match_busy_loops() {
+    let _turn = common::timing_turn();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("lines.h5");
     let (d, guard) = common::dispatch(
@@ -168,6 +169,7 @@ async fn lt_async() -> (u32, u32, Duration, Duration) {
 
 #[test]
 fn awaits_are_not_attributed_to_lines() {
+    let _turn = common::timing_turn();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("async_lines.h5");
     let (d, guard) = common::dispatch(

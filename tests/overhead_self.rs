@@ -10,14 +10,6 @@ use scope_profiler::ScopeLayer;
 
 const CHILDREN: usize = 100_000;
 
-/// The tests of this file take turns: one building a profiler (which measures itself) while
-/// the other times a loop would disturb both measurements.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn turn() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// The parent's own work per child (so the loop has a time of its own to compare with).
 fn work() {
     let mut x = 0u64;
@@ -45,7 +37,7 @@ fn attr_f64(meta: &hdf5::Group, name: &str) -> f64 {
 
 #[test]
 fn overhead_keys_are_present_and_positive() {
-    let _turn = turn();
+    let _turn = common::timing_turn();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("self.h5");
     let (d, guard) = common::dispatch(ScopeLayer::builder().output(&path));
@@ -120,7 +112,7 @@ fn bare_loop() -> f64 {
 /// compares one compensated run with the uninstrumented loop measured just before it.
 #[test]
 fn compensated_exclusive_time_matches_the_uninstrumented_loop() {
-    let _turn = turn();
+    let _turn = common::timing_turn();
     let raw = profiled_exclusive(false).0;
     let mut trials = Vec::new();
     for _ in 0..10 {

@@ -34,7 +34,7 @@
 //!
 //! A lane's `TASK` records say which Tokio task its following enters run in; the assembler
 //! keeps that per lane, so an enter record needs no task id of its own. Instances live in
-//! [`insts`] (one 64-byte slab entry each, no allocation per call).
+//! [`insts`] (one 48-byte slab entry each, no allocation per call).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -254,7 +254,7 @@ impl Assembler {
     /// The instance record `r` of lane `lane` belongs to: the newest of its id, unless that
     /// one was closed on this very lane (then a newer one's `NEW` has not arrived yet).
     #[inline]
-    fn route(&self, lane: u32, r: &Record) -> Option<u32> {
+    fn route(&mut self, lane: u32, r: &Record) -> Option<u32> {
         let k = self.insts.newest(r.id)?;
         (self.insts.get(k).closed_lane != lane).then_some(k)
     }
@@ -290,8 +290,8 @@ impl Assembler {
                 self.corrupt += 1;
                 return;
             };
-            // Instances of one id are chained newest first, so the routing below finds the
-            // newest one at once however many wait for their completion.
+            // The id now means this instance (see `insts`): the routing below finds it at
+            // once however many older ones wait for their completion.
             self.insts.create(r.id, region);
             if let Some(stashed) = self.stash.remove(&r.id) {
                 self.replay(lane, stashed, out);
@@ -342,16 +342,15 @@ impl Assembler {
                     start: tick,
                     task,
                 });
-                self.insts.get_mut(k).open += 1;
+                let inst = self.insts.get_mut(k);
+                inst.open = inst.open.saturating_add(1);
             }
         }
         // The earliest enter starts the call (records of other lanes may be replayed before
         // this lane's earlier ones).
-        let inst = self.insts.get_mut(k);
-        if inst.first == NOT_ENTERED || tick < inst.first {
-            let old = (inst.first != NOT_ENTERED).then_some((inst.task, inst.first));
-            (inst.first, inst.first_lane, inst.task) = (tick, lane, task);
-            if let Some((t, s)) = old {
+        let was = self.insts.get(k).first;
+        if was == NOT_ENTERED || tick < was {
+            if let Some((t, s)) = self.insts.enter(k, tick, lane, task) {
                 self.tasks.open_remove(t, s);
             }
             self.tasks.open_insert(task, tick);
@@ -370,11 +369,13 @@ impl Assembler {
                     polls.remove(at)
                 };
                 let inst = self.insts.get_mut(k);
-                inst.open -= 1;
-                inst.busy += tick.saturating_sub(start);
+                if inst.open != u8::MAX {
+                    inst.open -= 1;
+                }
                 inst.polls += 1;
+                let region = inst.region;
+                self.insts.add_busy(k, tick.saturating_sub(start));
                 if self.keep_polls {
-                    let region = inst.region;
                     self.polls.push(RawPoll {
                         region,
                         start,
@@ -385,11 +386,7 @@ impl Assembler {
                 }
             }
         }
-        let inst = self.insts.get_mut(k);
-        if tick >= inst.last_exit {
-            inst.last_exit = tick;
-            inst.last_lane = lane;
-        }
+        self.insts.exit(k, tick, lane);
     }
 
     /// A `CLOSE`, or a marker of a lost `CLOSE`, which ends the call as well.
@@ -479,6 +476,7 @@ impl Assembler {
 
     /// Completes instance `k` of span `id`, closed at `tick`.
     fn finish(&mut self, tick: u64, k: u32, id: u64, out: &mut Vec<RawCall>) {
+        let (last_exit, busy) = (self.insts.last_exit(k), self.insts.busy(k));
         let (inst, extra) = self.insts.remove(id, k);
         if inst.open > 0 {
             // Polls it never ended (their exits were lost): forget them.
@@ -494,7 +492,7 @@ impl Assembler {
         if inst.flags & TAINTED != 0 || inst.first == NOT_ENTERED {
             return;
         }
-        let end = inst.last_exit.max(inst.first);
+        let end = last_exit.max(inst.first);
         let (aux, lines) = match extra {
             Some(e) if inst.flags & EXTRA != 0 => (e.aux, e.lines),
             _ => (Vec::new(), None),
@@ -503,7 +501,7 @@ impl Assembler {
             region: inst.region,
             start: inst.first,
             end,
-            busy: inst.busy.min(end - inst.first),
+            busy: busy.min(end - inst.first),
             lane: inst.first_lane,
             task: inst.task,
             polls: inst.polls,

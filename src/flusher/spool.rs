@@ -13,7 +13,8 @@
 //! | 3 | threads | `n` u32, then n x (`index` u32, `native_id` i64, `start` i64, `end` i64, `cpu` i64, `name` str): rows of the thread table; a later row of the same index replaces an earlier one (an exited thread's row is written once, when it exits; live threads' rows at every flush) |
 //! | 4 | aggregate | `n` u32, then n x (`region` u32, `count` u64, `total` u64, `min` u64, `max` u64, `mean` f64, `m2` f64) |
 //! | 5 | tasks | `n` u32, then n x (`index`, `tokio_id`, `thread_index`, `created`, `done`, `steps`, `running`, `suspended`, `root_region` (-1 = none)), each a zigzag LEB128 varint: rows of tasks retired during the phase (see [`crate::flusher::task`]) |
-//! | 6 | polls | `n` u32, then n x (`region`, `start - previous start`, `dur`, `thread`, `task`), each a zigzag LEB128 varint |
+//! | 6 | polls (read, no longer written) | `n` u32, then n x (`region`, `start - previous start`, `dur`, `thread`, `task`), each a zigzag LEB128 varint |
+//! | 7 | polls in runs | `n` u32, then runs until n polls: `len`, `region`, `thread`, `task - previous run's task`, then len x (`start - previous start`, `dur`); every value a zigzag LEB128 varint. A run is consecutive polls of one region, thread and task (a span polled in a loop, a sync span's one poll per call under `track_async`): those three cost nothing per poll |
 //!
 //! A frame cut short by a crash is ignored on reading. The flusher writes frames at every
 //! flush interval (and whenever 1 MiB is buffered; fsynced with `durable`); each finalize moves
@@ -44,6 +45,7 @@ pub(crate) const TAG_THREADS: u8 = 3;
 pub(crate) const TAG_AGGREGATE: u8 = 4;
 pub(crate) const TAG_TASKS: u8 = 5;
 pub(crate) const TAG_POLLS: u8 = 6;
+pub(crate) const TAG_POLL_RUNS: u8 = 7;
 /// Calls buffered per region before they become a frame.
 const CALLS_PER_FRAME: usize = 4096;
 /// Bytes buffered before they are written out.
@@ -262,18 +264,26 @@ impl SpoolWriter {
         self.put_preamble();
         self.lanes_in_buf.polls += self.pending_polls.len() as u64;
         let at = self.buf.len();
-        self.buf.push(TAG_POLLS);
+        self.buf.push(TAG_POLL_RUNS);
         self.buf.extend_from_slice(&[0; 4]);
         self.buf
             .extend_from_slice(&(self.pending_polls.len() as u32).to_le_bytes());
-        let mut previous = 0i64;
-        for p in &self.pending_polls {
+        let (mut previous, mut previous_task) = (0i64, 0i64);
+        for run in self
+            .pending_polls
+            .chunk_by(|a, b| (a.region, a.thread, a.task) == (b.region, b.thread, b.task))
+        {
+            let p = run[0];
+            put_varint(&mut self.buf, run.len() as i64);
             put_varint(&mut self.buf, i64::from(p.region));
-            put_varint(&mut self.buf, p.start_ns.wrapping_sub(previous));
-            previous = p.start_ns;
-            put_varint(&mut self.buf, p.dur_ns);
             put_varint(&mut self.buf, i64::from(p.thread));
-            put_varint(&mut self.buf, p.task);
+            put_varint(&mut self.buf, p.task.wrapping_sub(previous_task));
+            previous_task = p.task;
+            for p in run {
+                put_varint(&mut self.buf, p.start_ns.wrapping_sub(previous));
+                previous = p.start_ns;
+                put_varint(&mut self.buf, p.dur_ns);
+            }
         }
         let len = (self.buf.len() - at - 5) as u32;
         self.buf[at + 1..at + 5].copy_from_slice(&len.to_le_bytes());

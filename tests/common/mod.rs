@@ -172,3 +172,11 @@ pub(crate) fn thread_cpu_ns() -> u64 {
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
+
+/// Tests of one binary that compare profiled times with times they measure themselves take
+/// turns through this lock: another test's work (a profiler measuring itself at `build()`,
+/// busy loops, a flusher's rounds) on the second core would disturb both measurements.
+pub(crate) fn timing_turn() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}

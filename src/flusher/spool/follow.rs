@@ -13,8 +13,8 @@ use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 
-use super::read::{polls, tasks, Cursor};
-use super::{TAG_POLLS, TAG_TASKS};
+use super::read::{poll_runs, polls, tasks, Cursor};
+use super::{TAG_POLLS, TAG_POLL_RUNS, TAG_TASKS};
 use crate::output::model::{PollRecord, TaskRow};
 
 /// Bytes read at a time.
@@ -94,6 +94,7 @@ impl LaneFollower {
             let mut r = Cursor { d: payload, at: 0 };
             let ok = match self.block[at] {
                 TAG_POLLS => polls(&mut r, &mut self.polls),
+                TAG_POLL_RUNS => poll_runs(&mut r, &mut self.polls),
                 TAG_TASKS => tasks(&mut r, &mut self.tasks),
                 // Header, regions, calls, threads, aggregate: not the lanes'.
                 _ => Some(()),

@@ -7,8 +7,8 @@ use std::io::{self, BufReader, Read};
 use std::path::Path;
 
 use super::{
-    Header, SpoolRegion, MAGIC, TAG_AGGREGATE, TAG_CALLS, TAG_HEADER, TAG_POLLS, TAG_REGION,
-    TAG_TASKS, TAG_THREADS,
+    Header, SpoolRegion, MAGIC, TAG_AGGREGATE, TAG_CALLS, TAG_HEADER, TAG_POLLS, TAG_POLL_RUNS,
+    TAG_REGION, TAG_TASKS, TAG_THREADS,
 };
 use crate::flusher::stats::Stats;
 use crate::output::model::{CallRecord, PollRecord, TaskRow, ThreadRow};
@@ -136,7 +136,7 @@ pub(crate) fn scan_into(
         // the lanes of one spool in two passes, each skipping the other's frames).
         let skip = match tag {
             TAG_CALLS => on_calls.is_none(),
-            TAG_POLLS | TAG_TASKS => !keep_lanes,
+            TAG_POLLS | TAG_POLL_RUNS | TAG_TASKS => !keep_lanes,
             _ => false,
         };
         if skip {
@@ -170,6 +170,9 @@ pub(crate) fn scan_into(
                 }
             }
             TAG_POLLS if keep_lanes => polls(&mut r, &mut out.polls).ok_or_else(|| bad("polls"))?,
+            TAG_POLL_RUNS if keep_lanes => {
+                poll_runs(&mut r, &mut out.polls).ok_or_else(|| bad("polls"))?
+            }
             TAG_TASKS if keep_lanes => tasks(&mut r, &mut out.tasks).ok_or_else(|| bad("tasks"))?,
             TAG_THREADS => {
                 let rows = threads(&mut r).ok_or_else(|| bad("threads"))?;
@@ -329,6 +332,37 @@ pub(super) fn polls(r: &mut Cursor<'_>, out: &mut Vec<PollRecord>) -> Option<()>
         };
         previous = p.start_ns;
         out.push(p);
+    }
+    Some(())
+}
+
+/// Frame 7: polls in runs of one region, thread and task (see the writer).
+pub(super) fn poll_runs(r: &mut Cursor<'_>, out: &mut Vec<PollRecord>) -> Option<()> {
+    let n = r.u32()? as usize;
+    let (d, mut at) = (r.d, r.at);
+    let (mut previous, mut task) = (0i64, 0i64);
+    out.reserve(n);
+    let mut read = 0usize;
+    while read < n {
+        let mut next = || get_varint(d, &mut at);
+        let len = usize::try_from(next()?)
+            .ok()
+            .filter(|&l| l > 0 && l <= n - read)?;
+        let region = u32::try_from(next()?).ok()?;
+        let thread = u32::try_from(next()?).ok()?;
+        task = task.wrapping_add(next()?);
+        for _ in 0..len {
+            let start_ns = previous.wrapping_add(get_varint(d, &mut at)?);
+            previous = start_ns;
+            out.push(PollRecord {
+                region,
+                start_ns,
+                dur_ns: get_varint(d, &mut at)?,
+                thread,
+                task,
+            });
+        }
+        read += len;
     }
     Some(())
 }

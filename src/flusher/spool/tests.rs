@@ -314,3 +314,58 @@ fn a_read_only_directory_keeps_the_phase_in_place() {
     let aside = PathBuf::from(format!("{}.1", path.display()));
     assert_eq!(read(&aside).unwrap().calls[0], vec![call(1, 1), call(2, 1)]);
 }
+
+#[test]
+fn polls_in_runs_take_a_few_bytes_each_and_old_poll_frames_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = spool_path(&dir.path().join("r.h5"));
+    let mut w = SpoolWriter::create(path.clone(), header(), false).unwrap();
+    w.region(0, "r", "", -1);
+    w.region(1, "s", "", -1);
+    // Long runs (a span polled in a loop), then runs of one (alternating regions and tasks).
+    let mut polls: Vec<PollRecord> = (0..3_000)
+        .map(|k| PollRecord {
+            region: 0,
+            start_ns: 10 * k,
+            dur_ns: 4,
+            thread: 1,
+            task: 7,
+        })
+        .collect();
+    polls.extend((0..1_000).map(|k| PollRecord {
+        region: (k % 2) as u32,
+        start_ns: 40_000 + 10 * k,
+        dur_ns: 3,
+        thread: (k % 3) as u32,
+        task: if k % 2 == 0 { -1 } else { 1_000 + k },
+    }));
+    for p in &polls {
+        w.poll(*p);
+    }
+    w.flush(&[], &[]);
+    let size = std::fs::metadata(&path).unwrap().len();
+    assert_eq!(read(&path).unwrap().polls, polls);
+    // Two bytes for the long runs' polls (start delta, duration): far under the 5+ of one
+    // varint per field.
+    assert!(size < 3_000 * 3 + 1_000 * 9, "{size} bytes");
+    // A frame of the earlier layout (tag 6: every field per poll) reads the same.
+    let old = dir.path().join(".old.spool");
+    let mut w = SpoolWriter::create(old.clone(), header(), false).unwrap();
+    w.flush(&[], &[]);
+    let mut payload = 2u32.to_le_bytes().to_vec();
+    for v in [0i64, 5, 2, 1, -1, 0, 3, 4, 0, 9] {
+        super::put_varint(&mut payload, v);
+    }
+    let mut bytes = std::fs::read(&old).unwrap();
+    super::frame(&mut bytes, TAG_POLLS, &payload);
+    std::fs::write(&old, bytes).unwrap();
+    let got = read(&old).unwrap().polls;
+    let want = |start_ns, dur_ns, thread, task| PollRecord {
+        region: 0,
+        start_ns,
+        dur_ns,
+        thread,
+        task,
+    };
+    assert_eq!(got, vec![want(5, 2, 1, -1), want(8, 4, 0, 9)]);
+}

@@ -19,6 +19,14 @@
 use super::chunk::{Chunk, CHUNK_BYTES, CHUNK_LEN, SMALL_BYTES, SMALL_LEN};
 use super::sync::{AtomicBool, AtomicU64, AtomicUsize, FreeList, Ordering};
 
+/// Rounds in a row the free list must hold more than twice the reserve before the surplus is
+/// freed (a burst is over, not a pause between batches): 16 to 500 ms.
+#[cfg_attr(scope_loom, allow(dead_code))]
+const TRIM_AFTER: usize = 8;
+/// Free chunks given back to the system per round at most (8 MiB: a few ms of `munmap`).
+#[cfg_attr(scope_loom, allow(dead_code))]
+const TRIM_PER_ROUND: usize = 512;
+
 /// Small (first) chunks kept ready, and at most a sixteenth of the budget.
 const SMALL_RESERVE: usize = 64;
 /// Free small chunks kept at most (more are freed: the budget goes back to full-size ones).
@@ -67,6 +75,9 @@ pub(crate) struct Pool {
     reserve: AtomicUsize,
     /// A recording thread found no free chunk and allocated one itself since the last refill.
     ran_dry: AtomicBool,
+    /// Refills in a row that found more than twice the reserve free.
+    #[cfg_attr(scope_loom, allow(dead_code))]
+    over: AtomicUsize,
     #[cfg(not(scope_loom))]
     flusher: std::sync::OnceLock<std::thread::Thread>,
 }
@@ -88,6 +99,7 @@ impl Pool {
             given: AtomicU64::new(0),
             reserve: AtomicUsize::new(RESERVE_MIN),
             ran_dry: AtomicBool::new(false),
+            over: AtomicUsize::new(0),
             #[cfg(not(scope_loom))]
             flusher: std::sync::OnceLock::new(),
         }
@@ -131,6 +143,29 @@ impl Pool {
             self.reserve.store(target, Ordering::Relaxed);
         }
         self.top_up(target, self.small_reserve());
+        self.trim(target);
+    }
+
+    /// After a burst: frees full-size chunks beyond twice the reserve once that many have been
+    /// free for [`TRIM_AFTER`] rounds, [`TRIM_PER_ROUND`] at a time. Their memory goes back to
+    /// the system (they are mapped, see `chunk`), so recording memory follows what is being
+    /// recorded, not the peak of the run.
+    #[cfg(not(scope_loom))]
+    fn trim(&self, reserve: usize) {
+        let keep = 2 * reserve;
+        let free = self.free.len();
+        if free <= keep {
+            self.over.store(0, Ordering::Relaxed);
+            return;
+        }
+        if self.over.fetch_add(1, Ordering::Relaxed) + 1 < TRIM_AFTER {
+            return;
+        }
+        for _ in 0..(free - keep).min(TRIM_PER_ROUND) {
+            let Some(c) = self.free.pop() else { break };
+            self.allocated.fetch_sub(c.bytes(), Ordering::Relaxed);
+            drop(c);
+        }
     }
 
     /// Small chunks kept ready.
@@ -405,6 +440,27 @@ mod tests {
             (3 * RESERVE_MIN + 1) * CHUNK_BYTES + smalls
         );
         drop(taken);
+    }
+
+    #[test]
+    fn a_bursts_surplus_is_freed_after_a_while() {
+        let p = pool(1000, false);
+        p.refill();
+        let taken: Vec<_> = (0..200).map(|_| p.try_take(false).unwrap()).collect();
+        for c in taken {
+            p.give(c);
+        }
+        let peak = p.allocated();
+        for _ in 1..TRIM_AFTER {
+            p.refill();
+        }
+        assert_eq!(p.allocated(), peak, "a short pause keeps the chunks");
+        for _ in 0..10 {
+            p.refill();
+        }
+        let reserve = p.reserve.load(Ordering::Relaxed);
+        assert_eq!(p.free.len(), 2 * reserve, "the surplus went back");
+        assert!(p.allocated() < peak);
     }
 
     #[test]
