@@ -64,15 +64,24 @@ enum Config {
     TrackAsync,
     /// `ScopeLayer` in `Aggregate` mode.
     Aggregate,
+    /// `ScopeSubscriber`, default settings.
+    SubTimeOnly,
+    /// `ScopeSubscriber` with `track_async(true)`.
+    SubTrackAsync,
+    /// `ScopeSubscriber` in `Aggregate` mode.
+    SubAggregate,
 }
 
 impl Config {
-    const ALL: [Config; 5] = [
+    const ALL: [Config; 8] = [
         Config::Registry,
         Config::Noop,
         Config::TimeOnly,
         Config::TrackAsync,
         Config::Aggregate,
+        Config::SubTimeOnly,
+        Config::SubTrackAsync,
+        Config::SubAggregate,
     ];
 
     fn name(self) -> &'static str {
@@ -82,6 +91,9 @@ impl Config {
             Config::TimeOnly => "ScopeLayer TimeOnly",
             Config::TrackAsync => "ScopeLayer track_async",
             Config::Aggregate => "ScopeLayer Aggregate",
+            Config::SubTimeOnly => "ScopeSubscriber TimeOnly",
+            Config::SubTrackAsync => "ScopeSubscriber track_async",
+            Config::SubAggregate => "ScopeSubscriber Aggregate",
         }
     }
 
@@ -92,6 +104,9 @@ impl Config {
             Config::TimeOnly => "timeonly",
             Config::TrackAsync => "track_async",
             Config::Aggregate => "aggregate",
+            Config::SubTimeOnly => "sub_timeonly",
+            Config::SubTrackAsync => "sub_track_async",
+            Config::SubAggregate => "sub_aggregate",
         }
     }
 
@@ -108,6 +123,14 @@ impl Config {
                 Some(guard),
             )
         };
+        let subscriber = |b: scope_profiler::Builder| {
+            let (sub, guard) = b
+                .output(dir.join(format!("{tag}.h5")))
+                .summary(false)
+                .build_subscriber()
+                .expect("build the profiler");
+            (Dispatch::new(sub), Some(guard))
+        };
         match self {
             Config::Registry => (Dispatch::new(tracing_subscriber::registry()), None),
             Config::Noop => (
@@ -117,6 +140,9 @@ impl Config {
             Config::TimeOnly => profiler(ScopeLayer::builder()),
             Config::TrackAsync => profiler(ScopeLayer::builder().track_async(true)),
             Config::Aggregate => profiler(ScopeLayer::builder().mode(Mode::Aggregate)),
+            Config::SubTimeOnly => subscriber(ScopeLayer::builder()),
+            Config::SubTrackAsync => subscriber(ScopeLayer::builder().track_async(true)),
+            Config::SubAggregate => subscriber(ScopeLayer::builder().mode(Mode::Aggregate)),
         }
     }
 }

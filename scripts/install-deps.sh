@@ -14,6 +14,7 @@
 #   prometheus                (the `prometheus` feature's test scrapes with a real Prometheus
 #                             and checks the text with `promtool`; installed without its
 #                             recommends and without starting the package's service)
+#   chromium                  (the `scopeprof report` test opens the HTML page in headless Chromium)
 # Debian/Ubuntu only (apt-get); runs apt-get through sudo when not root. Idempotent and quiet
 # when everything is present.
 set -euo pipefail
@@ -29,6 +30,7 @@ compgen -G '/usr/lib/llvm-*/lib/clang/*/include/stddef.h' >/dev/null || need+=(l
 pkg-config --exists ompi 2>/dev/null || need+=(libopenmpi-dev)
 command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
 pkg-config --exists hdf5-openmpi 2>/dev/null || need+=(libhdf5-openmpi-dev)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 # Installed apart: --no-install-recommends (no node exporter), no service started.
 quiet_need=()
 { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || quiet_need+=(prometheus)

@@ -11,6 +11,7 @@ use std::time::Duration;
 use crate::config::{Config, Mode};
 use crate::finalize::guard::FlushGuard;
 use crate::recording::layer::ScopeLayer;
+use crate::recording::subscriber::ScopeSubscriber;
 use crate::shared::Shared;
 use crate::sink::Sinks;
 use crate::Error;
@@ -389,6 +390,53 @@ impl Builder {
     /// - with the `prometheus` feature, [`Error::MetricsEndpoint`] when the metrics endpoint
     ///   cannot be bound, and [`Error::InvalidOption`] for invalid metric labels.
     pub fn build(self) -> Result<(ScopeLayer, FlushGuard), Error> {
+        if self.config.max_level.is_some() {
+            return Err(Error::InvalidOption {
+                option: "max_level",
+                reason: "filters ScopeSubscriber only; give ScopeLayer a per-layer filter \
+                         (`layer.with_filter(LevelFilter::INFO)`) instead"
+                    .into(),
+            });
+        }
+        let (shared, guard) = self.start(FrontEnd::Layer)?;
+        Ok((ScopeLayer::new(shared), guard))
+    }
+
+    /// Builds the profiler as a [`ScopeSubscriber`], a `tracing::Subscriber` of its own, and
+    /// its [`FlushGuard`]: the same records and the same file as [`build`](Self::build)'s
+    /// layer, without a registry underneath, for programs that use `tracing` only to profile
+    /// (see [`ScopeSubscriber`] for what it does not do). Filter its levels with
+    /// [`max_level`](Self::max_level).
+    ///
+    /// ```no_run
+    /// let (subscriber, guard) = scope_profiler::ScopeLayer::builder()
+    ///     .output("profiling_data.h5")
+    ///     .build_subscriber()?;
+    /// tracing::subscriber::set_global_default(subscriber).expect("no other subscriber");
+    /// // ... instrumented code ...
+    /// guard.finalize()?;
+    /// # Ok::<(), scope_profiler::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`build`](Self::build).
+    pub fn build_subscriber(self) -> Result<(ScopeSubscriber, FlushGuard), Error> {
+        let (shared, guard) = self.start(FrontEnd::Subscriber)?;
+        Ok((ScopeSubscriber::new(shared), guard))
+    }
+
+    /// The most verbose level [`ScopeSubscriber`] records (default: every level); spans and
+    /// events above it are never created, and its `max_level_hint` says so. `ScopeLayer`
+    /// takes its filters from `tracing_subscriber` instead (a per-layer filter), and
+    /// [`build`](Self::build) refuses this option.
+    pub fn max_level(mut self, level: tracing_core::LevelFilter) -> Self {
+        self.config.max_level = Some(level);
+        self
+    }
+
+    /// Everything both front ends need: the checked configuration, the shared state, the
+    /// flusher.
+    fn start(self, front: FrontEnd) -> Result<(Arc<Shared>, FlushGuard), Error> {
         let mut config = self.config.finish()?;
         if config.mode != crate::Mode::Disabled {
             crate::fork::check_build()?;
@@ -407,7 +455,7 @@ impl Builder {
         let overhead = if config.mode == crate::Mode::Disabled {
             None
         } else {
-            crate::recording::overhead::measure(&config)
+            crate::recording::overhead::measure(&config, front)
         };
         let mut shared = Shared::new(config, sinks);
         shared.overhead = overhead;
@@ -431,8 +479,17 @@ impl Builder {
         {
             guard.serve_metrics(crate::metrics::http::Server::start(listener, hub)?);
         }
-        Ok((ScopeLayer::new(shared), guard))
+        Ok((shared, guard))
     }
+}
+
+/// Which front end records: what the self-measurement at `build()` times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FrontEnd {
+    /// `ScopeLayer` on a registry.
+    Layer,
+    /// `ScopeSubscriber`.
+    Subscriber,
 }
 
 #[cfg(test)]

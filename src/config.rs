@@ -71,6 +71,8 @@ pub(crate) struct Config {
     pub mpi_relay: bool,
     /// Test hook: the relay also publishes each parallel-written phase here.
     pub mpi_also_relay: Option<PathBuf>,
+    /// `Builder::max_level`: the most verbose level `ScopeSubscriber` records (`None`: all).
+    pub max_level: Option<tracing_core::LevelFilter>,
     /// Buffer budget and drop policy.
     pub buffering: Buffering,
     /// Live metrics and their endpoint.
@@ -146,6 +148,7 @@ impl Default for Config {
             mpi: false,
             mpi_relay: false,
             mpi_also_relay: None,
+            max_level: None,
             buffering: Buffering::default(),
             #[cfg(feature = "prometheus")]
             metrics: Default::default(),

@@ -125,3 +125,4 @@ pub use mpi::MpiWrite;
 pub use output::model::SESSION_REGION;
 pub use recording::layer::ScopeLayer;
 pub use recording::pause::Switch;
+pub use recording::subscriber::ScopeSubscriber;

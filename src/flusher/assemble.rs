@@ -79,10 +79,9 @@ pub(crate) struct RawCall {
     pub polls: u32,
     /// Lane of the latest poll.
     pub last_lane: u32,
-    /// Sink payloads recorded during the call (`AUX` records), in order.
-    pub aux: Vec<u64>,
-    /// Line-timing checkpoints (`EVENT` records), when any.
-    pub lines: Option<Box<LineAcc>>,
+    /// Sink payloads and line-timing checkpoints, when the call has any (boxed: most calls
+    /// have none, and a call moves twice on its way to the spool).
+    pub extra: Option<Box<insts::Extra>>,
     /// Tick of its close: every record of the call was written before it.
     pub close: u64,
 }
@@ -245,8 +244,7 @@ impl Assembler {
             task,
             polls: 1,
             last_lane: lane,
-            aux: Vec::new(),
-            lines: None,
+            extra: None,
             close: end,
         });
     }
@@ -493,10 +491,7 @@ impl Assembler {
             return;
         }
         let end = last_exit.max(inst.first);
-        let (aux, lines) = match extra {
-            Some(e) if inst.flags & EXTRA != 0 => (e.aux, e.lines),
-            _ => (Vec::new(), None),
-        };
+        let extra = extra.filter(|_| inst.flags & EXTRA != 0).map(Box::new);
         out.push(RawCall {
             region: inst.region,
             start: inst.first,
@@ -506,8 +501,7 @@ impl Assembler {
             task: inst.task,
             polls: inst.polls,
             last_lane: inst.last_lane,
-            aux,
-            lines,
+            extra,
             close: tick,
         });
     }

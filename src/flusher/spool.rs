@@ -9,7 +9,8 @@
 //! |---|---|---|
 //! | 0 | header | magic `SPRSPOL1`, `start_time_ns` i64, `timestamp` str, `label` str ("" = none), `track_threads` u8, `track_async` u8, `aggregate` u8 |
 //! | 1 | region | `id` u32, `line` i64, `name` str, `file` str |
-//! | 2 | calls | `region` u32, `n` u32, then n x (`start - previous start`, `dur`, `thread`, `task`, `await`, `gpu`), each a zigzag LEB128 varint (7 bytes per call, typically, against 44 fixed) |
+//! | 2 | calls (read, no longer written) | `region` u32, `n` u32, then n x (`start - previous start`, `dur`, `thread`, `task`, `await`, `gpu`), each a zigzag LEB128 varint |
+//! | 8 | calls | `region` u32, `n` u32, `varying` u8 (bit 0 thread, 1 task, 2 await, 3 gpu), then each column that does not vary in the frame once (`thread`, `task`, `await`, `gpu`, those whose bit is clear), then n x (`start - previous start`, `dur`, and the varying columns), every value a zigzag LEB128 varint: a sync span's call on one thread costs its start and duration, 3-4 bytes |
 //! | 3 | threads | `n` u32, then n x (`index` u32, `native_id` i64, `start` i64, `end` i64, `cpu` i64, `name` str): rows of the thread table; a later row of the same index replaces an earlier one (an exited thread's row is written once, when it exits; live threads' rows at every flush) |
 //! | 4 | aggregate | `n` u32, then n x (`region` u32, `count` u64, `total` u64, `min` u64, `max` u64, `mean` f64, `m2` f64) |
 //! | 5 | tasks | `n` u32, then n x (`index`, `tokio_id`, `thread_index`, `created`, `done`, `steps`, `running`, `suspended`, `root_region` (-1 = none)), each a zigzag LEB128 varint: rows of tasks retired during the phase (see [`crate::flusher::task`]) |
@@ -41,6 +42,7 @@ const MAGIC: &[u8; 8] = b"SPRSPOL1";
 pub(crate) const TAG_HEADER: u8 = 0;
 pub(crate) const TAG_REGION: u8 = 1;
 pub(crate) const TAG_CALLS: u8 = 2;
+pub(crate) const TAG_CALL_COLUMNS: u8 = 8;
 pub(crate) const TAG_THREADS: u8 = 3;
 pub(crate) const TAG_AGGREGATE: u8 = 4;
 pub(crate) const TAG_TASKS: u8 = 5;
@@ -383,23 +385,42 @@ impl SpoolWriter {
             return;
         }
         self.put_preamble();
+        let (frame_span, varying) = columns_of(&calls);
+        self.in_buf.merge(frame_span);
         // Encoded straight into the output buffer: header now, length patched afterwards.
         let at = self.buf.len();
-        self.buf.push(TAG_CALLS);
+        self.buf.reserve(14 + 4 * 10 + calls.len() * 6 * 10);
+        self.buf.push(TAG_CALL_COLUMNS);
         self.buf.extend_from_slice(&[0; 4]);
         self.buf.extend_from_slice(&region.to_le_bytes());
         self.buf
             .extend_from_slice(&(calls.len() as u32).to_le_bytes());
+        self.buf.push(varying);
+        let first = &calls[0];
+        let columns = [
+            i64::from(first.thread),
+            first.task,
+            first.await_ns,
+            first.gpu_ns,
+        ];
+        for (bit, v) in columns.into_iter().enumerate() {
+            if varying & (1 << bit) == 0 {
+                put_varint(&mut self.buf, v);
+            }
+        }
         let mut previous = 0i64;
         for c in &calls {
             put_varint(&mut self.buf, c.start_ns.wrapping_sub(previous));
             previous = c.start_ns;
             put_varint(&mut self.buf, c.dur_ns);
-            put_varint(&mut self.buf, i64::from(c.thread));
-            put_varint(&mut self.buf, c.task);
-            put_varint(&mut self.buf, c.await_ns);
-            put_varint(&mut self.buf, c.gpu_ns);
-            self.in_buf.add(c.start_ns, c.start_ns + c.dur_ns.max(0));
+            if varying != 0 {
+                let values = [i64::from(c.thread), c.task, c.await_ns, c.gpu_ns];
+                for (bit, v) in values.into_iter().enumerate() {
+                    if varying & (1 << bit) != 0 {
+                        put_varint(&mut self.buf, v);
+                    }
+                }
+            }
         }
         let len = (self.buf.len() - at - 5) as u32;
         self.buf[at + 1..at + 5].copy_from_slice(&len.to_le_bytes());
@@ -493,10 +514,31 @@ impl SpoolWriter {
     }
 }
 
+/// The calls' count and time range, and which of their columns (bit 0 thread, 1 task,
+/// 2 await, 3 gpu) vary within them.
+fn columns_of(calls: &[CallRecord]) -> (CallSpan, u8) {
+    let first = &calls[0];
+    let mut span = CallSpan::default();
+    let mut varying = 0u8;
+    for c in calls {
+        span.add(c.start_ns, c.start_ns + c.dur_ns.max(0));
+        varying |= u8::from(c.thread != first.thread)
+            | u8::from(c.task != first.task) << 1
+            | u8::from(c.await_ns != first.await_ns) << 2
+            | u8::from(c.gpu_ns != first.gpu_ns) << 3;
+    }
+    (span, varying)
+}
+
 /// Appends `v` as a zigzag LEB128 varint (small magnitudes of either sign take one byte).
 #[inline]
 fn put_varint(buf: &mut Vec<u8>, v: i64) {
     let mut z = ((v << 1) ^ (v >> 63)) as u64;
+    if z < 0x80 {
+        // Most values (ids, zeros, small deltas): one byte.
+        buf.push(z as u8);
+        return;
+    }
     while z >= 0x80 {
         buf.push((z as u8) | 0x80);
         z >>= 7;

@@ -3,7 +3,8 @@
 //! [`Profile::open`] reads and checks everything small (region names, the index rows, the lane
 //! tables) and leaves the per-call columns on disk; [`Profile::for_each_call`] and
 //! [`Profile::for_each_poll`] then stream them in bounded chunks, so a file with a billion
-//! calls is read in constant memory. Every inconsistency (a missing or mistyped dataset, rows
+//! calls is read in constant memory ([`Profile::for_each_duration`] reads only the durations,
+//! for per-call statistics). Every inconsistency (a missing or mistyped dataset, rows
 //! that run past the event columns or overlap, a region id out of range, a lane index that no
 //! table row has) is a [`ReadError`] naming the file and the problem; nothing here panics on a
 //! bad file. The `scopeprof` command-line tool is built on this module.
@@ -35,6 +36,12 @@
 //!     Ok(())
 //! })?;
 //! assert_eq!(solves, 3);
+//! let mut calls = 0;
+//! profile.for_each_duration(65_536, |_, durations| {
+//!     calls += durations.len() as u64;
+//!     Ok(())
+//! })?;
+//! assert_eq!(calls, profile.event_count());
 //! let summary = profile.summary()?;
 //! assert_eq!(summary.report().region("step").unwrap().calls, 3);
 //! print!("{}", summary.render());

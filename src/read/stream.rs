@@ -125,6 +125,59 @@ impl Profile {
         Ok(())
     }
 
+    /// Streams only the calls' durations (ns, >= 0), row by row in offset order, in chunks of
+    /// at most `chunk`: `f(row, durations)`. Reads one column (two for schema-2 files), so it
+    /// is the cheap way to get per-call statistics of a large file.
+    ///
+    /// # Errors
+    /// A [`ReadError`] when the column cannot be read or a duration is out of range (2^61 ns
+    /// or more), or the error `f` returns.
+    pub fn for_each_duration<F>(&self, chunk: usize, mut f: F) -> Result<(), ReadError>
+    where
+        F: FnMut(&IndexRow, &[i64]) -> Result<(), ReadError>,
+    {
+        let Some(cols) = &self.columns else {
+            return Ok(());
+        };
+        let chunk = chunk.max(1);
+        let err = |p: String| self.err(p);
+        let mut rows: Vec<&IndexRow> = self.rows.iter().filter(|r| r.count > 0).collect();
+        rows.sort_by_key(|r| r.offset);
+        for row in rows {
+            let mut done = 0u64;
+            while done < row.count {
+                let len = (row.count - done).min(chunk as u64) as usize;
+                let a = (row.offset + done) as usize;
+                let range = a..a + len;
+                let name = if cols.deltas {
+                    "events/durations"
+                } else {
+                    "events/end_times"
+                };
+                let mut durs: Vec<i64> = read_range(&cols.ends, name, range.clone(), &err)?;
+                if !cols.deltas {
+                    let starts: Vec<i64> =
+                        read_range(&cols.starts, "events/start_times", range, &err)?;
+                    for (d, s) in durs.iter_mut().zip(&starts) {
+                        *d = d.wrapping_sub(*s);
+                    }
+                }
+                for (i, d) in durs.iter_mut().enumerate() {
+                    *d = (*d).max(0);
+                    if *d >= MAX_TIME {
+                        return Err(err(format!(
+                            "event {}: duration {d} ns is out of range (below 2^61 ns expected)",
+                            a + i
+                        )));
+                    }
+                }
+                f(row, &durs)?;
+                done += len as u64;
+            }
+        }
+        Ok(())
+    }
+
     /// Streams the polls of `/scope_profiler_rs/polls` in chunks of at most `chunk`.
     ///
     /// # Errors

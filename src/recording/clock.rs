@@ -80,12 +80,48 @@ pub(crate) fn source_name() -> &'static str {
     }
 }
 
-/// One linear piece of the tick -> ns mapping, from `raw` on.
+/// One linear piece of the tick -> ns mapping, from `raw` on, in fixed point: ns =
+/// `ns + (ticks - raw) * mult / 2^FRAC` (integer arithmetic: ~10 instructions a conversion,
+/// where the floating-point form with its rounding call took ~30; the flusher converts every
+/// call's start and end). A relative precision of 2^-41.
 #[derive(Clone, Copy, Debug)]
 struct Segment {
     raw: u64,
-    ns: f64,
-    ns_per_tick: f64,
+    ns: i64,
+    mult: u64,
+}
+
+/// Fraction bits of [`Segment::mult`].
+const FRAC: u32 = 40;
+
+impl Segment {
+    fn new(raw: u64, ns: i64, ns_per_tick: f64) -> Segment {
+        let ns_per_tick = if ns_per_tick > 0.0 && ns_per_tick.is_finite() {
+            ns_per_tick
+        } else {
+            1.0
+        };
+        Segment {
+            raw,
+            ns,
+            mult: (ns_per_tick * (1u64 << FRAC) as f64).round() as u64,
+        }
+    }
+
+    /// `ticks` ticks in ns, rounded.
+    #[inline]
+    fn span(self, ticks: u64) -> i64 {
+        ((u128::from(ticks) * u128::from(self.mult) + (1 << (FRAC - 1))) >> FRAC) as i64
+    }
+
+    #[inline]
+    fn to_ns(self, raw: u64) -> i64 {
+        if raw >= self.raw {
+            self.ns + self.span(raw - self.raw)
+        } else {
+            self.ns - self.span(self.raw - raw)
+        }
+    }
 }
 
 const MAX_SEGMENTS: usize = 24;
@@ -124,11 +160,7 @@ impl Clock {
             } else {
                 1.0
             };
-            let first = Segment {
-                raw: anchor_raw,
-                ns: anchor_ns as f64,
-                ns_per_tick: if scale > 0.0 { scale } else { 1.0 },
-            };
+            let first = Segment::new(anchor_raw, anchor_ns, scale);
             Clock {
                 anchor_raw,
                 anchor_ns,
@@ -159,15 +191,31 @@ impl Clock {
         while k > 0 && self.segment(k).raw > raw {
             k -= 1;
         }
+        self.segment(k).to_ns(raw)
+    }
+
+    /// Converts an interval's two ends at once (one segment lookup when both lie in the same
+    /// piece, as nearly every call's do); the same values as two [`to_ns`](Self::to_ns).
+    #[inline]
+    pub(crate) fn to_ns_pair(&self, start: u64, end: u64) -> (i64, i64) {
+        let n = self.count.load(Ordering::Acquire);
+        let mut k = n - 1;
+        while k > 0 && self.segment(k).raw > end {
+            k -= 1;
+        }
         let seg = self.segment(k);
-        (seg.ns + (raw as f64 - seg.raw as f64) * seg.ns_per_tick).round() as i64
+        if start >= seg.raw || k == 0 {
+            (seg.to_ns(start), seg.to_ns(end))
+        } else {
+            (self.to_ns(start), seg.to_ns(end))
+        }
     }
 
     /// Converts a tick count (a difference of raw values) to nanoseconds.
     #[inline]
     pub(crate) fn ticks_to_ns(&self, ticks: u64) -> i64 {
         let n = self.count.load(Ordering::Acquire);
-        (ticks as f64 * self.segment(n - 1).ns_per_tick).round() as i64
+        self.segment(n - 1).span(ticks)
     }
 
     /// Refines the tick length when the next calibration point is reached (flusher only).
@@ -189,12 +237,8 @@ impl Clock {
             return;
         }
         let scale = (ns - self.anchor_ns) as f64 / (raw - self.anchor_raw) as f64;
-        let last = self.segment(n - 1);
-        let seg = Segment {
-            raw,
-            ns: last.ns + (raw as f64 - last.raw as f64) * last.ns_per_tick,
-            ns_per_tick: scale,
-        };
+        // Continuous: the new piece starts where the last one is at `raw`.
+        let seg = Segment::new(raw, self.segment(n - 1).to_ns(raw), scale);
         // SAFETY: segment `n` is not yet published (count == n) and `recal` is held, so no
         // one reads or writes it concurrently.
         unsafe { *self.segments[n].get() = seg };

@@ -66,7 +66,12 @@ where
     } else {
         return; // an explicit root event belongs to no call
     };
-    let site = event.metadata();
+    record_checkpoint(shared, id, event.metadata());
+}
+
+/// One `EVENT` record (and its site slot) for span `id`: event callsite `site` fired now.
+#[inline]
+pub(crate) fn record_checkpoint(shared: &Shared, id: u64, site: &'static Metadata<'static>) {
     with_local(shared, |l| {
         l.push_pair(
             || Record::event(id, crate::recording::clock::ticks()),

@@ -2,6 +2,8 @@
 //!
 //! - `layer`: the `tracing_subscriber::Layer` callbacks (one record each, after one pause-flag
 //!   load);
+//! - `subscriber`: the same records from a `tracing::Subscriber` of its own, with no registry
+//!   (span ids from a counter, handles of cloned spans, each thread's entered spans);
 //! - `lane`: the per-thread record streams, their chunks, the shared pool (the buffer budget),
 //!   backpressure and the loss markers, with the drain protocol the flusher follows;
 //! - `clock`: the TSC read on every enter/exit and its conversion to nanoseconds;
@@ -17,3 +19,4 @@ pub(crate) mod lane;
 pub(crate) mod layer;
 pub(crate) mod overhead;
 pub(crate) mod pause;
+pub(crate) mod subscriber;

@@ -6,7 +6,8 @@
 //! its parent.
 //!
 //! The probe runs the real thing: a throwaway profiler with this configuration's recording
-//! switches (its flusher included) on a bare `tracing_subscriber::registry()`, on a short-lived
+//! switches (its flusher included), as the same front end (a layer on a bare
+//! `tracing_subscriber::registry()`, or a `ScopeSubscriber`), on a short-lived
 //! thread of its own (so its buffers go when the thread ends), timing 10 000 child
 //! `info_span!`s (create + enter + exit + close inside a parent) and as many re-enters of one
 //! span, in eight batches; the median batch counts (typical of the machine's load at `build()`,
@@ -38,8 +39,8 @@ pub(crate) struct SelfCost {
 const BATCH: u32 = 1_250;
 const BATCHES: u32 = 8;
 
-/// Measures the hot path of a layer configured like `config` (on a thread of its own).
-pub(crate) fn measure(config: &Config) -> Option<SelfCost> {
+/// Measures the hot path of a front end configured like `config` (on a thread of its own).
+pub(crate) fn measure(config: &Config, front: crate::builder::FrontEnd) -> Option<SelfCost> {
     let mut probe = config.clone();
     probe.output = None;
     probe.summary = false;
@@ -56,7 +57,7 @@ pub(crate) fn measure(config: &Config) -> Option<SelfCost> {
     probe.rotate_every = None;
     std::thread::Builder::new()
         .name("scope-profiler-probe".into())
-        .spawn(move || probe_here(probe))
+        .spawn(move || probe_here(probe, front))
         .ok()?
         .join()
         .ok()
@@ -65,7 +66,7 @@ pub(crate) fn measure(config: &Config) -> Option<SelfCost> {
 
 /// Runs the probe on this thread: a complete profiler (flusher included, so its share of a
 /// busy machine counts as it will in the program), the fastest of eight batches.
-fn probe_here(config: Config) -> Option<SelfCost> {
+fn probe_here(config: Config, front: crate::builder::FrontEnd) -> Option<SelfCost> {
     let clock = Clock::global();
     let ns_per_tick = clock.ticks_to_ns(1 << 24) as f64 / (1u64 << 24) as f64;
     // The fastest batch: the cost itself, without preemption or the flusher competing for the
@@ -100,8 +101,14 @@ fn probe_here(config: Config) -> Option<SelfCost> {
     });
     let shared = Arc::new(Shared::new(config, None));
     let guard = crate::finalize::guard::FlushGuard::start(shared.clone()).ok()?;
-    let layer = crate::recording::layer::ScopeLayer::new(shared);
-    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let dispatch = match front {
+        crate::builder::FrontEnd::Layer => tracing::Dispatch::new(
+            tracing_subscriber::registry().with(crate::recording::layer::ScopeLayer::new(shared)),
+        ),
+        crate::builder::FrontEnd::Subscriber => {
+            tracing::Dispatch::new(crate::recording::subscriber::ScopeSubscriber::new(shared))
+        }
+    };
     let (span, poll) = tracing::dispatcher::with_default(&dispatch, || {
         // Inside a parent, as children are (the registry links a child to its parent).
         let _parent = tracing::info_span!("scope_profiler.probe_parent").entered();

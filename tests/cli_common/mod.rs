@@ -200,3 +200,48 @@ pub(crate) fn ref_python() -> PathBuf {
     let venv = String::from_utf8(out.stdout).unwrap();
     Path::new(venv.lines().last().unwrap().trim()).join("bin/python")
 }
+
+#[path = "workload.rs"]
+pub(crate) mod workload;
+
+/// A real profile written by the Python package (scope-profiler 0.7.5) of a small Python
+/// program: `solve` (120 calls, each holding one `inner`) and `setup` (one call), with
+/// `work` loop iterations per `solve`; columnar, or the aggregate layout.
+pub(crate) fn python_package_profile(
+    dir: &Path,
+    name: &str,
+    aggregate: bool,
+    work: u32,
+) -> PathBuf {
+    let path = dir.join(name);
+    let script = r#"
+import sys
+import scope_profiler as sp
+path, aggregate, work = sys.argv[1], sys.argv[2] == "1", int(sys.argv[3])
+with sp.session(file_path=path, aggregation_mode=aggregate, verbose=False, label="python"):
+    with sp.region("setup"):
+        sum(range(1000))
+    for i in range(120):
+        with sp.region("solve"):
+            s = 0
+            for k in range(work):
+                s += k * k
+            with sp.region("inner"):
+                s += 1
+"#;
+    python(
+        &ref_python(),
+        script,
+        &[
+            path.to_str().unwrap(),
+            if aggregate { "1" } else { "0" },
+            &work.to_string(),
+        ],
+    );
+    assert!(
+        path.is_file(),
+        "the Python package wrote no {}",
+        path.display()
+    );
+    path
+}

@@ -19,7 +19,7 @@ use crate::walk::{Sink, Walker};
 use crate::{Cmd, Format};
 
 /// Calls read per HDF5 hyperslab.
-const CHUNK: usize = 1 << 16;
+pub(crate) const CHUNK: usize = 1 << 16;
 
 /// Runs a reading subcommand; the error is one line, `FILE: problem`.
 pub(crate) fn run(cmd: Cmd) -> Result<(), String> {
@@ -47,13 +47,11 @@ pub(crate) fn run(cmd: Cmd) -> Result<(), String> {
             };
             flamegraph(&file, &output, folded, group, rank, sort_run_items)
         }
-        Cmd::Recover { .. } | Cmd::Merge { .. } => {
-            Err("recover and merge do not read in a child process".into())
-        }
+        _ => Err("this subcommand is not run here".into()),
     }
 }
 
-fn open(file: &Path) -> Result<Profile, String> {
+pub(crate) fn open(file: &Path) -> Result<Profile, String> {
     Profile::open(file).map_err(|e| e.to_string())
 }
 
@@ -73,13 +71,14 @@ fn inspect(file: &Path, json: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// Reads every item of `p` that `keep(rank, item)` accepts into a sorter.
-fn collect(
+/// Reads every item of `p` that `keep(rank, item)` accepts into a sorter (`keep` sees every
+/// item, so it may also look at the ones it leaves out).
+pub(crate) fn collect(
     p: &Profile,
     tracks: &mut Tracks,
     sorter: &mut Sorter,
     polls: bool,
-    keep: &dyn Fn(u32, &Item) -> bool,
+    keep: &mut dyn FnMut(u32, &Item) -> bool,
 ) -> Result<(), String> {
     let mut hb = Heartbeat::new();
     let mut spill_err: Option<std::io::Error> = None;
@@ -125,14 +124,14 @@ fn walk<S: Sink<Error = std::io::Error>>(sorter: Sorter, sink: &mut S) -> std::i
 }
 
 /// A temporary output beside `out`, renamed over it on success and removed otherwise.
-struct TempOut {
+pub(crate) struct TempOut {
     tmp: PathBuf,
     out: PathBuf,
     done: bool,
 }
 
 impl TempOut {
-    fn create(out: &Path) -> Result<(TempOut, Pipe), String> {
+    pub(crate) fn create(out: &Path) -> Result<(TempOut, Pipe), String> {
         let name = out
             .file_name()
             .ok_or_else(|| format!("{}: the output path has no file name", out.display()))?
@@ -151,7 +150,7 @@ impl TempOut {
         ))
     }
 
-    fn publish(mut self, mut w: Pipe) -> Result<(), String> {
+    pub(crate) fn publish(mut self, mut w: Pipe) -> Result<(), String> {
         let err = |e: std::io::Error| format!("{}: cannot write output: {e}", self.out.display());
         let f = w.finish().map_err(err)?;
         drop(f);
@@ -179,7 +178,7 @@ fn timeline(file: &Path, format: Format, output: &Path, run_items: usize) -> Res
     }
     let mut tracks = Tracks::new(&p);
     let mut sorter = Sorter::new(run_items, spill_path(output));
-    collect(&p, &mut tracks, &mut sorter, true, &|_, _| true)?;
+    collect(&p, &mut tracks, &mut sorter, true, &mut |_, _| true)?;
     let (tmp, w) = TempOut::create(output)?;
     let werr = |e: std::io::Error| format!("{}: cannot write output: {e}", output.display());
     let (w, overlapping) = match format {
@@ -230,8 +229,9 @@ fn flamegraph(
         output.to_path_buf()
     };
     let mut sorter = Sorter::new(run_items, spill_path(&spill));
-    let keep = move |r: u32, it: &Item| it.kind == Kind::Call && rank.is_none_or(|want| r == want);
-    collect(&p, &mut tracks, &mut sorter, false, &keep)?;
+    let mut keep =
+        move |r: u32, it: &Item| it.kind == Kind::Call && rank.is_none_or(|want| r == want);
+    collect(&p, &mut tracks, &mut sorter, false, &mut keep)?;
     let mut sink = Folded::new(&tracks, group);
     let mut walker = Walker::new();
     let mut hb = Heartbeat::new();

@@ -6,18 +6,23 @@
 //! scopeprof flamegraph FILE -o OUT.svg [--folded]         exclusive-time flamegraph
 //! scopeprof recover OUTPUT.h5 [--spool SPOOL]             a profile from a crashed run's spool
 //! scopeprof merge OUTPUT.h5 RUN.rank0.h5 RUN.rank1.h5 ...  one multi-rank file from per-rank files
+//! scopeprof diff BASE CAND [--format text|markdown|json]  per-region statistics side by side
+//! scopeprof check BASE... -- CAND... --max-regression PCT   a noise-aware regression gate for CI
+//! scopeprof report [BASE] FILE -o report.html             one self-contained HTML report
 //! ```
 //!
 //! Files are read in a child process (see `supervise`): a corrupt file gives exit status 2 and
 //! one line on stderr naming the file and the problem, never a crash.
 
 mod chrome;
+mod compare;
 mod export;
 mod flame;
 mod items;
 mod perfetto;
 mod pipe;
 mod proto;
+mod report;
 mod sort;
 mod supervise;
 mod walk;
@@ -95,6 +100,15 @@ enum Cmd {
         #[arg(long)]
         spool: Option<PathBuf>,
     },
+    /// Compare two profiles region by region: calls, total, mean, p50, p99 and their change.
+    Diff(compare::diff::DiffArgs),
+    /// Fail when a region of the candidate run(s) got slower than the base run(s) by more
+    /// than a budget, with a statistical test that tells noise from a regression.
+    #[command(after_help = compare::check::RULE)]
+    Check(compare::check::CheckArgs),
+    /// Write one self-contained HTML report (summary, flamegraph, timeline, slowest calls;
+    /// with two files, the colored diff too) that opens offline.
+    Report(report::ReportArgs),
     /// Join single-rank profiles (`<stem>.rank<N>.h5`, written per rank under an MPI launcher
     /// without the `mpi` feature, or recovered) into one multi-rank profile.
     Merge {
@@ -104,6 +118,25 @@ enum Cmd {
         #[arg(required = true)]
         inputs: Vec<PathBuf>,
     },
+}
+
+/// The files a reading command reads (what the parent names when the reading child dies).
+fn files_read(cmd: &Cmd) -> String {
+    let join = |f: &[&PathBuf]| {
+        f.iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match cmd {
+        Cmd::Inspect { file, .. } | Cmd::Export { file, .. } | Cmd::Flamegraph { file, .. } => {
+            file.display().to_string()
+        }
+        Cmd::Diff(a) => join(&[&a.base, &a.cand]),
+        Cmd::Check(a) => join(&a.files.iter().chain(&a.cand).collect::<Vec<_>>()),
+        Cmd::Report(a) => join(&a.files.iter().collect::<Vec<_>>()),
+        Cmd::Recover { output, .. } | Cmd::Merge { output, .. } => output.display().to_string(),
+    }
 }
 
 /// Timeline formats.
@@ -117,18 +150,30 @@ enum Format {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let file = match &cli.command {
-        Cmd::Inspect { file, .. } | Cmd::Export { file, .. } | Cmd::Flamegraph { file, .. } => {
-            file.display().to_string()
-        }
+    match &cli.command {
         Cmd::Recover { output, spool } => return recover(output, spool.as_ref()),
         Cmd::Merge { output, inputs } => return merge(output, inputs),
-    };
-    if !supervise::is_child() {
-        return supervise::run_child(&file, Duration::from_secs(cli.stall_secs.max(1)));
+        _ => {}
     }
-    match export::run(cli.command) {
-        Ok(()) => ExitCode::SUCCESS,
+    if !supervise::is_child() {
+        let files = files_read(&cli.command);
+        // `check` exits 1 (regressed) or 3 (inconclusive, --strict) as a result.
+        let verdicts: &[u8] = if matches!(cli.command, Cmd::Check(_)) {
+            &[1, 3]
+        } else {
+            &[]
+        };
+        let stall = Duration::from_secs(cli.stall_secs.max(1));
+        return supervise::run_child(&files, stall, verdicts);
+    }
+    let result = match &cli.command {
+        Cmd::Diff(a) => compare::run_diff(a).map(|()| 0),
+        Cmd::Check(a) => compare::run_check(a),
+        Cmd::Report(a) => report::run(a).map(|()| 0),
+        _ => export::run(cli.command).map(|()| 0),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
         Err(msg) => {
             eprintln!("scopeprof: {msg}");
             ExitCode::from(supervise::BAD_INPUT)

@@ -68,8 +68,10 @@ impl Heartbeat {
     }
 }
 
-/// Runs this binary again as the reading child and reports its outcome for `file`.
-pub(crate) fn run_child(file: &str, stall: Duration) -> ExitCode {
+/// Runs this binary again as the reading child and reports its outcome for `file`. Exit
+/// statuses in `verdicts` (e.g. `check`'s 1 and 3) are results, not failures: they pass
+/// through with the child's messages.
+pub(crate) fn run_child(file: &str, stall: Duration, verdicts: &[u8]) -> ExitCode {
     let fail = |msg: String| {
         eprintln!("scopeprof: {file}: {msg}");
         ExitCode::from(BAD_INPUT)
@@ -143,11 +145,15 @@ pub(crate) fn run_child(file: &str, stall: Duration) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(format!("lost the reading child process: {e}")),
     };
-    if status.success() {
+    let verdict = status
+        .code()
+        .and_then(|c| u8::try_from(c).ok())
+        .filter(|c| verdicts.contains(c));
+    if status.success() || verdict.is_some() {
         for l in &lines {
             eprintln!("{l}");
         }
-        return ExitCode::SUCCESS;
+        return ExitCode::from(verdict.unwrap_or(0));
     }
     #[cfg(unix)]
     {

@@ -94,9 +94,9 @@ struct Wide {
     busy: u64,
 }
 
-/// The rare parts of an instance.
-#[derive(Debug, Default)]
-pub(super) struct Extra {
+/// The rare parts of a call: sink payloads and line-timing checkpoints.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Extra {
     /// Sink payloads recorded during the call (`AUX` records), in order.
     pub aux: Vec<u64>,
     /// Line-timing checkpoints (`EVENT` records), when any.

@@ -45,6 +45,9 @@ impl LaneState {
     /// The lane shows time `tick`: the closes read on it before happened no later.
     #[inline]
     pub(super) fn stamp(&mut self, tick: u64) {
+        if self.untimed.is_empty() {
+            return;
+        }
         for (k, id) in self.untimed.drain(..) {
             self.closing.push_back((tick, k, id));
         }

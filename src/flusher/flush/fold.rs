@@ -68,8 +68,8 @@ impl Flusher {
                 self.paused_calls += 1;
                 continue;
             }
-            let start_ns = clock.to_ns(c.start);
-            let dur_ns = (clock.to_ns(c.end) - start_ns).max(0);
+            let (start_ns, end_ns) = clock.to_ns_pair(c.start, c.end);
+            let dur_ns = (end_ns - start_ns).max(0);
             // Busy time on the same rounding as the duration: a one-poll call has exactly 0 ns
             // of await time.
             let busy_ns = if c.busy >= c.end - c.start {
@@ -85,7 +85,7 @@ impl Flusher {
                     info.file,
                     info.line,
                     busy_ns,
-                    c.lines.as_deref(),
+                    c.extra.as_ref().and_then(|e| e.lines.as_deref()),
                     ticks_to_ns,
                     &self.shared.lines,
                 );
@@ -106,7 +106,10 @@ impl Flusher {
                 -1
             };
             let gpu_ns = match &self.shared.sinks {
-                Some(sinks) if !c.aux.is_empty() => sinks.resolve(&c.aux).unwrap_or(-1),
+                Some(sinks) => match c.extra.as_ref().filter(|e| !e.aux.is_empty()) {
+                    Some(e) => sinks.resolve(&e.aux).unwrap_or(-1),
+                    None => -1,
+                },
                 _ => -1,
             };
             let end_ns = start_ns + dur_ns;

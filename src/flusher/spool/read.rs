@@ -7,8 +7,8 @@ use std::io::{self, BufReader, Read};
 use std::path::Path;
 
 use super::{
-    Header, SpoolRegion, MAGIC, TAG_AGGREGATE, TAG_CALLS, TAG_HEADER, TAG_POLLS, TAG_POLL_RUNS,
-    TAG_REGION, TAG_TASKS, TAG_THREADS,
+    Header, SpoolRegion, MAGIC, TAG_AGGREGATE, TAG_CALLS, TAG_CALL_COLUMNS, TAG_HEADER, TAG_POLLS,
+    TAG_POLL_RUNS, TAG_REGION, TAG_TASKS, TAG_THREADS,
 };
 use crate::flusher::stats::Stats;
 use crate::output::model::{CallRecord, PollRecord, TaskRow, ThreadRow};
@@ -135,7 +135,7 @@ pub(crate) fn scan_into(
         // Frames this pass does not want are skipped unread (a finalize reads the calls and
         // the lanes of one spool in two passes, each skipping the other's frames).
         let skip = match tag {
-            TAG_CALLS => on_calls.is_none(),
+            TAG_CALLS | TAG_CALL_COLUMNS => on_calls.is_none(),
             TAG_POLLS | TAG_POLL_RUNS | TAG_TASKS => !keep_lanes,
             _ => false,
         };
@@ -162,10 +162,15 @@ pub(crate) fn scan_into(
                 saw_header = true;
             }
             TAG_REGION => region(&mut r, &mut out.regions).ok_or_else(|| bad("region"))?,
-            TAG_CALLS => {
+            TAG_CALLS | TAG_CALL_COLUMNS => {
                 if let Some(on_calls) = on_calls.as_mut() {
                     let declared = out.regions.len();
-                    let region = calls(&mut r, declared, &mut frame_calls).map_err(&bad)?;
+                    let region = if tag == TAG_CALLS {
+                        calls(&mut r, declared, &mut frame_calls)
+                    } else {
+                        call_columns(&mut r, declared, &mut frame_calls)
+                    }
+                    .map_err(&bad)?;
                     on_calls(region, &frame_calls);
                 }
             }
@@ -246,6 +251,56 @@ fn calls(
                 task: next()?,
                 await_ns: next()?,
                 gpu_ns: next()?,
+                call_id: -1,
+                parent_id: -1,
+            })
+        })()
+        .ok_or("calls")?;
+        previous = c.start_ns;
+        out.push(c);
+    }
+    Ok(region)
+}
+
+/// Frame 8: calls, the columns that do not vary stored once (see the writer).
+fn call_columns(
+    r: &mut Cursor<'_>,
+    declared: usize,
+    out: &mut Vec<CallRecord>,
+) -> Result<u32, &'static str> {
+    let region = r.u32().ok_or("calls")?;
+    let n = r.u32().ok_or("calls")? as usize;
+    let varying = r.u8().ok_or("calls")?;
+    if region as usize >= declared {
+        return Err("calls of an undeclared region");
+    }
+    let (d, mut at) = (r.d, r.at);
+    let mut fixed = [0i64; 4];
+    for (bit, v) in fixed.iter_mut().enumerate() {
+        if varying & (1 << bit) == 0 {
+            *v = get_varint(d, &mut at).ok_or("calls")?;
+        }
+    }
+    let mut previous = 0i64;
+    out.clear();
+    out.reserve(n);
+    for _ in 0..n {
+        let c = (|| {
+            let start_ns = previous.wrapping_add(get_varint(d, &mut at)?);
+            let dur_ns = get_varint(d, &mut at)?;
+            let mut v = fixed;
+            for (bit, x) in v.iter_mut().enumerate() {
+                if varying & (1 << bit) != 0 {
+                    *x = get_varint(d, &mut at)?;
+                }
+            }
+            Some(CallRecord {
+                start_ns,
+                dur_ns,
+                thread: u32::try_from(v[0]).ok()?,
+                task: v[1],
+                await_ns: v[2],
+                gpu_ns: v[3],
                 call_id: -1,
                 parent_id: -1,
             })

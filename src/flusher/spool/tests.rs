@@ -369,3 +369,63 @@ fn polls_in_runs_take_a_few_bytes_each_and_old_poll_frames_still_read() {
     };
     assert_eq!(got, vec![want(5, 2, 1, -1), want(8, 4, 0, 9)]);
 }
+
+#[test]
+fn call_frames_store_constant_columns_once_and_old_call_frames_still_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = spool_path(&dir.path().join("c.h5"));
+    let mut w = SpoolWriter::create(path.clone(), header(), false).unwrap();
+    w.region(0, "sync", "", -1);
+    w.region(1, "mixed", "", -1);
+    // Region 0: one thread, no task, no await, no GPU: start and duration only.
+    let sync: Vec<CallRecord> = (0..4_096).map(|k| call(10 * k, 3)).collect();
+    for c in &sync {
+        w.call(0, *c);
+    }
+    let size_sync = {
+        w.flush(&[], &[]);
+        std::fs::metadata(&path).unwrap().len()
+    };
+    // Region 1: every column varies somewhere.
+    let mixed: Vec<CallRecord> = (0..100)
+        .map(|k| CallRecord {
+            thread: (k % 3) as u32,
+            task: if k % 2 == 0 { -1 } else { k },
+            await_ns: k % 5,
+            gpu_ns: if k == 7 { 1_234 } else { -1 },
+            ..call(50_000 + 10 * k, 4)
+        })
+        .collect();
+    for c in &mixed {
+        w.call(1, *c);
+    }
+    w.flush(&[], &[]);
+    let c = read(&path).unwrap();
+    assert_eq!((c.calls[0].clone(), c.calls[1].clone()), (sync, mixed));
+    assert!(
+        size_sync < 4_096 * 4,
+        "{size_sync} bytes for 4 096 sync calls"
+    );
+    // A frame of the earlier layout (tag 2: every column per call) reads the same.
+    let old = dir.path().join(".old.spool");
+    let mut w = SpoolWriter::create(old.clone(), header(), false).unwrap();
+    w.region(0, "r", "", -1);
+    w.flush(&[], &[]);
+    let mut payload = 0u32.to_le_bytes().to_vec();
+    payload.extend_from_slice(&1u32.to_le_bytes());
+    for v in [100i64, 5, 2, 9, 1, -1] {
+        super::put_varint(&mut payload, v);
+    }
+    let mut bytes = std::fs::read(&old).unwrap();
+    super::frame(&mut bytes, TAG_CALLS, &payload);
+    std::fs::write(&old, bytes).unwrap();
+    let got = read(&old).unwrap().calls;
+    let want = CallRecord {
+        thread: 2,
+        task: 9,
+        await_ns: 1,
+        gpu_ns: -1,
+        ..call(100, 5)
+    };
+    assert_eq!(got[0], vec![want]);
+}

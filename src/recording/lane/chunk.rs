@@ -7,10 +7,6 @@
 //! flusher reads it, not 16 KiB: 300 000 such threads coming and going never fill the budget
 //! with nearly empty chunks when the flusher falls behind.
 //!
-//! Full-size chunks are mapped from the kernel directly (`mmap`), not from the allocator, so a
-//! chunk the pool frees after a burst (see `Pool::refill`) goes back to the system at once:
-//! recording memory follows what is recorded now, not the peak.
-//!
 //! The owning thread writes slot `len` and then publishes `len + 1` with a release store; the
 //! flusher reads `len` with an acquire load and only reads slots below it. Slots below a
 //! published length are never written again while the chunk is in use; a chunk is reset and
@@ -48,71 +44,7 @@ pub(crate) struct Chunk {
     pub(crate) len: AtomicUsize,
     /// The next (older) chunk in its lane's queue of full chunks (see `Lane::hand_off`).
     pub(crate) next: AtomicPtr<Chunk>,
-    slots: Slots,
-}
-
-/// A chunk's slots: mapped from the kernel (full-size chunks), or from the allocator (small
-/// ones, and every chunk in the loom model, whose slot cells loom must track).
-enum Slots {
-    Heap(Box<[SlotCell<Record>]>),
-    #[cfg(not(scope_loom))]
-    Mapped {
-        ptr: std::ptr::NonNull<SlotCell<Record>>,
-        len: usize,
-    },
-}
-
-// SAFETY: a mapping is owned by its chunk alone (made in `Slots::new`, unmapped in `Drop`), so
-// moving the chunk to another thread moves the ownership with it; the Heap variant is Send.
-unsafe impl Send for Slots {}
-
-impl Slots {
-    fn new(len: usize) -> Slots {
-        #[cfg(not(scope_loom))]
-        if len == CHUNK_LEN {
-            let bytes = len * std::mem::size_of::<Record>();
-            // SAFETY: an anonymous private mapping of `bytes`: no file, no address hint; the
-            // result is checked below.
-            let p = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    bytes,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                    -1,
-                    0,
-                )
-            };
-            if let Some(ptr) = std::ptr::NonNull::new(p.cast::<SlotCell<Record>>()) {
-                if p != libc::MAP_FAILED {
-                    // Zeroed by the kernel: every slot holds `Record::default()` (all zeros).
-                    return Slots::Mapped { ptr, len };
-                }
-            }
-        }
-        Slots::Heap((0..len).map(|_| SlotCell::new(Record::default())).collect())
-    }
-
-    fn as_slice(&self) -> &[SlotCell<Record>] {
-        match self {
-            Slots::Heap(b) => b,
-            // SAFETY: `ptr` maps `len` zero-initialized slots (all-zero is a valid `Record`),
-            // owned by this value until its drop.
-            #[cfg(not(scope_loom))]
-            Slots::Mapped { ptr, len } => unsafe { std::slice::from_raw_parts(ptr.as_ptr(), *len) },
-        }
-    }
-}
-
-impl Drop for Slots {
-    fn drop(&mut self) {
-        #[cfg(not(scope_loom))]
-        if let Slots::Mapped { ptr, len } = *self {
-            // SAFETY: the mapping made in `new`, of exactly this size; nothing refers to it
-            // any more (its chunk is being dropped).
-            unsafe { libc::munmap(ptr.as_ptr().cast(), len * std::mem::size_of::<Record>()) };
-        }
-    }
+    slots: Box<[SlotCell<Record>]>,
 }
 
 // SAFETY: slots are written only by the single owning thread, at indices >= the published
@@ -128,14 +60,14 @@ impl Chunk {
             seq: AtomicU64::new(0),
             len: AtomicUsize::new(0),
             next: AtomicPtr::new(std::ptr::null_mut()),
-            slots: Slots::new(len),
+            slots: (0..len).map(|_| SlotCell::new(Record::default())).collect(),
         })
     }
 
     /// Slots in this chunk.
     #[inline]
     pub(crate) fn capacity(&self) -> usize {
-        self.slots.as_slice().len()
+        self.slots.len()
     }
 
     /// Bytes it counts against the budget.
@@ -163,13 +95,13 @@ impl Chunk {
     pub(crate) fn slots_ptr(&self) -> *mut Record {
         // `SlotCell` is `repr(transparent)` over `UnsafeCell<Record>`, which has the layout of
         // `Record`.
-        self.slots.as_slice().as_ptr() as *mut Record
+        self.slots.as_ptr() as *mut Record
     }
 
     /// Writes slot `i` and publishes `i + 1` records (owner only; loom model).
     #[cfg(scope_loom)]
     pub(crate) fn write(&self, i: usize, rec: Record) {
-        self.slots.as_slice()[i].write(rec);
+        self.slots[i].write(rec);
         self.len.store(i + 1, Ordering::Release);
     }
 
@@ -194,10 +126,7 @@ impl Chunk {
         let len = self.len.load(Ordering::Acquire).min(self.capacity());
         let from = from.min(len);
         if from < len {
-            let v: Vec<Record> = self.slots.as_slice()[from..len]
-                .iter()
-                .map(SlotCell::read)
-                .collect();
+            let v: Vec<Record> = self.slots[from..len].iter().map(SlotCell::read).collect();
             f(&v);
         }
         len

@@ -147,8 +147,8 @@ impl Pool {
     }
 
     /// After a burst: frees full-size chunks beyond twice the reserve once that many have been
-    /// free for [`TRIM_AFTER`] rounds, [`TRIM_PER_ROUND`] at a time. Their memory goes back to
-    /// the system (they are mapped, see `chunk`), so recording memory follows what is being
+    /// free for [`TRIM_AFTER`] rounds, [`TRIM_PER_ROUND`] at a time, and asks the allocator to
+    /// give the freed pages back to the system, so recording memory follows what is being
     /// recorded, not the peak of the run.
     #[cfg(not(scope_loom))]
     fn trim(&self, reserve: usize) {
@@ -161,10 +161,15 @@ impl Pool {
         if self.over.fetch_add(1, Ordering::Relaxed) + 1 < TRIM_AFTER {
             return;
         }
+        let mut freed = 0;
         for _ in 0..(free - keep).min(TRIM_PER_ROUND) {
             let Some(c) = self.free.pop() else { break };
             self.allocated.fetch_sub(c.bytes(), Ordering::Relaxed);
             drop(c);
+            freed += 1;
+        }
+        if freed > 0 {
+            give_back_freed_memory();
         }
     }
 
@@ -514,3 +519,15 @@ mod tests {
         assert!(p.take(&mut stalled, false).is_some());
     }
 }
+
+/// Asks the allocator to return free memory to the system (glibc keeps freed blocks of its
+/// heap otherwise; chunks are 16 KiB, below its `mmap` threshold). Only after a trim: it walks
+/// the heap.
+#[cfg(all(not(scope_loom), target_env = "gnu"))]
+fn give_back_freed_memory() {
+    // SAFETY: `malloc_trim` has no preconditions; it only releases free heap pages.
+    unsafe { libc::malloc_trim(0) };
+}
+
+#[cfg(all(not(scope_loom), not(target_env = "gnu")))]
+fn give_back_freed_memory() {}

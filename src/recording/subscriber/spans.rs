@@ -1,0 +1,314 @@
+//! What `ScopeSubscriber` keeps about spans instead of a registry: ids from a counter, the
+//! callsite of an id, the extra handles of cloned spans, and each thread's entered spans.
+//!
+//! - **Ids** carry their callsite: `(callsite index + 1) << 44 | sequence`. The sequence comes
+//!   from one counter per subscriber, taken by each thread in blocks of 4 096, so creating a
+//!   span touches no shared cache line; an id is unique for 2^44 spans of one subscriber
+//!   (17 600 billion: 20 days at 10 million spans a second), so ids are never reused in
+//!   practice and the assembler's reuse logic is never exercised on this path (it still
+//!   holds if they were). Any id gives back its span's `&'static Metadata` (for
+//!   `current_span` and the sinks) with two loads, without a table of live spans.
+//! - **Handles**: a span has one handle when created; `clone_span` adds one, `try_close`
+//!   drops one, and the span closes when the last goes. Only cloned spans have an entry
+//!   (sharded maps); while no clone is outstanding, `try_close` costs one relaxed load.
+//! - **The current span** of a thread is the top of its stack of entered spans.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+
+use tracing_core::Metadata;
+
+use crate::fasthash::FastMap;
+
+/// Bits of an id's sequence number.
+const SEQ_BITS: u32 = 44;
+const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
+/// Sequence numbers a thread takes at once.
+const BLOCK: u64 = 4096;
+/// Callsites in one chunk of the table, and chunks.
+const CHUNK: usize = 1024;
+const CHUNKS: usize = 1024;
+
+/// The callsites of one subscriber, by dense index (at most [`CHUNK`] x [`CHUNKS`]).
+pub(super) struct Callsites {
+    chunks: [OnceLock<Box<[AtomicPtr<Metadata<'static>>]>>; CHUNKS],
+    index: Mutex<HashMap<usize, u32>>,
+    len: AtomicUsize,
+}
+
+impl Callsites {
+    pub(super) fn new() -> Callsites {
+        Callsites {
+            chunks: std::array::from_fn(|_| OnceLock::new()),
+            index: Mutex::new(HashMap::new()),
+            len: AtomicUsize::new(0),
+        }
+    }
+
+    /// The index of `meta`, given at its first registration; `None` beyond the table's size.
+    pub(super) fn register(&self, meta: &'static Metadata<'static>) -> Option<u32> {
+        let key = meta as *const Metadata<'static> as usize;
+        let mut index = self.index.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&k) = index.get(&key) {
+            return Some(k);
+        }
+        let k = index.len();
+        if k >= CHUNK * CHUNKS {
+            return None;
+        }
+        let chunk = self.chunks[k / CHUNK].get_or_init(|| {
+            (0..CHUNK)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect()
+        });
+        chunk[k % CHUNK].store(
+            meta as *const Metadata<'static> as *mut Metadata<'static>,
+            Ordering::Release,
+        );
+        index.insert(key, k as u32);
+        self.len.store(k + 1, Ordering::Release);
+        Some(k as u32)
+    }
+
+    /// The index of a registered callsite (a lookup; see [`Ids::index_of`] for the cached one).
+    fn lookup(&self, meta: &'static Metadata<'static>) -> Option<u32> {
+        let key = meta as *const Metadata<'static> as usize;
+        let index = self.index.lock().unwrap_or_else(|e| e.into_inner());
+        index.get(&key).copied()
+    }
+
+    /// The callsite of index `k`.
+    pub(super) fn get(&self, k: u32) -> Option<&'static Metadata<'static>> {
+        let k = k as usize;
+        let p = self.chunks.get(k / CHUNK)?.get()?[k % CHUNK].load(Ordering::Acquire);
+        // SAFETY: every non-null pointer in the table was stored from a `&'static Metadata`
+        // (in `register`), so it is valid for ever.
+        (!p.is_null()).then(|| unsafe { &*p })
+    }
+}
+
+thread_local! {
+    /// (subscriber uid, next sequence number, end of the block).
+    static BLOCK_OF: Cell<(u64, u64, u64)> = const { Cell::new((0, 0, 0)) };
+    /// Recently seen callsites and their indices, by address (a direct-mapped cache):
+    /// (subscriber uid, callsite address, index).
+    static INDEX_CACHE: RefCell<[(u64, usize, u32); 64]> =
+        const { RefCell::new([(0, 0, 0); 64]) };
+    /// Spans entered on this thread, innermost last: (subscriber uid, span id).
+    static ENTERED: RefCell<Vec<(u64, u64)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Span ids of one subscriber.
+pub(super) struct Ids {
+    uid: u64,
+    next: AtomicU64,
+    pub(super) callsites: Callsites,
+}
+
+impl Ids {
+    pub(super) fn new(uid: u64) -> Ids {
+        Ids {
+            uid,
+            next: AtomicU64::new(1),
+            callsites: Callsites::new(),
+        }
+    }
+
+    /// A new id for a span of callsite `meta`; `None` when the callsite is not registered
+    /// (more than a million callsites).
+    #[inline]
+    pub(super) fn next(&self, meta: &'static Metadata<'static>) -> Option<u64> {
+        let index = self.index_of(meta)?;
+        let seq = BLOCK_OF.with(|b| {
+            let (uid, next, end) = b.get();
+            let (next, end) = if uid == self.uid && next < end {
+                (next, end)
+            } else {
+                let start = self.next.fetch_add(BLOCK, Ordering::Relaxed);
+                (start, start + BLOCK)
+            };
+            b.set((self.uid, next + 1, end));
+            next
+        });
+        Some((u64::from(index) + 1) << SEQ_BITS | (seq & SEQ_MASK))
+    }
+
+    /// The callsite index of `meta`, through this thread's cache.
+    #[inline]
+    fn index_of(&self, meta: &'static Metadata<'static>) -> Option<u32> {
+        let key = meta as *const Metadata<'static> as usize;
+        let slot = (key >> 4) % 64;
+        let cached = INDEX_CACHE.with(|c| {
+            let e = c.borrow()[slot];
+            (e.0 == self.uid && e.1 == key).then_some(e.2)
+        });
+        if cached.is_some() {
+            return cached;
+        }
+        let k = self.callsites.lookup(meta)?;
+        INDEX_CACHE.with(|c| c.borrow_mut()[slot] = (self.uid, key, k));
+        Some(k)
+    }
+
+    /// The callsite of a span id.
+    pub(super) fn meta(&self, id: u64) -> Option<&'static Metadata<'static>> {
+        let index = (id >> SEQ_BITS).checked_sub(1)?;
+        self.callsites.get(index as u32)
+    }
+}
+
+/// The extra handles of cloned spans.
+pub(super) struct Handles {
+    shards: [Mutex<FastMap<u64, u32>>; 16],
+    /// Spans with extra handles now: while 0, no span was cloned and `release` is one load.
+    outstanding: AtomicUsize,
+}
+
+impl Handles {
+    pub(super) fn new() -> Handles {
+        Handles {
+            shards: std::array::from_fn(|_| Mutex::new(FastMap::default())),
+            outstanding: AtomicUsize::new(0),
+        }
+    }
+
+    fn shard(&self, id: u64) -> std::sync::MutexGuard<'_, FastMap<u64, u32>> {
+        let k = (id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 60) as usize;
+        self.shards[k].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `clone_span`: one more handle of span `id`.
+    pub(super) fn add(&self, id: u64) {
+        let mut shard = self.shard(id);
+        let extra = shard.entry(id).or_insert(0);
+        *extra += 1;
+        if *extra == 1 {
+            self.outstanding.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// `try_close`: one handle of span `id` dropped; true when it was the last.
+    #[inline]
+    pub(super) fn release(&self, id: u64) -> bool {
+        // An id cloned on another thread became visible here through the handle that brought
+        // it (a `Span` moved between threads synchronizes), so a relaxed load sees its entry.
+        if self.outstanding.load(Ordering::Relaxed) == 0 {
+            return true;
+        }
+        let mut shard = self.shard(id);
+        match shard.get_mut(&id) {
+            None => true,
+            Some(extra) => {
+                *extra -= 1;
+                if *extra == 0 {
+                    shard.remove(&id);
+                    self.outstanding.fetch_sub(1, Ordering::Relaxed);
+                }
+                false
+            }
+        }
+    }
+}
+
+/// This thread entered span `id` of subscriber `uid`.
+#[inline]
+pub(super) fn push_entered(uid: u64, id: u64) {
+    let _ = ENTERED.try_with(|s| s.borrow_mut().push((uid, id)));
+}
+
+/// This thread exited span `id` of subscriber `uid` (the innermost entry of it; exits may
+/// come out of order).
+#[inline]
+pub(super) fn pop_entered(uid: u64, id: u64) {
+    let _ = ENTERED.try_with(|s| {
+        let mut s = s.borrow_mut();
+        if s.last() == Some(&(uid, id)) {
+            s.pop();
+        } else if let Some(at) = s.iter().rposition(|&e| e == (uid, id)) {
+            s.remove(at);
+        }
+    });
+}
+
+/// The innermost span of subscriber `uid` entered on this thread.
+pub(super) fn current(uid: u64) -> Option<u64> {
+    ENTERED
+        .try_with(|s| s.borrow().iter().rev().find(|e| e.0 == uid).map(|e| e.1))
+        .ok()
+        .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Cs;
+    impl tracing_core::Callsite for Cs {
+        fn set_interest(&self, _: tracing_core::Interest) {}
+        fn metadata(&self) -> &Metadata<'_> {
+            unreachable!()
+        }
+    }
+    static CS: Cs = Cs;
+
+    fn meta(name: &'static str) -> &'static Metadata<'static> {
+        Box::leak(Box::new(Metadata::new(
+            name,
+            "t",
+            tracing_core::Level::INFO,
+            None,
+            None,
+            None,
+            tracing_core::field::FieldSet::new(&[], tracing_core::identify_callsite!(&CS)),
+            tracing_core::Kind::SPAN,
+        )))
+    }
+
+    #[test]
+    fn ids_are_unique_and_give_back_their_callsite() {
+        let ids = Ids::new(7);
+        let (a, b) = (meta("a"), meta("b"));
+        assert_eq!(ids.callsites.register(a), Some(0));
+        assert_eq!(ids.callsites.register(b), Some(1));
+        assert_eq!(ids.callsites.register(a), Some(0), "once per callsite");
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..10_000 {
+            let id = ids.next(a).unwrap();
+            assert!(seen.insert(id));
+            assert!(std::ptr::eq(ids.meta(id).unwrap(), a));
+        }
+        let on_other = std::thread::scope(|s| s.spawn(|| ids.next(b).unwrap()).join().unwrap());
+        assert!(seen.insert(on_other), "another thread's block");
+        assert!(std::ptr::eq(ids.meta(on_other).unwrap(), b));
+        assert!(ids.next(meta("never registered")).is_none());
+        assert!(ids.meta(1).is_none());
+    }
+
+    #[test]
+    fn a_span_closes_with_its_last_handle() {
+        let h = Handles::new();
+        assert!(h.release(5), "never cloned: the only handle");
+        h.add(6);
+        h.add(6);
+        assert!(!h.release(6));
+        assert!(!h.release(6));
+        assert!(h.release(6), "the last of three");
+        assert_eq!(h.outstanding.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn the_current_span_is_the_innermost_entered() {
+        push_entered(1, 10);
+        push_entered(2, 99);
+        push_entered(1, 11);
+        assert_eq!(current(1), Some(11));
+        pop_entered(1, 10); // out of order
+        assert_eq!(current(1), Some(11));
+        pop_entered(1, 11);
+        assert_eq!(current(1), None);
+        assert_eq!(current(2), Some(99));
+        pop_entered(2, 99);
+    }
+}
