@@ -1,8 +1,8 @@
 //! The live-metrics endpoint (feature `prometheus`) over real loopback sockets: exact counts
-//! that survive finalize, the region limit, labels, perf and await series; 100 concurrent
-//! scrapes; garbage, oversized and silent clients; no growth of heap, descriptors or threads
-//! under repeated load; a failed bind; a disabled profiler binds nothing; a forked child
-//! does not keep the port.
+//! that survive finalize (from `ScopeLayer` and from `ScopeSubscriber`), the region limit,
+//! labels, perf and await series; 100 concurrent scrapes; garbage, oversized and silent
+//! clients; no growth of heap, descriptors or threads under repeated load; a failed bind; a
+//! disabled profiler binds nothing; a forked child does not keep the port.
 //!
 //! Tests take one lock: the memory test counts the whole process's live heap bytes.
 
@@ -149,6 +149,26 @@ fn counts_are_exact_and_survive_finalize() {
         ),
         Some(5.0)
     );
+    assert_eq!(guard.metrics_text().unwrap(), text);
+}
+
+#[test]
+fn the_subscriber_front_end_serves_the_same_metrics() {
+    let _s = serial();
+    let (subscriber, guard) = ScopeLayer::builder()
+        .no_output()
+        .prometheus("127.0.0.1:0")
+        .build_subscriber()
+        .expect("build_subscriber");
+    let addr = guard.metrics_addr().expect("an endpoint");
+    let d = tracing::Dispatch::new(subscriber);
+    calls(&d, "a", 4);
+    calls(&d, "b", 2);
+    let report = guard.finalize().unwrap();
+    assert_eq!(report.region("a").unwrap().calls, 4);
+    let text = scrape(addr);
+    assert_eq!(calls_of(&text, "a"), Some(4.0));
+    assert_eq!(calls_of(&text, "b"), Some(2.0));
     assert_eq!(guard.metrics_text().unwrap(), text);
 }
 
