@@ -1,9 +1,10 @@
 //! Quick start: a small Tokio program with `#[instrument]` async fns, sync `info_span!`
-//! blocks and a CPU loop, profiled by ScopeLayer. Writes `profiling_data.h5` (or the path
-//! given as the first argument) and prints the summary table.
+//! blocks and a CPU loop, profiled by ScopeLayer (or, with `--subscriber`, by
+//! ScopeSubscriber: the same file). Writes `profiling_data.h5` (or the path given) and prints
+//! the summary table.
 //!
 //! ```text
-//! cargo run --release --example quickstart [-- out.h5]
+//! cargo run --release --example quickstart [-- [--subscriber] out.h5]
 //! ```
 
 use std::time::Duration;
@@ -42,16 +43,30 @@ async fn serve(requests: u64) -> u64 {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let output = std::env::args()
-        .nth(1)
+    // `quickstart [--subscriber] [OUTPUT]`: `--subscriber` profiles with ScopeSubscriber, the
+    // front end for programs whose only `tracing` consumer is the profiler.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let subscriber = args.iter().any(|a| a == "--subscriber");
+    let output = args
+        .iter()
+        .find(|a| *a != "--subscriber")
+        .cloned()
         .unwrap_or_else(|| "profiling_data.h5".into());
-    let (layer, guard) = ScopeLayer::builder()
+    let builder = ScopeLayer::builder()
         .mode(Mode::TimeOnly)
         .output(&output)
         .track_async(true)
-        .label("quickstart")
-        .build()?;
-    tracing_subscriber::registry().with(layer).init();
+        .label("quickstart");
+    let guard = if subscriber {
+        // Same file, no registry underneath: no layers, no `LookupSpan`, events not logged.
+        let (sub, guard) = builder.build_subscriber()?;
+        tracing::subscriber::set_global_default(sub)?;
+        guard
+    } else {
+        let (layer, guard) = builder.build()?;
+        tracing_subscriber::registry().with(layer).init();
+        guard
+    };
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -2,6 +2,7 @@
 # The test command: installs what is missing (system packages, the Python reference reader in
 # target/py-reader-venv) and runs the whole test suite (unit, integration, doc tests, and the
 # compatibility tests against the real scope-profiler 0.7.5 reader), with every cargo feature,
+# then the suites that check both front ends against ScopeSubscriber,
 # then the loom model of the lane handoff and the release-build stress runs.
 #
 # Every feature includes `mpio`, which links parallel HDF5: HDF5_DIR names it for that build
@@ -12,9 +13,15 @@ scripts/install-deps.sh
 SCOPE_PY_VENV="$(scripts/py-reader-env.sh | tail -n1)"
 export SCOPE_PY_VENV
 HDF5_DIR="$(scripts/hdf5-mpio-dir.sh)" cargo test --all-features "$@"
+# The same compatibility, async, sink, streaming and load-safety suites against the other front
+# end, ScopeSubscriber (tests/common::dispatch reads SCOPE_FRONT_END): already built above.
+SCOPE_FRONT_END=subscriber HDF5_DIR="$(scripts/hdf5-mpio-dir.sh)" cargo test --all-features \
+    --test python_compat --test async_lanes --test perf_sink --test likwid_sink \
+    --test load_safety --test streaming --test line_timing --test scaling "$@"
 # Accuracy per call and memory per live span/thread are properties of the release build (in a
 # debug build those tests say so and are ignored): run them there.
 cargo test --release --test accuracy --test memory
+SCOPE_FRONT_END=subscriber cargo test --release --test accuracy
 # Load safety: the lane handoff model-checked with loom, and the stress shapes in release.
 scripts/loom.sh
 scripts/stress.sh

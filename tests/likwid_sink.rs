@@ -8,13 +8,14 @@
 
 #![cfg(feature = "likwid")]
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use scope_profiler::{Error, Report, ScopeLayer};
 use tracing::info_span;
-use tracing_subscriber::prelude::*;
 
 const LIB_ENV: &str = "SCOPE_PROFILER_LIKWID_LIB";
 
@@ -42,12 +43,12 @@ fn build_standin(dir: &Path) -> PathBuf {
 /// Profiles sync spans on the main thread and two workers with LIKWID markers on; returns the
 /// report. The profiler (and with it the sink, which closes the markers) is gone on return.
 fn profile_with_markers() -> Result<Report, Error> {
-    let (layer, guard) = ScopeLayer::builder()
-        .no_output()
-        .summary(false)
-        .likwid(true)
-        .build()?;
-    let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let (d, guard) = common::try_dispatch(
+        ScopeLayer::builder()
+            .no_output()
+            .summary(false)
+            .likwid(true),
+    )?;
     tracing::dispatcher::with_default(&d, || {
         for _ in 0..5 {
             info_span!("solve").in_scope(|| {
@@ -232,13 +233,13 @@ fn standin_results_reach_the_file_at_drop() {
     let out = dir.path().join("likwid.h5");
     std::env::set_var(LIB_ENV, &lib);
     std::env::set_var("LIKWID_FILEPATH", &results);
-    let (layer, guard) = ScopeLayer::builder()
-        .output(&out)
-        .summary(false)
-        .likwid(true)
-        .build()
-        .expect("the stand-in loads");
-    let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let (d, guard) = common::try_dispatch(
+        ScopeLayer::builder()
+            .output(&out)
+            .summary(false)
+            .likwid(true),
+    )
+    .expect("the stand-in loads");
     tracing::dispatcher::with_default(&d, || {
         for _ in 0..4 {
             info_span!("solve").in_scope(|| ());

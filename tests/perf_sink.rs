@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 use hdf5::types::{IntSize, TypeDescriptor, VarLenUnicode};
 use scope_profiler::{Error, FlushGuard, Report, ScopeLayer};
 use tracing::info_span;
-use tracing_subscriber::prelude::*;
 
 fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
@@ -57,11 +56,8 @@ fn build(
         Some(p) => b.output(p),
         None => b.no_output(),
     };
-    let (layer, guard) = b.build()?;
-    Ok((
-        guard,
-        tracing::Dispatch::new(tracing_subscriber::registry().with(layer)),
-    ))
+    let (d, guard) = common::try_dispatch(b)?;
+    Ok((guard, d))
 }
 
 /// Profiles `work` counting `events` and returns the first finalize's report.

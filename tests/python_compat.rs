@@ -13,7 +13,6 @@ use std::path::Path;
 
 use scope_profiler::{Mode, Report, ScopeLayer};
 use tracing::info_span;
-use tracing_subscriber::prelude::*;
 
 fn run(program: &str, args: &[&str]) -> String {
     common::py(program, args)
@@ -21,14 +20,12 @@ fn run(program: &str, args: &[&str]) -> String {
 
 /// Profiles `work` into `path` and returns our report.
 fn profile(path: &Path, mode: Mode, work: impl FnOnce()) -> Report {
-    let (layer, guard) = ScopeLayer::builder()
-        .mode(mode)
-        .output(path)
-        .summary(false)
-        .label("compat")
-        .build()
-        .unwrap();
-    let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let (d, guard) = common::dispatch(
+        ScopeLayer::builder()
+            .mode(mode)
+            .output(path)
+            .label("compat"),
+    );
     tracing::dispatcher::with_default(&d, work);
     guard.finalize().unwrap()
 }

@@ -13,13 +13,37 @@ use std::process::Command;
 use scope_profiler::{Builder, FlushGuard};
 use tracing_subscriber::prelude::*;
 
-/// Builds the profiler and a dispatcher with it.
-pub(crate) fn dispatch(builder: Builder) -> (tracing::Dispatch, FlushGuard) {
-    let (layer, guard) = builder.summary(false).build().expect("build");
-    (
+/// The front end the suites run against: `ScopeLayer` on the registry (default) or
+/// `ScopeSubscriber` with `SCOPE_FRONT_END=subscriber`. `scripts/test.sh` runs the
+/// compatibility, async, sink and load-safety suites once with each, so one copy of each suite
+/// checks both.
+pub(crate) fn front_end() -> &'static str {
+    match std::env::var("SCOPE_FRONT_END").as_deref() {
+        Ok("subscriber") => "subscriber",
+        Ok("layer") | Err(_) => "layer",
+        Ok(other) => panic!("SCOPE_FRONT_END={other}: expected `layer` or `subscriber`"),
+    }
+}
+
+/// Builds the profiler with [`front_end`] and a dispatcher with it (the builder's own errors
+/// returned).
+pub(crate) fn try_dispatch(
+    builder: Builder,
+) -> Result<(tracing::Dispatch, FlushGuard), scope_profiler::Error> {
+    if front_end() == "subscriber" {
+        let (sub, guard) = builder.build_subscriber()?;
+        return Ok((tracing::Dispatch::new(sub), guard));
+    }
+    let (layer, guard) = builder.build()?;
+    Ok((
         tracing::Dispatch::new(tracing_subscriber::registry().with(layer)),
         guard,
-    )
+    ))
+}
+
+/// Builds the profiler (no summary) with [`front_end`] and a dispatcher with it.
+pub(crate) fn dispatch(builder: Builder) -> (tracing::Dispatch, FlushGuard) {
+    try_dispatch(builder.summary(false)).expect("build")
 }
 
 /// A 1-D dataset of a profile file.
