@@ -16,6 +16,9 @@ use crate::shared::Shared;
 use crate::sink::Sinks;
 use crate::Error;
 
+#[cfg(feature = "prometheus")]
+mod metrics;
+
 /// Configures and builds a [`ScopeLayer`] and its [`FlushGuard`].
 ///
 /// ```no_run
@@ -383,7 +386,9 @@ impl Builder {
     ///   and of MPI setup;
     /// - [`Error::ThreadSpawn`] when the flusher thread cannot be started;
     /// - [`Error::ForkedChild`] in a process forked (without `exec`) from one whose profiler
-    ///   was running (unless the mode is `Disabled`).
+    ///   was running (unless the mode is `Disabled`);
+    /// - with the `prometheus` feature, [`Error::MetricsEndpoint`] when the metrics endpoint
+    ///   cannot be bound, and [`Error::InvalidOption`] for invalid metric labels.
     pub fn build(self) -> Result<(ScopeLayer, FlushGuard), Error> {
         if self.config.max_level.is_some() {
             return Err(Error::InvalidOption {
@@ -438,6 +443,8 @@ impl Builder {
         }
         #[allow(clippy::let_unit_value)] // `()` without the `mpi` feature
         let _mpi = crate::mpi::setup(&mut config)?;
+        #[cfg(feature = "prometheus")]
+        let metrics = crate::metrics::setup(&config, crate::mpi::handle_rank(&_mpi))?;
         let mut sinks = None;
         if config.mode != crate::Mode::Disabled {
             if let Some(path) = &config.output {
@@ -456,9 +463,22 @@ impl Builder {
         {
             shared.mpi = _mpi;
         }
+        #[cfg(feature = "prometheus")]
+        {
+            shared.metrics = metrics.as_ref().map(|m| m.hub.clone());
+        }
         let shared = Arc::new(shared);
         crate::fork::Watch::arm(&shared);
-        let guard = FlushGuard::start(shared.clone())?;
+        #[allow(unused_mut)] // without the `prometheus` feature
+        let mut guard = FlushGuard::start(shared.clone())?;
+        #[cfg(feature = "prometheus")]
+        if let Some(crate::metrics::Setup {
+            hub,
+            listener: Some(listener),
+        }) = metrics
+        {
+            guard.serve_metrics(crate::metrics::http::Server::start(listener, hub)?);
+        }
         Ok((shared, guard))
     }
 }

@@ -75,6 +75,9 @@ pub(crate) struct Config {
     pub max_level: Option<tracing_core::LevelFilter>,
     /// Buffer budget and drop policy.
     pub buffering: Buffering,
+    /// Live metrics and their endpoint.
+    #[cfg(feature = "prometheus")]
+    pub metrics: crate::metrics::options::MetricsConfig,
 }
 
 impl Config {
@@ -111,6 +114,8 @@ impl Config {
             });
         }
         check_service_options(config)?;
+        #[cfg(feature = "prometheus")]
+        config.metrics.check()?;
         Ok(self)
     }
 }
@@ -145,6 +150,8 @@ impl Default for Config {
             mpi_also_relay: None,
             max_level: None,
             buffering: Buffering::default(),
+            #[cfg(feature = "prometheus")]
+            metrics: Default::default(),
         }
     }
 }

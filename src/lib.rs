@@ -71,6 +71,12 @@
 //! puts the ranks of a job into one file (every rank writing its own rows through MPI-IO
 //! with `mpio`, else gathered by rank 0) and `read` reads any schema-3 file back.
 //!
+//! **Live metrics** (`metrics/`, feature `prometheus`). The flusher also folds each call into
+//! per-region counters and a duration histogram kept since `build()`, and publishes a snapshot
+//! a few times a second; a small HTTP endpoint (`Builder::prometheus`) and
+//! `FlushGuard::metrics_text` serve it in the Prometheus text format, never waiting for the
+//! flusher.
+//!
 //! Span ids: the profiler relies on the subscriber never reusing a span id while that span
 //! is open, which `tracing_subscriber::Registry` guarantees (a slot is freed only after the
 //! span closes; its generation counter then gives the next span a new id, and the id comes
@@ -97,6 +103,8 @@ mod fasthash;
 mod finalize;
 mod flusher;
 mod fork;
+#[cfg(feature = "prometheus")]
+mod metrics;
 mod mpi;
 mod output;
 pub mod read;

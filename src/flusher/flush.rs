@@ -34,6 +34,7 @@ use crate::shared::Shared;
 use crate::Mode;
 
 mod fold;
+mod live;
 mod snapshot;
 pub(crate) use snapshot::{RegionSnapshot, Snapshot};
 
@@ -138,6 +139,9 @@ pub(crate) struct Flusher {
     lines: crate::flusher::lines::LineTables,
     paused_calls: u64,
     pauses_seen: usize,
+    /// The live metrics this flusher feeds (feature `prometheus`, when they are on).
+    #[cfg(feature = "prometheus")]
+    metrics: Option<crate::metrics::Live>,
 }
 
 /// Capacity the per-drain batch vectors keep between drains.
@@ -156,6 +160,8 @@ impl Flusher {
         let mut asm = Assembler::new(shared.callsites.clone());
         asm.keep_polls = keep_calls && shared.config.track_async;
         asm.line_timing = shared.config.line_timing;
+        #[cfg(feature = "prometheus")]
+        let metrics = shared.metrics.as_ref().map(|hub| hub.live());
         Flusher {
             shared,
             lanes: Vec::new(),
@@ -181,6 +187,8 @@ impl Flusher {
             lines: Default::default(),
             paused_calls: 0,
             pauses_seen: 0,
+            #[cfg(feature = "prometheus")]
+            metrics,
         }
     }
 
@@ -389,6 +397,7 @@ impl Flusher {
         self.fold();
         self.settle_tasks(passed);
         self.asm.shrink();
+        self.publish_metrics(false);
         Round { more, records }
     }
 

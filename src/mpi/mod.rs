@@ -129,6 +129,15 @@ pub(crate) fn finish(_shared: &Shared) {
     }
 }
 
+/// The rank of a handle (`None` without `Builder::mpi`).
+#[cfg_attr(not(feature = "prometheus"), allow(dead_code))]
+pub(crate) fn handle_rank(_handle: &Handle) -> Option<u32> {
+    #[cfg(feature = "mpi")]
+    return _handle.as_ref().map(|m| m.rank);
+    #[cfg(not(feature = "mpi"))]
+    None
+}
+
 /// This rank's MPI after `build()` (nothing without the feature).
 #[cfg(feature = "mpi")]
 pub(crate) type Handle = Option<relay::Mpi>;

@@ -10,7 +10,6 @@ impl Flusher {
     /// Folds assembled calls into the phase: statistics always, the calls themselves in
     /// time-only mode.
     pub(super) fn fold(&mut self) {
-        let clock = self.shared.clock;
         let n_regions = self.asm.regions.regions().len();
         if self.phase.len() < n_regions {
             self.phase.resize_with(n_regions, PhaseRegion::default);
@@ -30,8 +29,40 @@ impl Flusher {
             }
             self.spooled_regions = n_regions;
         }
+        // The live metrics, when on: checked once here; a loop without them otherwise.
+        #[cfg(feature = "prometheus")]
+        let live = self.metrics.is_some();
+        #[cfg(not(feature = "prometheus"))]
+        let live = false;
+        if live {
+            self.fold_calls::<true>();
+        } else {
+            self.fold_calls::<false>();
+        }
+        self.polls();
+        // A round after a burst can hold many calls and polls;
+        // give that memory back instead of keeping the batch vectors at their peak.
+        if self.scratch.capacity() > BATCH_KEEP {
+            self.scratch.shrink_to(BATCH_KEEP);
+        }
+        if self.asm.polls.capacity() > BATCH_KEEP {
+            self.asm.polls.shrink_to(BATCH_KEEP);
+        }
+    }
+
+    /// The calls of [`fold`](Self::fold); with `LIVE`, each is also fed to the live metrics.
+    fn fold_calls<const LIVE: bool>(&mut self) {
+        let clock = self.shared.clock;
         let track_tasks = self.shared.config.track_async;
         let pauses = self.shared.pause.windows();
+        #[cfg(feature = "prometheus")]
+        let mut live = self.metrics.as_mut().filter(|_| LIVE).map(|m| {
+            let regions = self.asm.regions.regions();
+            for info in regions.get(m.acc.regions()..).unwrap_or_default() {
+                m.acc.region(info.name);
+            }
+            &mut m.acc
+        });
         for c in self.scratch.drain(..) {
             if crate::recording::pause::overlaps(&pauses, c.start, c.end) {
                 self.paused_calls += 1;
@@ -88,6 +119,12 @@ impl Flusher {
             });
             let p = &mut self.phase[c.region as usize];
             p.stats.add(dur_ns as u64);
+            #[cfg(feature = "prometheus")]
+            if LIVE {
+                if let Some(acc) = live.as_deref_mut() {
+                    acc.add(c.region, dur_ns as u64, (dur_ns - busy_ns) as u64);
+                }
+            }
             p.lifetime += 1;
             if gpu_ns >= 0 {
                 p.gpu_count += 1;
@@ -114,15 +151,6 @@ impl Flusher {
             } else {
                 self.calls_truncated = true;
             }
-        }
-        self.polls();
-        // A round after a burst can hold many calls and polls;
-        // give that memory back instead of keeping the batch vectors at their peak.
-        if self.scratch.capacity() > BATCH_KEEP {
-            self.scratch.shrink_to(BATCH_KEEP);
-        }
-        if self.asm.polls.capacity() > BATCH_KEEP {
-            self.asm.polls.shrink_to(BATCH_KEEP);
         }
     }
 
