@@ -13,9 +13,9 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 reps=${REPS:-7}
 
-cargo build --release --example metrics_cost
+cargo build --release --features testing --example metrics_cost
 cp target/release/examples/metrics_cost target/metrics-cost-plain
-cargo build --release --features prometheus --example metrics_cost
+cargo build --release --features prometheus,testing --example metrics_cost
 cp target/release/examples/metrics_cost target/metrics-cost-prom
 
 configs=("plain off" "prom off" "prom on")
@@ -37,7 +37,7 @@ if command -v valgrind >/dev/null 2>&1; then
     # Whole-flusher counts vary with the number of idle rounds (timing), so count the
     # instructions of the metrics code itself: a build with line tables, and callgrind's
     # per-line counts of what `fold` runs from src/metrics/ and of its call site.
-    CARGO_PROFILE_RELEASE_DEBUG=1 cargo build --release --features prometheus \
+    CARGO_PROFILE_RELEASE_DEBUG=1 cargo build --release --features prometheus,testing \
         --example metrics_cost --target-dir target/metrics-cost-lines
     out=target/metrics-cost-lines/on.callgrind
     valgrind --tool=callgrind --callgrind-out-file="$out" \

@@ -121,7 +121,7 @@ pub use finalize::guard::FlushGuard;
 pub use finalize::recover::{recover, recover_spool, Recovered};
 pub use finalize::report::{DetailLost, RegionStats, Report};
 pub use mpi::merge::{merge_ranks, Merged};
-pub use mpi::MpiWrite;
+pub use mpi::{MpiWrite, RankSpread};
 pub use output::model::SESSION_REGION;
 pub use recording::layer::ScopeLayer;
 pub use recording::pause::Switch;

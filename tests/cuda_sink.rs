@@ -267,9 +267,11 @@ fn child_full() {
     let out = PathBuf::from(std::env::var("CHILD_OUT").unwrap());
     let log = PathBuf::from(std::env::var("CUDA_STANDIN_LOG").unwrap());
     let file = out.join("gpu.h5");
-    let (layer, guard): (_, FlushGuard) = ScopeLayer::builder()
-        .cuda_timing(true)
-        .cuda_stream(STREAM)
+    let builder = ScopeLayer::builder().cuda_timing(true);
+    // SAFETY: the stand-in driver takes any stream handle and only records it (no real
+    // driver ever sees this value).
+    let builder = unsafe { builder.cuda_stream(STREAM) };
+    let (layer, guard): (_, FlushGuard) = builder
         .cuda_sync_on_exit(true)
         .track_async(true)
         .output(&file)

@@ -438,6 +438,10 @@ impl Drop for FlushGuard {
             };
             eprintln!("scope-profiler: final flush failed: {e}");
         }
+        // Nothing reads records from here on: switch recording off for good, so spans after
+        // the drop cost one relaxed load instead of filling the buffer budget and then taking
+        // the drop path forever.
+        inner.shared.pause.disable();
         if let Some(tx) = &inner.tx {
             let _ = tx.send(Command::Shutdown);
         }

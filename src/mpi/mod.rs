@@ -30,7 +30,7 @@ mod spread;
 
 use std::path::{Path, PathBuf};
 
-pub(crate) use spread::RankSpread;
+pub use spread::RankSpread;
 
 /// The `metadata` key naming how a multi-rank file was written (`"parallel"` or `"relay"`).
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
