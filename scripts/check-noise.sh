@@ -16,7 +16,7 @@ scale="${KERNEL_SCALE:-1}"
 budget="${BUDGET:-3}"
 metric="${METRIC:-p50}"
 scripts/install-deps.sh
-cargo build -q --release --example check_bench --bin scopeprof
+cargo build -q --release --features cli --example check_bench --bin scopeprof
 bench=target/release/examples/check_bench
 sp=target/release/scopeprof
 dir="$(mktemp -d)"

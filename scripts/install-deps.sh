@@ -11,6 +11,9 @@
 #                             `hdf5.pc` alternative point at the parallel library (it has the
 #                             higher priority), which plain builds would then link; this script
 #                             pins the alternative to the serial library when nobody chose.
+#   prometheus                (the `prometheus` feature's test scrapes with a real Prometheus
+#                             and checks the text with `promtool`; installed without its
+#                             recommends and without starting the package's service)
 #   chromium                  (the `scopeprof report` test opens the HTML page in headless Chromium)
 # Debian/Ubuntu only (apt-get); runs apt-get through sudo when not root. Idempotent and quiet
 # when everything is present.
@@ -28,6 +31,9 @@ pkg-config --exists ompi 2>/dev/null || need+=(libopenmpi-dev)
 command -v mpirun >/dev/null 2>&1 || need+=(openmpi-bin)
 pkg-config --exists hdf5-openmpi 2>/dev/null || need+=(libhdf5-openmpi-dev)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# Installed apart: --no-install-recommends (no node exporter), no service started.
+quiet_need=()
+{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || quiet_need+=(prometheus)
 
 # Plain builds link serial HDF5: pin Debian's `hdf5.pc` alternative to it unless someone set it
 # by hand (manual mode). Quiet when it already is.
@@ -54,20 +60,35 @@ if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then
     sudo="sudo"
 fi
 
-if [ ${#need[@]} -eq 0 ]; then
+if [ ${#need[@]} -eq 0 ] && [ ${#quiet_need[@]} -eq 0 ]; then
     pin_serial_hdf5
     exit 0
 fi
 
 if [ "$(id -u)" -ne 0 ] && [ -z "$sudo" ]; then
-    echo "install-deps: need root (or sudo) to install: ${need[*]}" >&2
+    echo "install-deps: need root (or sudo) to install: ${need[*]} ${quiet_need[*]}" >&2
     exit 1
 fi
 command -v apt-get >/dev/null 2>&1 || {
-    echo "install-deps: apt-get not found; install these by hand: ${need[*]}" >&2
+    echo "install-deps: apt-get not found; install these by hand: ${need[*]} ${quiet_need[*]}" >&2
     exit 1
 }
-echo "install-deps: installing ${need[*]}" >&2
+echo "install-deps: installing ${need[*]} ${quiet_need[*]}" >&2
 $sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+if [ ${#need[@]} -gt 0 ]; then
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if [ ${#quiet_need[@]} -gt 0 ]; then
+    # The prometheus package would start its own server on port 9090; the tests start theirs
+    # on a free loopback port. policy-rc.d (exit 101) tells invoke-rc.d and
+    # deb-systemd-invoke not to start services; added only for this install when absent.
+    policy=/usr/sbin/policy-rc.d
+    if [ ! -e "$policy" ]; then
+        trap '$sudo rm -f "$policy"' EXIT
+        printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
+        $sudo chmod +x "$policy"
+    fi
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
+        "${quiet_need[@]}" >/dev/null
+fi
 pin_serial_hdf5

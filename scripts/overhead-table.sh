@@ -18,7 +18,7 @@
 # On a small shared machine, `OVERHEAD_CLOCK=thread taskset -c 0 bash scripts/overhead-table.sh`
 # gives the steadiest hot-path figures: the flusher then runs time-sliced with the loop (its
 # slices are not the loop's thread CPU) instead of on the other core beside it, where its work
-# slows the loop's own instructions and scatters the medians (README, "Overhead").
+# slows the loop's own instructions and scatters the medians (docs/performance.md).
 #
 # Reads criterion's median point estimates from <criterion dir>/{span,poll}/<config>/new/estimates.json
 # and the bench's extra data (background CPU, drops) from <criterion dir>/overhead-extra.jsonl.

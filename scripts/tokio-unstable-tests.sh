@@ -17,7 +17,7 @@ target="${CARGO_TARGET_DIR:-target}"
 case "$target" in /*) ;; *) target="$root/$target" ;; esac
 SCOPE_PY_VENV="${SCOPE_PY_VENV:-$(scripts/py-reader-env.sh | tail -n1)}"
 SCOPEPROF_PERFETTO_VENV="$(scripts/perfetto-env.sh | tail -n1)"
-[ -x "$target/debug/scopeprof" ] || cargo build --bin scopeprof
+[ -x "$target/debug/scopeprof" ] || cargo build --features cli --bin scopeprof
 export SCOPE_PY_VENV SCOPEPROF_PERFETTO_VENV SCOPEPROF="$target/debug/scopeprof"
 cd crates/tokio-unstable-tests
 export RUSTFLAGS="--cfg tokio_unstable" CARGO_TARGET_DIR="$target/tokio-unstable"

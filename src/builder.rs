@@ -16,6 +16,9 @@ use crate::shared::Shared;
 use crate::sink::Sinks;
 use crate::Error;
 
+#[cfg(feature = "prometheus")]
+mod metrics;
+
 /// Configures and builds a [`ScopeLayer`] and its [`FlushGuard`].
 ///
 /// ```no_run
@@ -65,6 +68,25 @@ impl Builder {
         self
     }
 
+    /// Prints the summary of every finalize to `writer` instead of stderr (a log file, a
+    /// buffer, the program's own output). [`Report`](crate::Report)'s `Display` gives the
+    /// same text for one report.
+    ///
+    /// ```
+    /// let (layer, guard) = scope_profiler::ScopeLayer::builder()
+    ///     .no_output()
+    ///     .summary_to(std::io::stdout())
+    ///     .build()?;
+    /// # drop((layer, guard));
+    /// # Ok::<(), scope_profiler::Error>(())
+    /// ```
+    pub fn summary_to(mut self, writer: impl std::io::Write + Send + 'static) -> Self {
+        self.config.summary_to = Some(crate::config::SummaryWriter(std::sync::Arc::new(
+            std::sync::Mutex::new(Box::new(writer)),
+        )));
+        self
+    }
+
     /// A label for the run, stored in the file and shown in summaries.
     pub fn label(mut self, label: impl Into<String>) -> Self {
         self.config.label = Some(label.into());
@@ -76,9 +98,16 @@ impl Builder {
     /// the spool. Draining the recording threads' buffers does not depend on it: the flusher
     /// drains every 2 ms while records come (up to 32 ms apart while they do not), and at once
     /// when a thread waits for a buffer.
-    pub fn flush_interval(mut self, interval: Duration) -> Self {
+    pub fn spool_sync_interval(mut self, interval: Duration) -> Self {
         self.config.flush_interval = interval;
         self
+    }
+
+    /// The old name of [`spool_sync_interval`](Self::spool_sync_interval), which says what it
+    /// sets: it never was the interval at which buffers are drained.
+    #[deprecated(since = "0.1.0", note = "renamed `spool_sync_interval`")]
+    pub fn flush_interval(self, interval: Duration) -> Self {
+        self.spool_sync_interval(interval)
     }
 
     /// Records the thread of every call (each OS thread is a lane).
@@ -87,13 +116,11 @@ impl Builder {
         self
     }
 
-    /// Records the Tokio task of every call and its await-suspended time; implies
-    /// [`track_threads`](Self::track_threads).
+    /// Records the Tokio task of every call and its await-suspended time. Task lanes need
+    /// thread lanes: with it on, threads are tracked whatever
+    /// [`track_threads`](Self::track_threads) says, in whichever order the two are called.
     pub fn track_async(mut self, on: bool) -> Self {
         self.config.track_async = on;
-        if on {
-            self.config.track_threads = true;
-        }
         self
     }
 
@@ -187,12 +214,19 @@ impl Builder {
 
     /// The CUDA stream to record events on, as its raw `CUstream` handle (default 0: the
     /// default stream).
-    pub fn cuda_stream(mut self, raw_stream: usize) -> Self {
+    ///
+    /// # Safety
+    /// The value goes to the CUDA driver as a `CUstream` (`cuEventRecord`) at every call's
+    /// enter and exit. It must be 0 or a stream created in the CUDA context current on the
+    /// threads that enter the spans, and that stream must outlive the profiler (until the
+    /// guard's finalize or drop has returned). An invalid handle is undefined behaviour in
+    /// the driver.
+    pub unsafe fn cuda_stream(mut self, raw_stream: usize) -> Self {
         self.config.cuda_stream = raw_stream;
         self
     }
 
-    // --- Long-running services: rotation, retention, durability (see the README section
+    // --- Long-running services: rotation, retention, durability (see docs/guide.md,
     // "Profiling a service") ---
 
     /// Writes a phase file every `period`: the output `profile.h5` becomes `profile.0001.h5`,
@@ -325,8 +359,9 @@ impl Builder {
     }
 
     /// Test hook: after each phase written in parallel, the relay also publishes the same
-    /// phase at `path`, so that the two files can be compared. Not part of the stable API.
+    /// phase at `path`, so that the two files can be compared. Feature `testing` (unstable, not part of the API).
     #[doc(hidden)]
+    #[cfg(feature = "testing")]
     pub fn __mpi_also_relay(mut self, path: impl Into<std::path::PathBuf>) -> Self {
         self.config.mpi_also_relay = Some(path.into());
         self
@@ -376,8 +411,9 @@ impl Builder {
     }
 
     /// Test hook: makes the flusher panic in its `n`-th drain, to check that a failing flusher
-    /// never takes the program down. Not part of the stable API.
+    /// never takes the program down. Feature `testing` (unstable, not part of the API).
     #[doc(hidden)]
+    #[cfg(feature = "testing")]
     pub fn __fail_flusher_at(mut self, n: u64) -> Self {
         self.config.buffering.fail_flusher_at = Some(n);
         self
@@ -385,8 +421,9 @@ impl Builder {
 
     /// Test hook: the flusher reads no record until the first finalize (or until a thread
     /// waits for a buffer), so a scaling test measures its work per call without the cost of
-    /// rounds paced by a slow producer. Not part of the stable API.
+    /// rounds paced by a slow producer. Feature `testing` (unstable, not part of the API).
     #[doc(hidden)]
+    #[cfg(feature = "testing")]
     pub fn __hold_flusher(mut self) -> Self {
         self.config.buffering.hold_flusher = true;
         self
@@ -394,8 +431,9 @@ impl Builder {
 
     /// Test hook: `hook` is called with the name of each point of a finalize it reaches
     /// (`"snapshot"`, `"publish"`, `"write"`, `"rename"`), for the whole process, so a
-    /// fault-injection test can act at that moment. Not part of the stable API.
+    /// fault-injection test can act at that moment. Feature `testing` (unstable, not part of the API).
     #[doc(hidden)]
+    #[cfg(feature = "testing")]
     pub fn __checkpoints(self, hook: fn(&'static str)) -> Self {
         crate::checkpoint::set(hook);
         self
@@ -414,7 +452,9 @@ impl Builder {
     ///   and of MPI setup;
     /// - [`Error::ThreadSpawn`] when the flusher thread cannot be started;
     /// - [`Error::ForkedChild`] in a process forked (without `exec`) from one whose profiler
-    ///   was running (unless the mode is `Disabled`).
+    ///   was running (unless the mode is `Disabled`);
+    /// - with the `prometheus` feature, [`Error::MetricsEndpoint`] when the metrics endpoint
+    ///   cannot be bound, and [`Error::InvalidOption`] for invalid metric labels.
     pub fn build(self) -> Result<(ScopeLayer, FlushGuard), Error> {
         if self.config.max_level.is_some() {
             return Err(Error::InvalidOption {
@@ -469,6 +509,8 @@ impl Builder {
         }
         #[allow(clippy::let_unit_value)] // `()` without the `mpi` feature
         let _mpi = crate::mpi::setup(&mut config)?;
+        #[cfg(feature = "prometheus")]
+        let metrics = crate::metrics::setup(&config, crate::mpi::handle_rank(&_mpi))?;
         let mut sinks = None;
         if config.mode != crate::Mode::Disabled {
             if let Some(path) = &config.output {
@@ -487,9 +529,22 @@ impl Builder {
         {
             shared.mpi = _mpi;
         }
+        #[cfg(feature = "prometheus")]
+        {
+            shared.metrics = metrics.as_ref().map(|m| m.hub.clone());
+        }
         let shared = Arc::new(shared);
         crate::fork::Watch::arm(&shared);
-        let guard = FlushGuard::start(shared.clone())?;
+        #[allow(unused_mut)] // without the `prometheus` feature
+        let mut guard = FlushGuard::start(shared.clone())?;
+        #[cfg(feature = "prometheus")]
+        if let Some(crate::metrics::Setup {
+            hub,
+            listener: Some(listener),
+        }) = metrics
+        {
+            guard.serve_metrics(crate::metrics::http::Server::start(listener, hub)?);
+        }
         Ok((shared, guard))
     }
 }
@@ -508,13 +563,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn thread_lanes_follow_task_lanes_in_any_call_order() {
+        for b in [
+            Builder::default().track_async(true).track_threads(false),
+            Builder::default().track_threads(false).track_async(true),
+        ] {
+            let c = b.no_output().config.finish().unwrap();
+            assert!(c.track_async && c.track_threads);
+        }
+        let c = Builder::default()
+            .track_async(true)
+            .track_async(false)
+            .no_output()
+            .config
+            .finish()
+            .unwrap();
+        assert!(
+            !c.track_async && !c.track_threads,
+            "switching async off leaves threads as set"
+        );
+    }
+
+    #[test]
     fn invalid_options_are_errors() {
         let e = Builder::default()
             .no_output()
-            .flush_interval(Duration::ZERO)
+            .spool_sync_interval(Duration::ZERO)
             .build()
             .unwrap_err();
-        assert!(e.to_string().contains("flush_interval"), "{e}");
+        assert!(e.to_string().contains("spool_sync_interval"), "{e}");
         let e = Builder::default().output("/dev/null").build().unwrap_err();
         assert!(e.to_string().contains("not a regular file"), "{e}");
         let e = Builder::default()

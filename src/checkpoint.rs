@@ -4,7 +4,7 @@
 //!
 //! The fault matrix (`tests/faults.rs`) stops a child process at one of them to kill it there,
 //! fill its disk or make its directory read-only, so each row hits its moment every time
-//! instead of by luck. Set through the hidden `Builder::__checkpoints`; unset (always, outside
+//! instead of by luck. Set through the hidden `Builder::__checkpoints` (feature `testing`); unset (always, outside
 //! those tests) a point costs one atomic load, once per finalize.
 
 use std::sync::OnceLock;
@@ -19,6 +19,7 @@ pub(crate) fn reach(point: &'static str) {
 }
 
 /// Sets the hook for the rest of the process (the first one set stays).
+#[cfg(feature = "testing")]
 pub(crate) fn set(hook: fn(&'static str)) {
     let _ = HOOK.set(hook);
 }

@@ -36,6 +36,8 @@ pub(crate) struct Config {
     pub mode: Mode,
     pub output: Option<PathBuf>,
     pub summary: bool,
+    /// `Builder::summary_to`: where the summary goes (`None`: stderr).
+    pub summary_to: Option<SummaryWriter>,
     pub label: Option<String>,
     pub flush_interval: Duration,
     pub track_threads: bool,
@@ -74,11 +76,15 @@ pub(crate) struct Config {
     /// `Builder::mpi_relay`: the token relay even with the `mpio` feature.
     pub mpi_relay: bool,
     /// Test hook: the relay also publishes each parallel-written phase here.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))] // read by the MPI relay only
     pub mpi_also_relay: Option<PathBuf>,
     /// `Builder::max_level`: the most verbose level `ScopeSubscriber` records (`None`: all).
     pub max_level: Option<tracing_core::LevelFilter>,
     /// Buffer budget and drop policy.
     pub buffering: Buffering,
+    /// Live metrics and their endpoint.
+    #[cfg(feature = "prometheus")]
+    pub metrics: crate::metrics::options::MetricsConfig,
 }
 
 impl Config {
@@ -86,10 +92,12 @@ impl Config {
     /// [`Error::InvalidOption`] naming it, before anything starts.
     pub(crate) fn finish(mut self) -> Result<Config, Error> {
         apply_env(&mut self, |k| std::env::var(k).ok());
+        // Task lanes need thread lanes; decided here, so the builder's call order does not.
+        self.track_threads |= self.track_async;
         let config = &self;
         if config.flush_interval.is_zero() {
             return Err(Error::InvalidOption {
-                option: "flush_interval",
+                option: "spool_sync_interval",
                 reason: "must be greater than zero".into(),
             });
         }
@@ -115,6 +123,8 @@ impl Config {
             });
         }
         check_service_options(config)?;
+        #[cfg(feature = "prometheus")]
+        config.metrics.check()?;
         Ok(self)
     }
 }
@@ -125,6 +135,7 @@ impl Default for Config {
             mode: Mode::TimeOnly,
             output: Some(PathBuf::from("profiling_data.h5")),
             summary: true,
+            summary_to: None,
             label: None,
             flush_interval: Duration::from_secs(1),
             track_threads: false,
@@ -151,6 +162,8 @@ impl Default for Config {
             mpi_also_relay: None,
             max_level: None,
             buffering: Buffering::default(),
+            #[cfg(feature = "prometheus")]
+            metrics: Default::default(),
         }
     }
 }
@@ -270,5 +283,18 @@ mod tests {
             (k == "SCOPE_PROFILER_OUTPUT").then(|| "b.h5".into())
         });
         assert_eq!(c.output, None);
+    }
+}
+
+/// A writer the summary is printed to instead of stderr ([`Builder::summary_to`](crate::Builder::summary_to)),
+/// shared by the guard's finalizes and the rotation thread.
+#[derive(Clone)]
+pub(crate) struct SummaryWriter(
+    pub std::sync::Arc<std::sync::Mutex<Box<dyn std::io::Write + Send>>>,
+);
+
+impl std::fmt::Debug for SummaryWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SummaryWriter")
     }
 }

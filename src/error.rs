@@ -107,6 +107,15 @@ pub enum Error {
         /// The cargo feature to enable.
         feature: &'static str,
     },
+    /// The metrics endpoint could not be opened (`Builder::prometheus`, feature `prometheus`):
+    /// the address did not resolve, its port plus this rank's node-local rank is beyond
+    /// 65535, or binding failed (the port is in use, no permission, no such interface).
+    MetricsEndpoint {
+        /// The address (or addresses) tried.
+        addr: String,
+        /// Why it could not be used.
+        source: std::io::Error,
+    },
     /// A collective step of a multi-rank run failed (`Builder::mpi`), on this rank or another.
     Mpi {
         /// The step (`"publishing the multi-rank profile"`, ...).
@@ -217,6 +226,9 @@ impl std::fmt::Display for Error {
                 "option `{option}` needs the `{feature}` cargo feature of scope-profiler"
             ),
             Error::Mpi { context, message } => write!(f, "MPI: {context}: {message}"),
+            Error::MetricsEndpoint { addr, source } => {
+                write!(f, "cannot serve metrics on {addr}: {source}")
+            }
             Error::Partial { source, report } => {
                 write!(f, "{source}")?;
                 if let Some(lost) = report.detail_lost() {
@@ -244,7 +256,8 @@ impl std::error::Error for Error {
         match self {
             Error::OutputPath { source, .. }
             | Error::Io { source, .. }
-            | Error::ThreadSpawn { source, .. } => Some(source),
+            | Error::ThreadSpawn { source, .. }
+            | Error::MetricsEndpoint { source, .. } => Some(source),
             Error::Unpublished { source, .. } | Error::Partial { source, .. } => {
                 Some(source.as_ref())
             }

@@ -71,6 +71,12 @@
 //! puts the ranks of a job into one file (every rank writing its own rows through MPI-IO
 //! with `mpio`, else gathered by rank 0) and `read` reads any schema-3 file back.
 //!
+//! **Live metrics** (`metrics/`, feature `prometheus`). The flusher also folds each call into
+//! per-region counters and a duration histogram kept since `build()`, and publishes a snapshot
+//! a few times a second; a small HTTP endpoint (`Builder::prometheus`) and
+//! `FlushGuard::metrics_text` serve it in the Prometheus text format, never waiting for the
+//! flusher.
+//!
 //! Span ids: the profiler relies on the subscriber never reusing a span id while that span
 //! is open, which `tracing_subscriber::Registry` guarantees (a slot is freed only after the
 //! span closes; its generation counter then gives the next span a new id, and the id comes
@@ -78,9 +84,9 @@
 //! by stream order (a record belongs to the newest instance of its id).
 //!
 //! ## How it stays cheap
-//! The layer's callbacks only read the TSC and append a 24-byte record to a thread-local
-//! buffer; a background flusher reassembles calls, folds statistics and writes files. See
-//! `benches/overhead.rs` and the README for the measured cost.
+//! The callbacks only read the TSC and append a 16-byte record to a thread-local buffer; a
+//! background flusher reassembles calls, folds statistics and writes files. See
+//! `benches/cost.rs` and `docs/performance.md` for the measured cost.
 
 #![deny(missing_docs)]
 
@@ -97,6 +103,8 @@ mod fasthash;
 mod finalize;
 mod flusher;
 mod fork;
+#[cfg(feature = "prometheus")]
+mod metrics;
 mod mpi;
 mod output;
 pub mod read;
@@ -113,7 +121,7 @@ pub use finalize::guard::FlushGuard;
 pub use finalize::recover::{recover, recover_spool, Recovered};
 pub use finalize::report::{DetailLost, RegionStats, Report};
 pub use mpi::merge::{merge_ranks, Merged};
-pub use mpi::MpiWrite;
+pub use mpi::{MpiWrite, RankSpread};
 pub use output::model::SESSION_REGION;
 pub use output::tasks::TaskStats;
 pub use recording::layer::ScopeLayer;

@@ -52,6 +52,9 @@ pub(crate) struct Shared {
     pub tokio: crate::recording::tokio::TokioSites,
     /// The profiler's own cost, measured at `build()` (None when disabled).
     pub overhead: Option<crate::recording::overhead::SelfCost>,
+    /// Where the flusher publishes the live metrics, when they are on.
+    #[cfg(feature = "prometheus")]
+    pub metrics: Option<Arc<crate::metrics::Hub>>,
     /// Where it was built, and its link to the fork handler (see [`crate::fork`]).
     pub fork: crate::fork::Watch,
 }
@@ -93,6 +96,8 @@ impl Shared {
             lines: Default::default(),
             tokio: Default::default(),
             overhead: None,
+            #[cfg(feature = "prometheus")]
+            metrics: None,
             fork: crate::fork::Watch::new(),
         }
     }

@@ -57,6 +57,16 @@ pub(crate) fn venv() -> &'static Path {
     })
 }
 
+/// An environment holding only `vars`, for code that reads variables through a closure.
+#[allow(dead_code)] // not every test binary that includes this file reads variables
+pub(crate) fn env_of<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+    move |k| {
+        vars.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.to_string())
+    }
+}
+
 /// A small tmpfs that one test mounts (root only: the project's machines and CI run as root)
 /// and that is unmounted when dropped, also when the test fails: a full disk, a read-only
 /// directory (root ignores permission bits, not a read-only mount).

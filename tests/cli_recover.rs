@@ -17,7 +17,7 @@ fn recovers_a_spool_that_was_never_finalized() {
     let (layer, guard) = ScopeLayer::builder()
         .output(&out)
         .summary(false)
-        .flush_interval(Duration::from_millis(20))
+        .spool_sync_interval(Duration::from_millis(20))
         .build()
         .unwrap();
     let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));

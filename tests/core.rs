@@ -338,3 +338,52 @@ fn spans_recorded_on_threads_that_exit_before_finalize_are_kept() {
     assert_eq!(calls(&r, "outer"), 100);
     assert_eq!(calls(&r, "inner"), 300);
 }
+
+#[test]
+fn dropping_the_guard_switches_recording_off_for_good() {
+    let (d, guard) = profiler(Mode::TimeOnly);
+    let switch = guard.switch();
+    tracing::dispatcher::with_default(&d, || nested(3));
+    assert!(!switch.is_paused(), "recording before the drop");
+    drop(guard);
+    assert!(switch.is_paused(), "the drop switches recording off");
+    switch.resume();
+    assert!(switch.is_paused(), "and resume cannot switch it back on");
+    // Spans after the drop are skipped (one load), not recorded into buffers nobody reads.
+    tracing::dispatcher::with_default(&d, || nested(3));
+}
+
+#[test]
+fn the_summary_goes_to_the_writer_given_and_the_report_displays_it() {
+    #[derive(Clone, Default)]
+    struct Buf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let buf = Buf::default();
+    let (layer, guard) = ScopeLayer::builder()
+        .no_output()
+        .summary_to(buf.clone())
+        .build()
+        .expect("build");
+    let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    tracing::dispatcher::with_default(&d, || nested(2));
+    let report = guard.finalize().expect("finalize");
+    let printed = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    assert!(
+        printed.contains("outer") && printed.contains("inner"),
+        "{printed}"
+    );
+    // The report renders the same table.
+    let shown = report.to_string();
+    assert!(
+        shown.contains("outer") && shown.contains("inner"),
+        "{shown}"
+    );
+}

@@ -91,7 +91,7 @@ fn the_spool_is_private() {
     let (d, guard) = dispatch(
         ScopeLayer::builder()
             .output(&out)
-            .flush_interval(Duration::from_millis(10)),
+            .spool_sync_interval(Duration::from_millis(10)),
     );
     tracing::dispatcher::with_default(&d, || info_span!("x").in_scope(|| ()));
     std::thread::sleep(Duration::from_millis(50));

@@ -51,7 +51,7 @@ fn rotation_writes_numbered_files_holding_every_call_once() {
         ScopeLayer::builder()
             .output(&out)
             .rotate_every(Duration::from_millis(500))
-            .flush_interval(Duration::from_millis(50)),
+            .spool_sync_interval(Duration::from_millis(50)),
     );
     let t0 = Instant::now();
     tracing::dispatcher::with_default(&d, || {
@@ -192,7 +192,7 @@ fn service_child() {
     let (d, guard) = dispatch(
         ScopeLayer::builder()
             .output(&out)
-            .flush_interval(Duration::from_millis(50)),
+            .spool_sync_interval(Duration::from_millis(50)),
     );
     tracing::dispatcher::with_default(&d, || {
         if mode == "once" {
@@ -317,7 +317,7 @@ fn durable_works_on_tmpfs() {
             .output(&out)
             .durable(true)
             .rotate_every(Duration::from_millis(200))
-            .flush_interval(Duration::from_millis(20)),
+            .spool_sync_interval(Duration::from_millis(20)),
     );
     tracing::dispatcher::with_default(&d, || {
         for _ in 0..50 {

@@ -10,6 +10,8 @@
 
 mod common;
 
+use common::thread_cpu_ns;
+
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
@@ -30,17 +32,6 @@ fn spin(d: Duration) {
     while Instant::now() < end {
         std::hint::black_box(0);
     }
-}
-
-/// CPU time of the calling thread, ns.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Busy-waits until the thread has used `d` of CPU time (robust against a loaded machine).

@@ -19,7 +19,7 @@ fn crash_child() {
     let (d, _guard) = dispatch(
         ScopeLayer::builder()
             .output(&out)
-            .flush_interval(Duration::from_millis(50)),
+            .spool_sync_interval(Duration::from_millis(50)),
     );
     tracing::dispatcher::with_default(&d, || {
         let mut done = 0u64;
@@ -162,7 +162,7 @@ fn a_full_disk_is_an_error_at_finalize_not_a_crash() {
     let (d, guard) = dispatch(
         ScopeLayer::builder()
             .output(&out)
-            .flush_interval(Duration::from_millis(20)),
+            .spool_sync_interval(Duration::from_millis(20)),
     );
     // ~3 bytes a call in the spool: 200 000 calls do not fit 256 KiB.
     tracing::dispatcher::with_default(&d, || {

@@ -53,6 +53,9 @@ pub struct FlushGuard {
     inner: Arc<Inner>,
     /// The rotation timer: dropping the sender stops it.
     rotator: Option<(Sender<()>, JoinHandle<()>)>,
+    /// The metrics endpoint; a field, so it stops after the drop's last finalize.
+    #[cfg(feature = "prometheus")]
+    endpoint: Option<crate::metrics::http::Server>,
 }
 
 /// What the guard and its rotation thread share.
@@ -195,7 +198,12 @@ impl FlushGuard {
             Some(period) => Some(start_rotator(inner.clone(), period)?),
             None => None,
         };
-        Ok(FlushGuard { inner, rotator })
+        Ok(FlushGuard {
+            inner,
+            rotator,
+            #[cfg(feature = "prometheus")]
+            endpoint: None,
+        })
     }
 
     /// Reports (and writes, and prints, as configured) the calls completed since the previous
@@ -325,6 +333,54 @@ impl FlushGuard {
     }
 }
 
+/// Live metrics (feature `prometheus`).
+#[cfg(feature = "prometheus")]
+impl FlushGuard {
+    /// Keeps the running endpoint (stopped when the guard drops).
+    pub(crate) fn serve_metrics(&mut self, server: crate::metrics::http::Server) {
+        self.endpoint = Some(server);
+    }
+
+    /// The live metrics in the Prometheus text exposition format (version 0.0.4), for
+    /// programs that serve them from their own HTTP server (axum, hyper, warp): answer
+    /// `GET /metrics` with this text and the content type
+    /// `text/plain; version=0.0.4; charset=utf-8`. `None` unless
+    /// [`Builder::metrics`](crate::Builder::metrics) or
+    /// [`Builder::prometheus`](crate::Builder::prometheus) turned them on (or with
+    /// [`Mode::Disabled`](crate::Mode::Disabled)).
+    ///
+    /// The text is the latest snapshot the flusher published: at most ~100 ms old while
+    /// calls complete, and complete up to the last [`finalize`](Self::finalize) right after
+    /// one. It never waits for the flusher; it is rendered once per snapshot and shared.
+    ///
+    /// ```
+    /// # use scope_profiler::ScopeLayer;
+    /// # use tracing_subscriber::prelude::*;
+    /// let (layer, guard) = ScopeLayer::builder().no_output().summary(false).metrics(true).build()?;
+    /// let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    /// tracing::dispatcher::with_default(&dispatch, || {
+    ///     for _ in 0..3 {
+    ///         tracing::info_span!("handle").in_scope(|| ());
+    ///     }
+    /// });
+    /// let report = guard.finalize()?;
+    /// let text = guard.metrics_text().unwrap();
+    /// assert!(text.contains("scope_region_calls_total{region=\"handle\"} 3\n"));
+    /// assert_eq!(report.region("handle").unwrap().lifetime_calls, 3);
+    /// # Ok::<(), scope_profiler::Error>(())
+    /// ```
+    pub fn metrics_text(&self) -> Option<String> {
+        let hub = self.inner.shared.metrics.as_ref()?;
+        Some(hub.text().to_string())
+    }
+
+    /// Where the metrics endpoint listens (with the port the system chose when the address
+    /// gave port 0); `None` without [`Builder::prometheus`](crate::Builder::prometheus).
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.endpoint.as_ref().map(|s| s.local_addr())
+    }
+}
+
 /// Starts the thread that finalizes every `period` (numbered files, no summary printed).
 fn start_rotator(
     inner: Arc<Inner>,
@@ -382,6 +438,10 @@ impl Drop for FlushGuard {
             };
             eprintln!("scope-profiler: final flush failed: {e}");
         }
+        // Nothing reads records from here on: switch recording off for good, so spans after
+        // the drop cost one relaxed load instead of filling the buffer budget and then taking
+        // the drop path forever.
+        inner.shared.pause.disable();
         if let Some(tx) = &inner.tx {
             let _ = tx.send(Command::Shutdown);
         }

@@ -546,10 +546,18 @@ fn print(
         (None, Some(p)) => p.display().to_string(),
         (None, None) => "scope-profiler".to_owned(),
     };
-    eprint!("{}", crate::output::summary::render(report, &title));
-    eprint!("{}", crate::mpi::render_spread(report));
+    let mut text = crate::output::summary::render(report, &title);
+    text.push_str(&crate::mpi::render_spread(report));
     if let Err(e) = result {
-        eprintln!("scope-profiler: {e}");
+        text.push_str(&format!("scope-profiler: {e}\n"));
+    }
+    match &config.summary_to {
+        Some(w) => {
+            let mut w = w.0.lock().unwrap_or_else(|e| e.into_inner());
+            // A summary the writer cannot take is not worth failing the finalize for.
+            let _ = w.write_all(text.as_bytes()).and_then(|()| w.flush());
+        }
+        None => eprint!("{text}"),
     }
 }
 

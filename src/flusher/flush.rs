@@ -34,6 +34,7 @@ use crate::shared::Shared;
 use crate::Mode;
 
 mod fold;
+mod live;
 mod snapshot;
 pub(crate) use snapshot::{RegionSnapshot, Snapshot};
 
@@ -142,6 +143,9 @@ pub(crate) struct Flusher {
     hidden_calls: u64,
     /// Tokio spawn sites declared to the spool.
     spooled_sites: usize,
+    /// The live metrics this flusher feeds (feature `prometheus`, when they are on).
+    #[cfg(feature = "prometheus")]
+    metrics: Option<crate::metrics::Live>,
 }
 
 /// Capacity the per-drain batch vectors keep between drains.
@@ -161,6 +165,8 @@ impl Flusher {
         asm.keep_polls = keep_calls && shared.config.track_async;
         asm.line_timing = shared.config.line_timing;
         asm.task_regions = shared.config.task_regions;
+        #[cfg(feature = "prometheus")]
+        let metrics = shared.metrics.as_ref().map(|hub| hub.live());
         Flusher {
             shared,
             lanes: Vec::new(),
@@ -188,6 +194,8 @@ impl Flusher {
             pauses_seen: 0,
             hidden_calls: 0,
             spooled_sites: 0,
+            #[cfg(feature = "prometheus")]
+            metrics,
         }
     }
 
@@ -396,6 +404,7 @@ impl Flusher {
         self.fold();
         self.settle_tasks(passed);
         self.asm.shrink();
+        self.publish_metrics(false);
         Round { more, records }
     }
 

@@ -81,6 +81,8 @@ pub(crate) struct RegionTable {
     last: (usize, u32),
     by_name: HashMap<&'static str, u32>,
     regions: Vec<RegionInfo>,
+    /// Whether a region is one of Tokio's own spans (calls of others need no check).
+    any_tokio: bool,
 }
 
 impl RegionTable {
@@ -128,6 +130,7 @@ impl RegionTable {
             } else {
                 None
             };
+            self.any_tokio |= tokio.is_some();
             self.regions.push(RegionInfo {
                 name: meta.name(),
                 file: meta.file(),
@@ -142,5 +145,10 @@ impl RegionTable {
     /// All regions, indexed by id.
     pub(crate) fn regions(&self) -> &[RegionInfo] {
         &self.regions
+    }
+
+    /// Whether any region is one of Tokio's own spans ([`RegionInfo::tokio`]).
+    pub(crate) fn any_tokio(&self) -> bool {
+        self.any_tokio
     }
 }

@@ -63,13 +63,7 @@ mod tests {
     use super::*;
     use std::path::Path;
 
-    fn env<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        move |k| {
-            vars.iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.to_string())
-        }
-    }
+    use crate::testing::env_of as env;
 
     #[test]
     fn each_launcher_is_detected() {

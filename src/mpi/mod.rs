@@ -30,7 +30,7 @@ mod spread;
 
 use std::path::{Path, PathBuf};
 
-pub(crate) use spread::RankSpread;
+pub use spread::RankSpread;
 
 /// The `metadata` key naming how a multi-rank file was written (`"parallel"` or `"relay"`).
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
@@ -127,6 +127,15 @@ pub(crate) fn finish(_shared: &Shared) {
     if let Some(m) = &_shared.mpi {
         m.finish();
     }
+}
+
+/// The rank of a handle (`None` without `Builder::mpi`).
+#[cfg_attr(not(feature = "prometheus"), allow(dead_code))]
+pub(crate) fn handle_rank(_handle: &Handle) -> Option<u32> {
+    #[cfg(feature = "mpi")]
+    return _handle.as_ref().map(|m| m.rank);
+    #[cfg(not(feature = "mpi"))]
+    None
 }
 
 /// This rank's MPI after `build()` (nothing without the feature).

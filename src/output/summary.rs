@@ -319,6 +319,19 @@ fn compact(n: u64) -> String {
     }
 }
 
+/// The summary table (and, on rank 0 of a multi-rank run, the spread over ranks), as a
+/// finalize prints it; titled with the file written, if any.
+impl std::fmt::Display for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let title = match &self.file {
+            Some(p) => p.display().to_string(),
+            None => "scope-profiler".to_owned(),
+        };
+        f.write_str(&render(self, &title))?;
+        f.write_str(&crate::mpi::render_spread(self))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

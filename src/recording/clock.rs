@@ -290,7 +290,7 @@ pub(crate) fn monotonic_ns() -> i64 {
 
 /// For the multi-rank clock tests only: `SCOPE_PROFILER_TEST_CLOCK_SKEW_NS` shifts this
 /// process's profiler clock, as if it ran on a node whose clock differs.
-#[cfg(feature = "mpi")]
+#[cfg(all(feature = "mpi", feature = "testing"))]
 fn test_skew_ns() -> i64 {
     static SKEW: OnceLock<i64> = OnceLock::new();
     *SKEW.get_or_init(|| {
@@ -301,7 +301,7 @@ fn test_skew_ns() -> i64 {
     })
 }
 
-#[cfg(not(feature = "mpi"))]
+#[cfg(not(all(feature = "mpi", feature = "testing")))]
 fn test_skew_ns() -> i64 {
     0
 }

@@ -30,7 +30,10 @@ use crate::{Builder, Mode};
 /// The profiler, as a `tracing_subscriber` [`Layer`].
 ///
 /// Build it with [`ScopeLayer::builder`]; see the crate docs for a complete example.
-#[derive(Clone)]
+///
+/// Not `Clone`: one layer is one profiler's span-id space; a copy installed in a second
+/// registry would mix two registries' reused span ids in one assembler. Build a second
+/// profiler for a second registry.
 pub struct ScopeLayer {
     shared: Arc<Shared>,
     disabled: bool,

@@ -76,6 +76,23 @@ pub(crate) trait Sink: Send + Sync {
     fn warnings(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// For the live metrics: this sink's counter totals per region name since `build()`
+    /// (`None` when it counts nothing per region). Called by the flusher a few times a
+    /// second, never on the hot path.
+    fn counter_totals(&self) -> Option<CounterTotals> {
+        None
+    }
+}
+
+/// Counter totals per region name since `build()` (see [`Sink::counter_totals`]).
+#[cfg_attr(not(feature = "prometheus"), allow(dead_code))]
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CounterTotals {
+    /// The counters' names (`perf stat -e` spelling).
+    pub events: Vec<String>,
+    /// Each region name's totals, one value per event.
+    pub regions: Vec<(&'static str, Vec<u64>)>,
 }
 
 /// The configured sinks, outermost first.
@@ -191,6 +208,12 @@ impl Sinks {
     /// Whether any sink has data for the last finalize.
     pub(crate) fn has_final_data(&self) -> bool {
         self.list.iter().any(|s| s.has_final_data())
+    }
+
+    /// The first sink's counter totals (see [`Sink::counter_totals`]).
+    #[cfg_attr(not(feature = "prometheus"), allow(dead_code))]
+    pub(crate) fn counter_totals(&self) -> Option<CounterTotals> {
+        self.list.iter().find_map(|s| s.counter_totals())
     }
 
     /// Every sink's warnings.

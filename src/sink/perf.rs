@@ -25,7 +25,8 @@
 //! name, subtracts what earlier finalizes reported, and reports the regions that completed
 //! calls in this phase, with those calls' count. A region without calls in this phase keeps
 //! accumulating until a phase in which its calls complete (e.g. a long async call), so no
-//! count is lost or reported twice.
+//! count is lost or reported twice. The live metrics (feature `prometheus`) read the same
+//! totals, pooled by name and never reset (`counter_totals`, on the flusher).
 //!
 //! **Failures.** An unknown event name is an error at build; an event the machine cannot count
 //! is one too, unless `perf_skip_unsupported` drops it with a warning. A thread whose counters
@@ -439,6 +440,27 @@ impl super::Sink for PerfSink {
         let totals = self.take_phase(&calls);
         phase.perf = Some(totals);
         Ok(())
+    }
+
+    fn counter_totals(&self) -> Option<super::CounterTotals> {
+        let n = self.kinds.len();
+        let mut by_name: HashMap<&'static str, Vec<u64>> = HashMap::new();
+        let entries = self
+            .registry
+            .entries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        for e in entries.iter() {
+            let totals = by_name.entry(e.name).or_insert_with(|| vec![0; n]);
+            for (k, t) in totals.iter_mut().enumerate() {
+                *t = t.wrapping_add(e.totals.values[k].load(Ordering::Relaxed));
+            }
+        }
+        drop(entries);
+        Some(super::CounterTotals {
+            events: self.names.clone(),
+            regions: by_name.into_iter().collect(),
+        })
     }
 
     fn warnings(&self) -> Vec<String> {

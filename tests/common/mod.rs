@@ -177,6 +177,26 @@ pub(crate) fn status_kib(key: &str) -> u64 {
         .unwrap()
 }
 
+/// A program on PATH.
+pub(crate) fn on_path(name: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+/// CPU time of the calling thread, ns.
+pub(crate) fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// Tests of one binary that compare profiled times with times they measure themselves take
 /// turns through this lock: another test's work (a profiler measuring itself at `build()`,
 /// busy loops, a flusher's rounds) on the second core would disturb both measurements.

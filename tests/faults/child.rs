@@ -137,7 +137,7 @@ fn record(n: u64, stop: &AtomicBool, progress: Option<&Progress>) -> u64 {
 pub(crate) fn build(env: &Env) -> Result<FlushGuard, Error> {
     let (layer, guard) = ScopeLayer::builder()
         .output(&env.out)
-        .flush_interval(Duration::from_millis(env.flush_ms))
+        .spool_sync_interval(Duration::from_millis(env.flush_ms))
         .buffer_budget(scope_profiler::MIN_BUFFER_BUDGET)
         .__checkpoints(checkpoint)
         .build()?;

@@ -43,7 +43,7 @@ fn idle_and_scheduled_agree_with_tokio_metrics_task_monitor() {
                         let id: u64 = tokio::task::id().to_string().parse().unwrap();
                         m.lock().unwrap().insert(id, mon);
                         for k in 0..ROUNDS {
-                            spin(Duration::from_micros(300));
+                            spin(Duration::from_micros(800));
                             match k % 3 {
                                 0 => {
                                     tokio::time::sleep(Duration::from_micros(1500 + 300 * i)).await

@@ -25,7 +25,6 @@ impl Flusher {
     /// Folds assembled calls into the phase: statistics always, the calls themselves in
     /// time-only mode.
     pub(super) fn fold(&mut self) {
-        let clock = self.shared.clock;
         let n_regions = self.asm.regions.regions().len();
         if self.phase.len() < n_regions {
             self.phase.resize_with(n_regions, PhaseRegion::default);
@@ -45,15 +44,51 @@ impl Flusher {
             }
             self.spooled_regions = n_regions;
         }
+        // The live metrics, when on: checked once here; a loop without them otherwise.
+        #[cfg(feature = "prometheus")]
+        let live = self.metrics.is_some();
+        #[cfg(not(feature = "prometheus"))]
+        let live = false;
+        if live {
+            self.fold_calls::<true>();
+        } else {
+            self.fold_calls::<false>();
+        }
+        self.polls();
+        self.task_polls();
+        // A round after a burst can hold many calls and polls;
+        // give that memory back instead of keeping the batch vectors at their peak.
+        if self.scratch.capacity() > BATCH_KEEP {
+            self.scratch.shrink_to(BATCH_KEEP);
+        }
+        if self.asm.polls.capacity() > BATCH_KEEP {
+            self.asm.polls.shrink_to(BATCH_KEEP);
+        }
+    }
+
+    /// The calls of [`fold`](Self::fold); with `LIVE`, each is also fed to the live metrics.
+    fn fold_calls<const LIVE: bool>(&mut self) {
+        let clock = self.shared.clock;
         let track_tasks = self.shared.config.track_async;
         let pauses = self.shared.pause.windows();
+        #[cfg(feature = "prometheus")]
+        let mut live = self.metrics.as_mut().filter(|_| LIVE).map(|m| {
+            let regions = self.asm.regions.regions();
+            for info in regions.get(m.acc.regions()..).unwrap_or_default() {
+                m.acc.region(info.name);
+            }
+            &mut m.acc
+        });
+        let any_tokio = self.asm.regions.any_tokio();
         for c in self.scratch.drain(..) {
-            if hidden(
-                self.asm.regions.regions(),
-                &self.shared.config,
-                c.region,
-                c.task,
-            ) {
+            if any_tokio
+                && hidden(
+                    self.asm.regions.regions(),
+                    &self.shared.config,
+                    c.region,
+                    c.task,
+                )
+            {
                 self.hidden_calls += 1;
                 continue;
             }
@@ -112,6 +147,12 @@ impl Flusher {
             });
             let p = &mut self.phase[c.region as usize];
             p.stats.add(dur_ns as u64);
+            #[cfg(feature = "prometheus")]
+            if LIVE {
+                if let Some(acc) = live.as_deref_mut() {
+                    acc.add(c.region, dur_ns as u64, (dur_ns - busy_ns) as u64);
+                }
+            }
             p.lifetime += 1;
             if gpu_ns >= 0 {
                 p.gpu_count += 1;
@@ -143,25 +184,16 @@ impl Flusher {
                 self.calls_truncated = true;
             }
         }
-        self.polls();
-        self.task_polls();
-        // A round after a burst can hold many calls and polls;
-        // give that memory back instead of keeping the batch vectors at their peak.
-        if self.scratch.capacity() > BATCH_KEEP {
-            self.scratch.shrink_to(BATCH_KEEP);
-        }
-        if self.asm.polls.capacity() > BATCH_KEEP {
-            self.asm.polls.shrink_to(BATCH_KEEP);
-        }
     }
 
     /// Folds the drained polls (streamed to the spool with an output file).
     pub(super) fn polls(&mut self) {
         let clock = self.shared.clock;
         let pauses = self.shared.pause.windows();
+        let any_tokio = self.asm.regions.any_tokio();
         for p in std::mem::take(&mut self.asm.polls) {
             // (A task's polls come from its timeline; polls of spawn spans here are not tasks'.)
-            if hidden(self.asm.regions.regions(), &self.shared.config, p.region, 0)
+            if (any_tokio && hidden(self.asm.regions.regions(), &self.shared.config, p.region, 0))
                 || crate::recording::pause::overlaps(&pauses, p.start, p.end)
             {
                 continue;

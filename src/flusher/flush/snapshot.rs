@@ -71,6 +71,9 @@ impl Flusher {
     /// Catches up with everything recorded before now and hands the phase over.
     pub(super) fn finalize(&mut self) -> Snapshot {
         self.catch_up();
+        // The live metrics then hold every call this finalize reports, and keep them.
+        self.publish_metrics(true);
+        self.carry_metrics();
         let infos: Vec<RegionInfo> = self.asm.regions.regions().to_vec();
         let mut regions = Vec::new();
         for (id, (info, p)) in infos.iter().zip(self.phase.iter_mut()).enumerate() {
