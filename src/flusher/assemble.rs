@@ -582,14 +582,15 @@ impl Assembler {
         self.in_flight_except(|_, _| false)
     }
 
-    /// Calls started and not yet closed (in flight); calls `hidden(region, task)` says are not
-    /// written are not counted, nor are task spans that are no calls.
-    pub(crate) fn in_flight_except(&self, hidden: impl Fn(u32, u64) -> bool) -> u64 {
+    /// Calls started and not yet closed (in flight); calls `hidden(region, task_span)` says
+    /// are not written are not counted (`task_span`: a Tokio task's span), nor are task spans
+    /// that are no calls.
+    pub(crate) fn in_flight_except(&self, hidden: impl Fn(u32, bool) -> bool) -> u64 {
         self.insts
             .iter()
             .filter(|i| i.first != NOT_ENTERED && i.closed_lane == NONE && i.flags & TAINTED == 0)
             .filter(|i| self.task_regions || i.flags & TASK_SPAN == 0)
-            .filter(|i| !hidden(i.region, i.task))
+            .filter(|i| !hidden(i.region, i.flags & TASK_SPAN != 0))
             .count() as u64
     }
 

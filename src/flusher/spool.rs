@@ -116,6 +116,9 @@ pub(crate) struct SpoolWriter {
     /// Regions whose frame is in `buf` or on disk, and on disk.
     written_regions: usize,
     regions_on_disk: usize,
+    /// Calls and polls may have scheduled time (Tokio's instrumentation is on): frames look
+    /// for it (without it they never do, at no cost per record).
+    sched_columns: bool,
     /// Tokio spawn sites declared, and those written (in `buf` or on disk) and on disk.
     sites: Vec<(u32, crate::recording::tokio::sites::SiteInfo)>,
     written_sites: usize,
@@ -177,6 +180,7 @@ impl SpoolWriter {
             regions: Vec::new(),
             written_regions: 0,
             regions_on_disk: 0,
+            sched_columns: false,
             sites: Vec::new(),
             written_sites: 0,
             sites_on_disk: 0,
@@ -296,7 +300,7 @@ impl SpoolWriter {
                 put_varint(&mut self.buf, p.dur_ns);
             }
         }
-        if self.pending_polls.iter().any(|p| p.sched_ns != -1) {
+        if self.sched_columns && self.pending_polls.iter().any(|p| p.sched_ns != -1) {
             for p in &self.pending_polls {
                 put_varint(&mut self.buf, p.sched_ns);
             }
@@ -333,6 +337,11 @@ impl SpoolWriter {
             put_str(&mut p, &t.name);
         }
         frame(&mut self.buf, TAG_THREADS, &p);
+    }
+
+    /// Calls and polls may carry scheduled time from now on (Tokio's instrumentation is on).
+    pub(crate) fn scheduled_columns(&mut self) {
+        self.sched_columns = true;
     }
 
     /// Declares Tokio spawn sites, which task rows name by id (written before the next frame,
@@ -468,7 +477,7 @@ impl SpoolWriter {
                 }
             }
         }
-        if calls.iter().any(|c| c.sched_ns != -1) {
+        if self.sched_columns && calls.iter().any(|c| c.sched_ns != -1) {
             for c in &calls {
                 put_varint(&mut self.buf, c.sched_ns);
             }

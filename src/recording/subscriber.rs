@@ -154,11 +154,14 @@ impl Subscriber for ScopeSubscriber {
             // that records nothing.
             return Id::from_u64(u64::MAX);
         };
-        if !self.skip()
-            && !(self.track_async
-                && self.shared.tokio.seen()
-                && crate::recording::tokio::on_new_span(&self.shared, id, attrs))
-        {
+        if self.skip() {
+            return Id::from_u64(id);
+        }
+        // A Tokio task's spawn writes its own records (see `recording::tokio`).
+        let spawn = self.track_async
+            && self.shared.tokio.seen()
+            && crate::recording::tokio::on_new_span(&self.shared, id, attrs);
+        if !spawn {
             with_local(&self.shared, |l| l.push(Slot::new_span(id, meta)));
         }
         Id::from_u64(id)

@@ -21,7 +21,10 @@
 //!   drops of wakers are not recorded.
 //!
 //! `block_on` futures get a `runtime.spawn` span too (`kind = "block_on"`); they are no task
-//! (no Tokio task id, no waker events) and are recorded as plain spans.
+//! (no Tokio task id, no waker events) and are recorded as plain spans. So are the runtime's
+//! own worker threads, which the multi-thread scheduler runs as blocking tasks (`kind =
+//! "blocking"`, spawned in Tokio's `runtime/scheduler`): one "poll" as long as the runtime,
+//! no work of the program. The program's own `spawn_blocking` tasks are tasks.
 //!
 //! The functions take the [`Shared`] state, not a `Layer` context, so both front ends
 //! (`ScopeLayer` and `ScopeSubscriber`, whose span ids come from a counter and are never
@@ -140,8 +143,8 @@ pub(crate) fn on_new_span(shared: &Shared, id: u64, attrs: &Attributes<'_>) -> b
 fn on_spawn(shared: &Shared, id: u64, attrs: &Attributes<'_>) -> bool {
     let mut v = SpawnFields::default();
     attrs.record(&mut v);
-    if v.block_on {
-        return false; // not a task: a plain span
+    if v.block_on || v.runtime_thread() {
+        return false; // not a task of the program: a plain span
     }
     let site = shared.tokio.sites.intern(&v.key);
     let meta = attrs.metadata();
@@ -195,6 +198,16 @@ fn on_waker(shared: &Shared, event: &Event<'_>, op: &AtomicU8) {
 struct SpawnFields {
     key: SiteKey,
     block_on: bool,
+    blocking: bool,
+}
+
+impl SpawnFields {
+    /// A worker thread of Tokio's multi-thread runtime, which its scheduler spawns as a
+    /// blocking task (see the module docs).
+    fn runtime_thread(&self) -> bool {
+        let file = self.key.file();
+        self.blocking && file.contains("tokio") && file.contains("runtime/scheduler/")
+    }
 }
 
 impl Visit for SpawnFields {
@@ -205,6 +218,7 @@ impl Visit for SpawnFields {
                 let mut k = sites::Short::default();
                 let _ = std::fmt::write(&mut k, format_args!("{value:?}"));
                 self.block_on = k.as_str() == "block_on";
+                self.blocking = k.as_str() == "blocking";
             }
             _ => {}
         }

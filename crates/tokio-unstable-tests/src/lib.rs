@@ -16,8 +16,8 @@ use tracing_subscriber::prelude::*;
 
 /// Fails the test unless this build has Tokio's instrumentation.
 pub fn require_tokio_unstable() {
-    assert!(
-        cfg!(tokio_unstable),
+    #[cfg(not(tokio_unstable))]
+    panic!(
         "these tests need Tokio's own instrumentation: build with \
          RUSTFLAGS=\"--cfg tokio_unstable\" (scripts/tokio-unstable-tests.sh does)"
     );

@@ -341,3 +341,45 @@ fn resource_spans_are_counted_not_regions_unless_asked_for() {
         "what was hidden is written"
     );
 }
+
+#[test]
+fn spawn_blocking_tasks_are_tasks_and_the_runtimes_own_threads_are_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let line = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let l = line.clone();
+    let run = profile(
+        dir.path(),
+        "blocking",
+        1,
+        |b| b,
+        |rt, _| {
+            rt.block_on(async move {
+                #[rustfmt::skip]
+                let (at, h) = (line!(), tokio::task::spawn_blocking(|| spin(Duration::from_millis(3))));
+                l.store(at, SeqCst);
+                h.await.unwrap();
+            })
+        },
+    );
+    let read = Read::open(&run.path);
+    let rows = read.spawned_at(file!(), line.load(SeqCst));
+    assert_eq!(rows.len(), 1, "{:?}", read.tasks);
+    let t = rows[0].sched.clone().unwrap();
+    assert_eq!(t.polls, 1);
+    assert!(t.busy_ns >= 3_000_000, "{t:?}");
+    assert!(t.first_poll_delay_ns >= 0);
+    // The multi-thread runtime runs its worker threads as blocking tasks: no rows of theirs.
+    let runtime = |t: &&scope_profiler::read::TaskInfo| {
+        t.sched
+            .as_ref()
+            .is_some_and(|s| s.spawn_location.contains("runtime/scheduler/"))
+    };
+    assert_eq!(
+        read.tasks.iter().filter(runtime).count(),
+        0,
+        "{:?}",
+        read.tasks
+    );
+    let names = read.profile.region_names();
+    assert!(names.iter().all(|n| n != "runtime.spawn"), "{names:?}");
+}

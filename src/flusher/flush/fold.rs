@@ -11,11 +11,12 @@ use crate::flusher::task::TaskCall;
 use crate::output::model::{CallRecord, PollRecord};
 use crate::shared::Config;
 
-/// Whether a call of region `region` in Tokio task `task` (0: none) is left out: Tokio's own
-/// spans, unless asked for; a `runtime.spawn` span outside a task (a `block_on` future) always.
-pub(super) fn hidden(regions: &[RegionInfo], cfg: &Config, region: u32, task: u64) -> bool {
+/// Whether a call of region `region` is left out: Tokio's own spans, unless asked for; a
+/// `runtime.spawn` span that is no task's (a `block_on` future, a runtime worker thread, see
+/// [`crate::recording::tokio`]) always. `task_span`: the call is a Tokio task's own span.
+pub(super) fn hidden(regions: &[RegionInfo], cfg: &Config, region: u32, task_span: bool) -> bool {
     match regions.get(region as usize).and_then(|r| r.tokio) {
-        Some(TokioSpan::Spawn) => !cfg.task_regions || task == 0,
+        Some(TokioSpan::Spawn) => !cfg.task_regions || !task_span,
         Some(TokioSpan::Resource) => !cfg.tokio_resources,
         None => false,
     }
@@ -43,6 +44,9 @@ impl Flusher {
                 );
             }
             self.spooled_regions = n_regions;
+            if self.asm.sched.active {
+                spool.scheduled_columns();
+            }
         }
         // The live metrics, when on: checked once here; a loop without them otherwise.
         #[cfg(feature = "prometheus")]
@@ -86,7 +90,8 @@ impl Flusher {
                     self.asm.regions.regions(),
                     &self.shared.config,
                     c.region,
-                    c.task,
+                    // A task's span always has its task's scheduled time.
+                    c.task != 0 && c.sched != NO_SCHED,
                 )
             {
                 self.hidden_calls += 1;
@@ -193,7 +198,13 @@ impl Flusher {
         let any_tokio = self.asm.regions.any_tokio();
         for p in std::mem::take(&mut self.asm.polls) {
             // (A task's polls come from its timeline; polls of spawn spans here are not tasks'.)
-            if (any_tokio && hidden(self.asm.regions.regions(), &self.shared.config, p.region, 0))
+            if (any_tokio
+                && hidden(
+                    self.asm.regions.regions(),
+                    &self.shared.config,
+                    p.region,
+                    false,
+                ))
                 || crate::recording::pause::overlaps(&pauses, p.start, p.end)
             {
                 continue;

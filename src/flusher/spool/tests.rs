@@ -334,6 +334,7 @@ fn tokio_scheduling_data_round_trips_and_rotates_with_its_sites() {
         line: 42,
         col: 5,
     };
+    w.scheduled_columns();
     w.sites(vec![(1, site.clone())]);
     // Calls: one frame with scheduled time, one (another region) without.
     w.region(1, "sync", "", -1);

@@ -86,6 +86,11 @@ impl SiteKey {
         let _ = write!(self.name, "{name:?}");
     }
 
+    /// The spawn location's file, as far as it is kept.
+    pub(crate) fn file(&self) -> &str {
+        self.file.as_str()
+    }
+
     /// Sets the spawn location's file.
     pub(crate) fn set_file(&mut self, file: &str) {
         self.file = Short::default();
