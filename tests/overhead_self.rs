@@ -85,9 +85,7 @@ fn profiled(compensate: bool) -> (i64, i64, i64, f64) {
             .position(|&i| names[i as usize] == name)
             .unwrap_or_else(|| panic!("{name} row"))
     };
-    let total = |name: &str| -> i64 {
-        durations[common::region_rows(&file, name)].iter().sum()
-    };
+    let total = |name: &str| -> i64 { durations[common::region_rows(&file, name)].iter().sum() };
     assert_eq!(common::region_rows(&file, "comp_child").len(), CHILDREN);
     let compensated: i64 = file
         .group("metadata")
