@@ -187,7 +187,8 @@ fn perfetto_and_chrome_traces_of_a_tokio_program() {
     assert_eq!(e.task_calls as u64, TASKS * (STEPS + 2));
     assert_eq!(e.calls as u64, TASKS * (STEPS + 2) + 2);
     assert!(e.multi_poll_tasks as u64 >= TASKS, "every task awaits");
-    assert!(e.threads.len() >= 3, "main + 2 workers: {:?}", e.threads);
+    // main + the workers that ran tasks: on a loaded machine one worker may run them all.
+    assert!(e.threads.len() >= 2, "main + a worker: {:?}", e.threads);
 
     let trace = dir.path().join("t.pftrace");
     scopeprof_ok(&[
