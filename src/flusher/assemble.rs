@@ -441,18 +441,8 @@ impl Assembler {
         if r.kind() == LOST {
             inst.flags |= insts::LOST;
         }
-        let dropped = if inst.closed_lane == NONE && inst.flags & TASK_SPAN != 0 {
-            self.insts.last_exit(k)
-        } else {
-            0
-        };
-        if dropped != 0 {
-            // The task ended when its future was dropped, inside its span's last enter-exit
-            // (see `sched::timeline`), read before this close on this lane. Told now, not
-            // when the close is due: the close has no tick of its own and takes its lane's
-            // next one, which may come long after wakes that other lanes recorded meanwhile
-            // and that the watermark passes first.
-            self.sched.close_at(k, dropped);
+        if inst.closed_lane == NONE && inst.flags & TASK_SPAN != 0 {
+            self.task_closing(k);
         }
         let inst = self.insts.get_mut(k);
         if inst.closed_lane == NONE {
@@ -494,14 +484,7 @@ impl Assembler {
             self.replayed.pop();
             due.push(c);
         }
-        // A task never polled ends at its close (see `close` for the others).
-        if self.sched.active {
-            for &(tick, k, _) in &due {
-                if self.insts.get(k).flags & TASK_SPAN != 0 && self.insts.last_exit(k) == 0 {
-                    self.sched.close_at(k, tick);
-                }
-            }
-        }
+        self.unpolled_tasks_end(&due);
         // Every event of the tasks up to `wm` first: the calls completed below have gathered
         // their scheduled time, and the tasks closed below have run their last poll.
         self.sched.settle(wm);

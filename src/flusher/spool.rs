@@ -339,35 +339,6 @@ impl SpoolWriter {
         frame(&mut self.buf, TAG_THREADS, &p);
     }
 
-    /// Calls and polls may carry scheduled time from now on (Tokio's instrumentation is on).
-    pub(crate) fn scheduled_columns(&mut self) {
-        self.sched_columns = true;
-    }
-
-    /// Declares Tokio spawn sites, which task rows name by id (written before the next frame,
-    /// and again at the start of every later phase's file, like regions).
-    pub(crate) fn sites(&mut self, sites: Vec<(u32, crate::recording::tokio::sites::SiteInfo)>) {
-        self.sites.extend(sites);
-    }
-
-    fn put_sites(&mut self) {
-        let new = &self.sites[self.written_sites..];
-        if new.is_empty() {
-            return;
-        }
-        let mut p = Vec::new();
-        p.extend_from_slice(&(new.len() as u32).to_le_bytes());
-        for (id, s) in new {
-            for v in [*id, s.line, s.col] {
-                p.extend_from_slice(&v.to_le_bytes());
-            }
-            put_str(&mut p, &s.name);
-            put_str(&mut p, &s.file);
-        }
-        frame(&mut self.buf, TAG_SITES, &p);
-        self.written_sites = self.sites.len();
-    }
-
     /// Buffers the rows of retired tasks (one frame).
     pub(crate) fn tasks(&mut self, rows: &[crate::flusher::task::TaskTotals]) {
         if rows.is_empty() {
@@ -623,6 +594,7 @@ mod follow;
 pub(crate) mod loss;
 mod phase;
 mod read;
+mod sites;
 pub(crate) use follow::LaneFollower;
 pub(crate) use loss::SpoolFailure;
 #[cfg(test)]

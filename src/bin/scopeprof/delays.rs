@@ -21,10 +21,12 @@ fn keep(worst: &mut Vec<Delay>, d: Delay) {
     worst.truncate(WORST);
 }
 
-/// The list (ends with a newline), or "" when the file has no scheduled time.
-pub(crate) fn worst(p: &Profile) -> Result<String, ReadError> {
+/// The list (ends with a newline), or "" when the file has no scheduled time; `tick` is
+/// called after every batch of polls read (the reading child's heartbeat).
+pub(crate) fn worst(p: &Profile, tick: &mut dyn FnMut()) -> Result<String, ReadError> {
     let mut worst: Vec<Delay> = Vec::with_capacity(WORST + 1);
     p.for_each_poll(1 << 16, |polls| {
+        tick();
         for q in polls.iter().filter(|q| q.scheduled_ns > 0 && q.task >= 0) {
             keep(&mut worst, (q.scheduled_ns, q.start_ns, q.task, q.thread));
         }

@@ -59,11 +59,18 @@ fn inspect(file: &Path, json: bool) -> Result<(), String> {
     let p = open(file)?;
     let mut hb = Heartbeat::new();
     let calls = p.load_calls(&mut || hb.tick()).map_err(|e| e.to_string())?;
+    // Every read before the summary's computation (whose helper thread ends with a heartbeat
+    // line): a bad file's one error line comes alone.
+    let delays = if json {
+        String::new()
+    } else {
+        crate::delays::worst(&p, &mut || hb.tick()).map_err(|e| e.to_string())?
+    };
     let summary = crate::supervise::busy(|| calls.summary());
     let text = if json {
         summary.to_json()
     } else {
-        summary.render() + &crate::delays::worst(&p).map_err(|e| e.to_string())?
+        summary.render() + &delays
     };
     let mut out = std::io::stdout().lock();
     // A closed pipe (`| head`) is not an error of the file.

@@ -1,7 +1,7 @@
 //! Tokio's own spans in the assembler (see [`crate::flusher::sched`]): a task's spawn makes its
 //! instance a *task span*, whose polls and wakes go to the task's timeline.
 
-use super::{Assembler, LaneState, RawCall, TASK_SPAN};
+use super::{Assembler, Close, LaneState, RawCall, TASK_SPAN};
 use crate::recording::lane::record::{Record, NEW};
 
 /// The spawn of a Tokio task at the head of `records`: its `NEW`, the wake stamp of the same
@@ -39,6 +39,31 @@ impl Assembler {
         self.sched.spawn(k, region, tick, site);
         if let Some(stashed) = self.stash.remove(&n.id) {
             self.replay(lane, stashed, out);
+        }
+    }
+
+    /// The first close of task span `k` is read. The task ended when its future was dropped,
+    /// inside its span's last enter-exit (see `sched::timeline`), read before this close on
+    /// this lane: its timeline is told now, not when the close is due, since the close has no
+    /// tick of its own and takes its lane's next one, which may come long after wakes that
+    /// other lanes recorded meanwhile and that the watermark passes first.
+    pub(super) fn task_closing(&mut self, k: u32) {
+        let dropped = self.insts.last_exit(k);
+        if dropped != 0 {
+            self.sched.close_at(k, dropped);
+        }
+    }
+
+    /// Closes now due: a task never polled ends at its close (see
+    /// [`task_closing`](Self::task_closing) for the others).
+    pub(super) fn unpolled_tasks_end(&mut self, due: &[Close]) {
+        if !self.sched.active {
+            return;
+        }
+        for &(tick, k, _) in due {
+            if self.insts.get(k).flags & TASK_SPAN != 0 && self.insts.last_exit(k) == 0 {
+                self.sched.close_at(k, tick);
+            }
         }
     }
 }
