@@ -77,8 +77,14 @@ fn percentile(sorted: &[i64], p: f64) -> i64 {
     sorted[i]
 }
 
-/// Checks one group (median bound `median_max` ns); returns its line for the test's output.
-fn check(group: &str, recorded: &[i64], interior: &[i64], median_max: i64) -> String {
+/// Checks one group (median bound `median_max` ns); returns its line for the test's output,
+/// or what is off.
+fn check(
+    group: &str,
+    recorded: &[i64],
+    interior: &[i64],
+    median_max: i64,
+) -> Result<String, String> {
     assert_eq!(
         recorded.len(),
         interior.len(),
@@ -105,13 +111,16 @@ fn check(group: &str, recorded: &[i64], interior: &[i64], median_max: i64) -> St
         rel * 100.0
     );
     eprintln!("{line}");
-    assert!(
-        median.abs() <= median_max,
-        "{line}: median over {median_max} ns"
-    );
-    assert!(p95.abs() <= 20_000, "{line}: p95 over 20 us");
-    assert!(rel.abs() <= 0.0005, "{line}: total off by more than 0.05 %");
-    line
+    if median.abs() > median_max {
+        return Err(format!("{line}: median over {median_max} ns"));
+    }
+    if p95.abs() > 20_000 {
+        return Err(format!("{line}: p95 over 20 us"));
+    }
+    if rel.abs() > 0.0005 {
+        return Err(format!("{line}: total off by more than 0.05 %"));
+    }
+    Ok(line)
 }
 
 #[test]
@@ -121,6 +130,24 @@ fn check(group: &str, recorded: &[i64], interior: &[i64], median_max: i64) -> St
               test with --release"
 )]
 fn every_call_matches_its_interior() {
+    // The profiler's error is systematic; a preemption of this thread inside a span (another
+    // process on a 2-core machine) is not. An attempt whose figures miss is repeated, at most
+    // three times in all, and every attempt's figures are printed.
+    let mut misses = Vec::new();
+    for attempt in 1..=3 {
+        match measure() {
+            Ok(()) => return,
+            Err(e) => {
+                eprintln!("attempt {attempt}: {e}");
+                misses.push(e);
+            }
+        }
+    }
+    panic!("three attempts missed: {misses:#?}");
+}
+
+/// One attempt: profiles the three groups into a fresh file and checks them.
+fn measure() -> Result<(), String> {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("accuracy.h5");
     let (dispatch, guard) = common::dispatch(scope_profiler::ScopeLayer::builder().output(&out));
@@ -159,15 +186,15 @@ fn every_call_matches_its_interior() {
         &durations(&recorded(&file, "loop")),
         &interiors(&loops),
         2_000,
-    );
+    )?;
     check(
         "fresh",
         &durations(&recorded(&file, "fresh")),
         &interiors(&fresh),
         2_000,
-    );
+    )?;
     // The registry's cold exit after a long sleep (see the module docs).
-    check("sleep", &durations(&sleep_rec), &interiors(&sleeps), 10_000);
+    check("sleep", &durations(&sleep_rec), &interiors(&sleeps), 10_000)?;
     // The scale: 1.6 s between the first and the last sleep's start, as recorded and as
     // `Instant` saw it just after the enter (both warm reads).
     let recorded_span = (sleep_rec[4].0 - sleep_rec[0].0) as f64;
@@ -178,9 +205,11 @@ fn every_call_matches_its_interior() {
         instant_span / 1e9,
         scale_err * 100.0
     );
-    assert!(
-        scale_err.abs() <= 1e-5,
-        "TSC-to-ns scale off by {:+.6} % over 1.6 s",
-        scale_err * 100.0
-    );
+    if scale_err.abs() > 1e-5 {
+        return Err(format!(
+            "TSC-to-ns scale off by {:+.6} % over 1.6 s",
+            scale_err * 100.0
+        ));
+    }
+    Ok(())
 }
