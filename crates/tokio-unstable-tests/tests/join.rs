@@ -31,10 +31,17 @@ fn a_call_in_join_splits_into_idle_scheduled_and_sibling_time() {
         |rt, dispatch| {
             rt.block_on(async move {
                 let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+                let (hog_tx, hog_rx) = tokio::sync::oneshot::channel::<()>();
                 let d = dispatch.clone();
+                // Wakes the hog, then the call: both wakes come from outside the runtime, so
+                // both tasks go to the runtime's injection queue in that order, and the only
+                // worker runs the hog's 3 ms spin before it polls the woken task. (A hog on
+                // its own timer met the task's wakes only when the timing happened to line
+                // up: scheduled 0.07 ms in one run under load.)
                 let sender = std::thread::spawn(move || {
                     tracing::dispatcher::with_default(&d, || {
                         std::thread::sleep(Duration::from_millis(12));
+                        hog_tx.send(()).unwrap();
                         tx.send(()).unwrap();
                     })
                 });
@@ -57,12 +64,10 @@ fn a_call_in_join_splits_into_idle_scheduled_and_sibling_time() {
                 let task = tokio::spawn(async move {
                     tokio::join!(a, b);
                 });
-                // Holds the worker now and then, so the task waits after its wakes.
-                let hog = tokio::spawn(async {
-                    for _ in 0..3 {
-                        tokio::time::sleep(Duration::from_millis(3)).await;
-                        spin(Duration::from_millis(3));
-                    }
+                // Holds the worker when the call is woken, so the task waits after its wake.
+                let hog = tokio::spawn(async move {
+                    hog_rx.await.unwrap();
+                    spin(Duration::from_millis(3));
                 });
                 task.await.unwrap();
                 hog.await.unwrap();
