@@ -10,7 +10,9 @@
 //! exactly as a user runs it. The baseline is the registry with one empty layer
 //! (`registry().with(Noop)`): what any real program pays for `tracing` itself. The bare
 //! `Registry` with no layer is shown too, labelled, but never used as the baseline (it is
-//! anomalously slow on some VMs, which would flatter the profiler).
+//! anomalously slow on some VMs, which would flatter the profiler). So is the *clock floor*: a
+//! subscriber that only reads the TSC at each enter and exit, what timing every poll costs on
+//! this machine before anything is recorded.
 //!
 //! For each shape and configuration a run reports, per operation:
 //! - **wall**: the instrumented thread's wall time over the measured loop;
@@ -51,6 +53,44 @@ use tracing_subscriber::prelude::*;
 struct Noop;
 impl<S: Subscriber> tracing_subscriber::Layer<S> for Noop {}
 
+/// The floor of timing every poll: a subscriber whose spans are a counter and whose enter and
+/// exit only read the TSC (as `ScopeSubscriber` does, once each) and throw it away. Nothing is
+/// recorded, so no profiler that times each poll can cost less than this row on this machine.
+#[derive(Default)]
+struct ClockFloor {
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl ClockFloor {
+    #[inline(always)]
+    fn tick() {
+        // SAFETY: `rdtsc` has no preconditions on x86_64; it reads the time-stamp counter.
+        #[cfg(target_arch = "x86_64")]
+        std::hint::black_box(unsafe { core::arch::x86_64::_rdtsc() });
+        #[cfg(not(target_arch = "x86_64"))]
+        std::hint::black_box(Instant::now());
+    }
+}
+
+impl Subscriber for ClockFloor {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        tracing::span::Id::from_u64(id + 1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, _: &tracing::Event<'_>) {}
+    fn enter(&self, _: &tracing::span::Id) {
+        Self::tick();
+    }
+    fn exit(&self, _: &tracing::span::Id) {
+        Self::tick();
+    }
+}
+
 /// The configurations measured, in table order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Config {
@@ -70,10 +110,13 @@ enum Config {
     SubTrackAsync,
     /// `ScopeSubscriber` in `Aggregate` mode.
     SubAggregate,
+    /// [`ClockFloor`]: a subscriber that reads the TSC at every enter and exit and keeps
+    /// nothing (labelled; the floor of any profiler that times every poll on this machine).
+    ClockFloor,
 }
 
 impl Config {
-    const ALL: [Config; 8] = [
+    const ALL: [Config; 9] = [
         Config::Registry,
         Config::Noop,
         Config::TimeOnly,
@@ -82,6 +125,7 @@ impl Config {
         Config::SubTimeOnly,
         Config::SubTrackAsync,
         Config::SubAggregate,
+        Config::ClockFloor,
     ];
 
     fn name(self) -> &'static str {
@@ -94,6 +138,7 @@ impl Config {
             Config::SubTimeOnly => "ScopeSubscriber TimeOnly",
             Config::SubTrackAsync => "ScopeSubscriber track_async",
             Config::SubAggregate => "ScopeSubscriber Aggregate",
+            Config::ClockFloor => "clock floor (2 TSC reads a poll, nothing kept)",
         }
     }
 
@@ -107,6 +152,7 @@ impl Config {
             Config::SubTimeOnly => "sub_timeonly",
             Config::SubTrackAsync => "sub_track_async",
             Config::SubAggregate => "sub_aggregate",
+            Config::ClockFloor => "clock_floor",
         }
     }
 
@@ -143,6 +189,7 @@ impl Config {
             Config::SubTimeOnly => subscriber(ScopeLayer::builder()),
             Config::SubTrackAsync => subscriber(ScopeLayer::builder().track_async(true)),
             Config::SubAggregate => subscriber(ScopeLayer::builder().mode(Mode::Aggregate)),
+            Config::ClockFloor => (Dispatch::new(ClockFloor::default()), None),
         }
     }
 }

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use crate::flusher::assemble::{Assembler, RawCall};
 use crate::flusher::spool::SpoolWriter;
-use crate::flusher::stats::Stats;
+use crate::flusher::stats::{Stats, Sums};
 use crate::flusher::task::TaskTotals;
 use crate::output::model::{CallRecord, PollRecord, ThreadRow};
 use crate::recording::lane::{DrainState, Lane};
@@ -98,7 +98,7 @@ pub(crate) enum Command {
 
 #[derive(Default)]
 struct PhaseRegion {
-    stats: Stats,
+    stats: Sums,
     calls: Vec<CallRecord>,
     lifetime: u64,
     gpu_count: u64,
@@ -474,7 +474,7 @@ impl Flusher {
             .iter()
             .enumerate()
             .filter(|(_, p)| p.stats.count > 0)
-            .map(|(r, p)| (r as u32, p.stats))
+            .map(|(r, p)| (r as u32, p.stats.stats()))
             .collect()
     }
 

@@ -4,7 +4,7 @@
 //! **Per call** ([`Accumulator::add`]) only what the flusher does not already keep: the
 //! call's duration bucket and its await time, in a histogram per region id (one bounds
 //! check, a branch-free bucket, two additions). Calls and total time come from the phase's
-//! own statistics ([`crate::flusher::stats::Stats`], which the flusher updates for every call
+//! own statistics ([`crate::flusher::stats::Sums`], which the flusher updates for every call
 //! anyway): a snapshot adds the current phase's count and total to what earlier phases
 //! carried ([`Accumulator::carry`], at every finalize, before the phase is handed over).
 //!
@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use super::histogram::{bucket, BUCKETS, FINITE};
 use super::{Perf, Process, Published};
-use crate::flusher::stats::Stats;
+use crate::flusher::stats::Sums;
 
 /// The cumulative series of one exported region.
 #[derive(Clone, Debug, PartialEq)]
@@ -164,7 +164,7 @@ impl Accumulator {
 
     /// At a finalize, before the phase's statistics are handed over: keeps region id
     /// `region`'s calls and time of the phase.
-    pub(crate) fn carry(&mut self, region: usize, phase: &Stats) {
+    pub(crate) fn carry(&mut self, region: usize, phase: &Sums) {
         if let Some(c) = self.carried.get_mut(region) {
             c.calls += phase.count;
             c.ns += phase.total;
@@ -199,7 +199,7 @@ impl Accumulator {
     pub(crate) fn snapshot<'a>(
         &mut self,
         version: u64,
-        phase: impl Fn(usize) -> Option<&'a Stats>,
+        phase: impl Fn(usize) -> Option<&'a Sums>,
         process: Process,
         perf_events: Option<Vec<String>>,
     ) -> Published {
@@ -265,7 +265,7 @@ mod tests {
     /// Feeds calls to both the accumulator and a phase, as the flusher does.
     struct Fed {
         acc: Accumulator,
-        phase: Vec<Stats>,
+        phase: Vec<Sums>,
     }
 
     impl Fed {
@@ -276,7 +276,7 @@ mod tests {
             }
             Fed {
                 acc,
-                phase: vec![Stats::default(); names.len()],
+                phase: vec![Sums::default(); names.len()],
             }
         }
         fn call(&mut self, region: u32, dur_ns: u64, await_ns: u64) {
@@ -286,7 +286,7 @@ mod tests {
         fn finalize(&mut self) {
             for (id, s) in self.phase.iter_mut().enumerate() {
                 self.acc.carry(id, s);
-                *s = Stats::default();
+                *s = Sums::default();
             }
         }
         fn snapshot(&mut self, version: u64) -> Published {

@@ -156,7 +156,7 @@ impl Live {
     /// by region id, `process` and the perf totals.
     pub(crate) fn publish<'a>(
         &mut self,
-        phase: impl Fn(usize) -> Option<&'a crate::flusher::stats::Stats>,
+        phase: impl Fn(usize) -> Option<&'a crate::flusher::stats::Sums>,
         mut process: Process,
         perf: Option<crate::sink::CounterTotals>,
     ) {

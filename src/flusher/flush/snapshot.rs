@@ -86,7 +86,7 @@ impl Flusher {
                     name: info.name.to_owned(),
                     file: info.file.unwrap_or("").to_owned(),
                     line: info.line.map_or(-1, i64::from),
-                    stats: std::mem::take(&mut p.stats),
+                    stats: p.stats.take(),
                     calls: std::mem::take(&mut p.calls),
                     gpu_count: std::mem::take(&mut p.gpu_count),
                     gpu_total: std::mem::take(&mut p.gpu_total),
