@@ -3,7 +3,7 @@
 //! up to the watermark (see [`crate::flusher::task`]).
 
 use super::{Flusher, PhaseRegion, BATCH_KEEP, MEMORY_CALL_CAP};
-use crate::flusher::assemble::NO_SCHED;
+use crate::flusher::assemble::{RawCall, NO_SCHED};
 use crate::flusher::region::{RegionInfo, TokioSpan};
 use crate::flusher::sched::TaskOut;
 use crate::flusher::task::polls::TaskPoll;
@@ -72,123 +72,140 @@ impl Flusher {
 
     /// The calls of [`fold`](Self::fold); with `LIVE`, each is also fed to the live metrics.
     fn fold_calls<const LIVE: bool>(&mut self) {
-        let clock = self.shared.clock;
-        let track_tasks = self.shared.config.track_async;
-        let pauses = self.shared.pause.windows();
         #[cfg(feature = "prometheus")]
-        let mut live = self.metrics.as_mut().filter(|_| LIVE).map(|m| {
+        if let Some(m) = self.metrics.as_mut().filter(|_| LIVE) {
             let regions = self.asm.regions.regions();
             for info in regions.get(m.acc.regions()..).unwrap_or_default() {
                 m.acc.region(info.name);
             }
-            &mut m.acc
-        });
+        }
+        let pauses = self.shared.pause.windows();
         let any_tokio = self.asm.regions.any_tokio();
-        for c in self.scratch.drain(..) {
-            if any_tokio
-                && hidden(
-                    self.asm.regions.regions(),
-                    &self.shared.config,
-                    c.region,
-                    // A task's span always has its task's scheduled time.
-                    c.task != 0 && c.sched != NO_SCHED,
-                )
-            {
-                self.hidden_calls += 1;
-                continue;
-            }
-            if crate::recording::pause::overlaps(&pauses, c.start, c.end) {
-                self.paused_calls += 1;
-                continue;
-            }
-            let (start_ns, end_ns) = clock.to_ns_pair(c.start, c.end);
-            let dur_ns = (end_ns - start_ns).max(0);
-            // Busy time on the same rounding as the duration: a one-poll call has exactly 0 ns
-            // of await time.
-            let busy_ns = if c.busy >= c.end - c.start {
-                dur_ns
-            } else {
-                (clock.to_ns(c.start + c.busy) - start_ns).clamp(0, dur_ns)
-            };
-            if self.shared.config.line_timing {
-                let info = &self.asm.regions.regions()[c.region as usize];
-                let ticks_to_ns = |t: u64| (clock.to_ns(c.start + t) - start_ns) as f64;
-                self.lines.add_call(
-                    c.region,
-                    info.file,
-                    info.line,
-                    busy_ns,
-                    c.extra.as_ref().and_then(|e| e.lines.as_deref()),
-                    ticks_to_ns,
-                    &self.shared.lines,
-                );
-            }
-            let task = if track_tasks && c.task != 0 {
-                self.asm.tasks.add_call(&TaskCall {
-                    tokio_id: c.task,
-                    start_tick: c.start,
-                    start_ns,
-                    end_ns: start_ns + dur_ns,
-                    polls: c.polls,
-                    busy_ns,
-                    region: c.region,
-                    last_thread: c.last_lane,
-                    hold: c.close,
-                })
-            } else {
-                -1
-            };
-            let gpu_ns = match &self.shared.sinks {
-                Some(sinks) => match c.extra.as_ref().filter(|e| !e.aux.is_empty()) {
-                    Some(e) => sinks.resolve(&e.aux).unwrap_or(-1),
-                    None => -1,
-                },
-                _ => -1,
-            };
-            let end_ns = start_ns + dur_ns;
-            self.span_ns = Some(match self.span_ns {
-                Some((s, e)) => (s.min(start_ns), e.max(end_ns)),
-                None => (start_ns, end_ns),
-            });
-            let p = &mut self.phase[c.region as usize];
-            p.stats.add(dur_ns as u64);
-            #[cfg(feature = "prometheus")]
-            if LIVE {
-                if let Some(acc) = live.as_deref_mut() {
-                    acc.add(c.region, dur_ns as u64, (dur_ns - busy_ns) as u64);
-                }
-            }
-            p.lifetime += 1;
-            if gpu_ns >= 0 {
-                p.gpu_count += 1;
-                p.gpu_total += gpu_ns;
-            }
-            let record = CallRecord {
-                start_ns,
-                dur_ns,
-                thread: c.lane,
-                task,
-                await_ns: dur_ns - busy_ns,
-                gpu_ns,
-                call_id: -1,
-                parent_id: -1,
-                sched_ns: match c.sched {
-                    NO_SCHED => -1,
-                    t => clock.ticks_to_ns(t).clamp(0, dur_ns),
-                },
-            };
-            if !self.keep_calls {
-                continue;
-            }
-            if let Some(spool) = &mut self.spool {
-                spool.call(c.region, record);
-            } else if self.kept_calls < MEMORY_CALL_CAP {
-                self.kept_calls += 1;
-                p.calls.push(record);
-            } else {
-                self.calls_truncated = true;
+        let mut calls = std::mem::take(&mut self.scratch);
+        for c in calls.drain(..) {
+            if !self.left_out(&c, any_tokio, &pauses) {
+                self.fold_call::<LIVE>(c);
             }
         }
+        self.scratch = calls; // its capacity, for the next round
+    }
+
+    /// Whether call `c` is left out (and counted): a hidden Tokio span, or paused.
+    #[inline]
+    fn left_out(&mut self, c: &RawCall, any_tokio: bool, pauses: &[(u64, u64)]) -> bool {
+        if any_tokio
+            && hidden(
+                self.asm.regions.regions(),
+                &self.shared.config,
+                c.region,
+                // A task's span always has its task's scheduled time.
+                c.task != 0 && c.sched != NO_SCHED,
+            )
+        {
+            self.hidden_calls += 1;
+            return true;
+        }
+        if crate::recording::pause::overlaps(pauses, c.start, c.end) {
+            self.paused_calls += 1;
+            return true;
+        }
+        false
+    }
+
+    /// One call into its region's statistics, the live metrics, and the calls kept.
+    #[inline]
+    fn fold_call<const LIVE: bool>(&mut self, c: RawCall) {
+        let clock = self.shared.clock;
+        let (start_ns, end_ns) = clock.to_ns_pair(c.start, c.end);
+        let dur_ns = (end_ns - start_ns).max(0);
+        // Busy time on the same rounding as the duration: a one-poll call has exactly 0 ns
+        // of await time.
+        let busy_ns = if c.busy >= c.end - c.start {
+            dur_ns
+        } else {
+            (clock.to_ns(c.start + c.busy) - start_ns).clamp(0, dur_ns)
+        };
+        if self.shared.config.line_timing {
+            self.time_lines(&c, start_ns, busy_ns);
+        }
+        let task = if self.shared.config.track_async && c.task != 0 {
+            self.asm.tasks.add_call(&TaskCall {
+                tokio_id: c.task,
+                start_tick: c.start,
+                start_ns,
+                end_ns: start_ns + dur_ns,
+                polls: c.polls,
+                busy_ns,
+                region: c.region,
+                last_thread: c.last_lane,
+                hold: c.close,
+            })
+        } else {
+            -1
+        };
+        let gpu_ns = match (&self.shared.sinks, c.extra.as_ref()) {
+            (Some(sinks), Some(e)) if !e.aux.is_empty() => sinks.resolve(&e.aux).unwrap_or(-1),
+            _ => -1,
+        };
+        let end_ns = start_ns + dur_ns;
+        self.span_ns = Some(match self.span_ns {
+            Some((s, e)) => (s.min(start_ns), e.max(end_ns)),
+            None => (start_ns, end_ns),
+        });
+        let p = &mut self.phase[c.region as usize];
+        p.stats.add(dur_ns as u64);
+        p.lifetime += 1;
+        if gpu_ns >= 0 {
+            p.gpu_count += 1;
+            p.gpu_total += gpu_ns;
+        }
+        #[cfg(feature = "prometheus")]
+        if LIVE {
+            if let Some(m) = &mut self.metrics {
+                m.acc.add(c.region, dur_ns as u64, (dur_ns - busy_ns) as u64);
+            }
+        }
+        if !self.keep_calls {
+            return;
+        }
+        let record = CallRecord {
+            start_ns,
+            dur_ns,
+            thread: c.lane,
+            task,
+            await_ns: dur_ns - busy_ns,
+            gpu_ns,
+            call_id: -1,
+            parent_id: -1,
+            sched_ns: match c.sched {
+                NO_SCHED => -1,
+                t => clock.ticks_to_ns(t).clamp(0, dur_ns),
+            },
+        };
+        if let Some(spool) = &mut self.spool {
+            spool.call(c.region, record);
+        } else if self.kept_calls < MEMORY_CALL_CAP {
+            self.kept_calls += 1;
+            self.phase[c.region as usize].calls.push(record);
+        } else {
+            self.calls_truncated = true;
+        }
+    }
+
+    /// Line timing: the checkpoints of call `c` into its region's line table.
+    fn time_lines(&mut self, c: &RawCall, start_ns: i64, busy_ns: i64) {
+        let clock = self.shared.clock;
+        let info = &self.asm.regions.regions()[c.region as usize];
+        let ticks_to_ns = |t: u64| (clock.to_ns(c.start + t) - start_ns) as f64;
+        self.lines.add_call(
+            c.region,
+            info.file,
+            info.line,
+            busy_ns,
+            c.extra.as_ref().and_then(|e| e.lines.as_deref()),
+            ticks_to_ns,
+            &self.shared.lines,
+        );
     }
 
     /// Folds the drained polls (streamed to the spool with an output file).
