@@ -90,40 +90,42 @@ fn scope_layer_takes_its_own_per_layer_filter() {
     assert!(report.region("query").is_none(), "filtered out by target");
 }
 
-/// Run as a child process: profiles `app()` behind a global ERROR filter and prints the
-/// summary (to stderr) at finalize.
-const CHILD: &str = "SCOPE_PROFILER_FILTERS_CHILD";
+/// Profiles `app()` behind a global ERROR filter (`with_filter` is per layer; this one hides
+/// the spans from every layer) and returns the report; `summary` prints it to stderr.
+fn behind_a_global_error_filter(summary: bool) -> scope_profiler::Report {
+    let (layer, guard) = ScopeLayer::builder()
+        .no_output()
+        .summary(summary)
+        .build()
+        .unwrap();
+    // A global filter (not `with_filter`) at ERROR: INFO..TRACE spans never exist.
+    let subscriber = tracing_subscriber::registry()
+        .with(LevelFilter::ERROR)
+        .with(layer);
+    tracing::subscriber::with_default(subscriber, app);
+    guard.finalize().unwrap()
+}
+
+/// The child process of `a_global_filter_hiding_every_span_is_named_in_one_line`: prints the
+/// summary at finalize.
+#[test]
+#[ignore = "the child process of a_global_filter_hiding_every_span_is_named_in_one_line"]
+fn global_filter_child() {
+    assert!(
+        std::env::var_os("SCOPE_PROFILER_FILTERS_CHILD").is_some(),
+        "run by its parent test"
+    );
+    behind_a_global_error_filter(true);
+}
 
 #[test]
 fn a_global_filter_hiding_every_span_is_named_in_one_line() {
-    let global = |summary: bool| {
-        let (layer, guard) = ScopeLayer::builder()
-            .no_output()
-            .summary(summary)
-            .build()
-            .unwrap();
-        // A global filter (not `with_filter`) at ERROR: INFO..TRACE spans never exist.
-        let subscriber = tracing_subscriber::registry()
-            .with(LevelFilter::ERROR)
-            .with(layer);
-        tracing::subscriber::with_default(subscriber, app);
-        guard.finalize().unwrap()
-    };
-    if std::env::var_os(CHILD).is_some() {
-        global(true);
-        return;
-    }
-    let report = global(false);
+    let report = behind_a_global_error_filter(false);
     assert!(report.regions().is_empty());
 
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "a_global_filter_hiding_every_span_is_named_in_one_line",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD, "1")
+        .args(["global_filter_child", "--exact", "--ignored", "--nocapture"])
+        .env("SCOPE_PROFILER_FILTERS_CHILD", "1")
         .output()
         .unwrap();
     assert!(out.status.success());

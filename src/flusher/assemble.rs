@@ -397,14 +397,19 @@ impl Assembler {
     fn exit(&mut self, lane: u32, ls: &mut LaneState, k: u32, tick: u64) {
         let polls = &mut ls.polls;
         if let Some(at) = polls.iter().rposition(|p| p.inst == k) {
-            polls[at].depth -= 1;
-            if polls[at].depth == 0 {
+            let p = &mut polls[at];
+            p.depth -= 1;
+            if p.depth == 0 {
+                // The two fields read in place, not the entry moved out: its enter, usually a
+                // few records back, was stored moments ago, and a 16-byte load across those
+                // stores is not forwarded (it stalled ~30 % of this function's time).
+                let (start, task) = (p.start, p.task);
                 // Usually the innermost poll, the last one.
-                let OpenPoll { start, task, .. } = if at + 1 == polls.len() {
-                    polls.pop().expect("non-empty")
+                if at + 1 == polls.len() {
+                    polls.truncate(at);
                 } else {
-                    polls.remove(at)
-                };
+                    polls.remove(at);
+                }
                 let inst = self.insts.get_mut(k);
                 if inst.open != u8::MAX {
                     inst.open -= 1;
