@@ -12,12 +12,13 @@ use crate::config::{Config, Mode};
 use crate::finalize::guard::FlushGuard;
 use crate::recording::layer::ScopeLayer;
 use crate::recording::subscriber::ScopeSubscriber;
-use crate::shared::Shared;
+use crate::recording::shared::Shared;
 use crate::sink::Sinks;
 use crate::Error;
 
 #[cfg(feature = "prometheus")]
 mod metrics;
+pub(crate) mod overhead;
 
 /// Configures and builds a [`ScopeLayer`] and its [`FlushGuard`].
 ///
@@ -514,14 +515,14 @@ impl Builder {
         let mut sinks = None;
         if config.mode != crate::Mode::Disabled {
             if let Some(path) = &config.output {
-                crate::output::files::check_writable(path)?;
+                crate::data::files::check_writable(path)?;
             }
             sinks = Sinks::build(&config)?;
         }
         let overhead = if config.mode == crate::Mode::Disabled {
             None
         } else {
-            crate::recording::overhead::measure(&config, front)
+            crate::builder::overhead::measure(&config, front)
         };
         let mut shared = Shared::new(config, sinks);
         shared.overhead = overhead;

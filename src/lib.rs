@@ -98,6 +98,7 @@ compile_error!(
 mod builder;
 mod checkpoint;
 mod config;
+mod data;
 mod error;
 mod fasthash;
 mod finalize;
@@ -109,8 +110,8 @@ mod mpi;
 mod output;
 pub mod read;
 mod recording;
-mod shared;
 mod sink;
+mod spool;
 #[cfg(test)]
 mod testing;
 
@@ -119,10 +120,10 @@ pub use config::{Mode, DEFAULT_BUFFER_BUDGET, MIN_BUFFER_BUDGET};
 pub use error::Error;
 pub use finalize::guard::FlushGuard;
 pub use finalize::recover::{recover, recover_spool, Recovered};
-pub use finalize::report::{DetailLost, RegionStats, Report};
+pub use data::report::{DetailLost, RegionStats, Report};
 pub use mpi::merge::{merge_ranks, Merged};
 pub use mpi::{MpiWrite, RankSpread};
-pub use output::model::SESSION_REGION;
+pub use data::rows::SESSION_REGION;
 pub use output::tasks::TaskStats;
 pub use recording::layer::ScopeLayer;
 pub use recording::pause::Switch;

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use tracing_subscriber::prelude::*;
 
 use crate::recording::clock::Clock;
-use crate::shared::{Config, Shared};
+use crate::recording::shared::{Config, Shared};
 
 /// The measured cost of the profiler on this machine.
 #[derive(Clone, Debug, PartialEq)]

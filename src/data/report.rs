@@ -1,7 +1,7 @@
 //! What a finalize returns: per-region statistics of the calls completed in this phase.
 
 use crate::flusher::flush::RegionSnapshot;
-use crate::output::model::PerfTotals;
+use crate::data::rows::PerfTotals;
 
 /// Exact statistics of one region's calls completed since the previous finalize.
 ///
@@ -67,7 +67,7 @@ impl RegionStats {
 
     /// A region named `name` with the statistics `st` (lifetime calls = this phase's), no
     /// source location, no device time and no perf totals.
-    pub(crate) fn new(name: &str, st: &crate::flusher::stats::Stats) -> RegionStats {
+    pub(crate) fn new(name: &str, st: &crate::data::stats::Stats) -> RegionStats {
         RegionStats {
             name: name.to_owned(),
             calls: st.count,
@@ -88,7 +88,7 @@ impl RegionStats {
     /// A test region: `calls` calls taking `total_ns` in all (the other statistics 0).
     #[cfg(test)]
     pub(crate) fn of_total(name: &str, calls: u64, total_ns: u64) -> RegionStats {
-        let st = crate::flusher::stats::Stats {
+        let st = crate::data::stats::Stats {
             count: calls,
             total: total_ns,
             ..Default::default()
@@ -176,7 +176,7 @@ pub struct Report {
     /// asked for).
     pub(crate) flat: Option<Flat>,
     pub(crate) file: Option<std::path::PathBuf>,
-    pub(crate) overhead: Option<crate::recording::overhead::SelfCost>,
+    pub(crate) overhead: Option<crate::builder::overhead::SelfCost>,
     /// Rank 0 of a multi-rank run: every region's spread over ranks.
     pub(crate) ranks: Vec<crate::mpi::RankSpread>,
     /// Calls of this phase whose per-call detail the spool lost.

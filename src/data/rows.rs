@@ -8,7 +8,7 @@
 //! formats (HDF5 file, text summary), which only read it, so both sides can change
 //! independently.
 
-use crate::flusher::stats::Stats;
+use crate::data::stats::Stats;
 
 /// Name of the synthetic region spanning each phase, which the Python reader's `% session`
 /// column is computed against. (If the program has a span of that name, its calls are written
@@ -249,7 +249,7 @@ pub(crate) struct PhaseData {
     /// Records lost so far (0 in a healthy run).
     pub dropped: u64,
     /// Calls dropped whole, backpressure waits and corrupt records so far.
-    pub losses: crate::finalize::report::Losses,
+    pub losses: crate::data::report::Losses,
     /// perf_event totals, when counters were configured.
     pub perf: Option<PerfTotals>,
     /// LIKWID results, when LIKWID markers were configured and results were found.
@@ -280,7 +280,7 @@ pub(crate) struct SpooledCalls {
     /// Row of each spool region id (`u32::MAX`: not written).
     pub row_of: Vec<u32>,
     /// How many task rows and polls the files hold (room reserved when they are read back).
-    pub lanes: crate::flusher::spool::LaneCounts,
+    pub lanes: crate::spool::LaneCounts,
     /// Where a phase too large to nest in memory sorts its calls (a temporary file): the
     /// output's directory. `None`: beside the first spool file, which is the output's
     /// directory for a finalize.
@@ -338,7 +338,7 @@ impl PhaseData {
                         }
                     }
                 };
-                crate::flusher::spool::scan(file, false, Some(&mut on_calls))
+                crate::spool::scan(file, false, Some(&mut on_calls))
                     .map_err(|e| spool_error(file, e))?;
             }
         }
@@ -355,7 +355,7 @@ impl PhaseData {
     /// A spool file cannot be read (the error names it).
     pub(crate) fn read_lanes(
         &self,
-        follower: Option<crate::flusher::spool::LaneFollower>,
+        follower: Option<crate::spool::LaneFollower>,
     ) -> Result<(Vec<TaskRow>, Vec<PollRecord>), crate::Error> {
         let (mut tasks, mut polls) = match &self.spooled {
             None => (Vec::new(), Vec::new()),
@@ -368,11 +368,11 @@ impl PhaseData {
                 match follower.filter(|_| sp.files.len() == 1) {
                     Some(f) => f.finish(total).map_err(|e| spool_error(&sp.files[0], e))?,
                     None => {
-                        let mut out = crate::flusher::spool::SpoolContents::default();
+                        let mut out = crate::spool::SpoolContents::default();
                         out.tasks.reserve(total.0);
                         out.polls.reserve(total.1);
                         for file in &sp.files {
-                            out = crate::flusher::spool::scan_into(file, true, None, out)
+                            out = crate::spool::scan_into(file, true, None, out)
                                 .map_err(|e| spool_error(file, e))?;
                         }
                         (out.tasks, out.polls)
@@ -397,7 +397,7 @@ fn spool_error(file: &std::path::Path, source: std::io::Error) -> crate::Error {
 }
 
 /// What a phase carries besides the calls: captured sources, line profiles, self-measured
-/// overhead (see [`crate::output::source`], [`crate::flusher::lines`], [`crate::recording::overhead`]).
+/// overhead (see [`crate::output::source`], [`crate::flusher::lines`], [`crate::builder::overhead`]).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PhaseExtra {
     /// Source text per region row (same order as `PhaseData::regions`); empty = none captured.
@@ -405,7 +405,7 @@ pub(crate) struct PhaseExtra {
     /// Line profiles (`rank0/line_profile/<i>`).
     pub line_profiles: Vec<crate::flusher::lines::LineProfile>,
     /// The profiler's cost measured at `build()`.
-    pub overhead: Option<crate::recording::overhead::SelfCost>,
+    pub overhead: Option<crate::builder::overhead::SelfCost>,
     /// Subtracted from a parent's exclusive time per child call (0 = no compensation).
     pub child_overhead_ns: i64,
     /// Tokio's own instrumentation: spawn sites and counts.
@@ -416,7 +416,7 @@ pub(crate) struct PhaseExtra {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct TokioExtra {
     /// Spawn sites, site `id` at index `id - 1` (what [`TaskSched::site`] names).
-    pub sites: Vec<crate::recording::tokio::sites::SiteInfo>,
+    pub sites: Vec<crate::data::sites::SiteInfo>,
     /// Tasks, wakes and the like, since `build()`.
     pub counts: crate::flusher::sched::SchedCounts,
     /// Calls of Tokio's own spans left out since `build()` (not regions unless asked for).
@@ -425,7 +425,7 @@ pub(crate) struct TokioExtra {
 
 impl TokioExtra {
     /// The spawn site `id` (`None`: 0 or unknown).
-    pub(crate) fn site(&self, id: u32) -> Option<&crate::recording::tokio::sites::SiteInfo> {
+    pub(crate) fn site(&self, id: u32) -> Option<&crate::data::sites::SiteInfo> {
         id.checked_sub(1).and_then(|i| self.sites.get(i as usize))
     }
 }

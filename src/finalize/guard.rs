@@ -20,11 +20,11 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use crate::finalize::pipeline::{GuardState, Trigger};
-use crate::finalize::report::Report;
+use crate::data::report::Report;
 use crate::flusher::flush::{Command, Flusher};
-use crate::flusher::spool::{self, SpoolWriter};
+use crate::spool::{self, SpoolWriter};
 use crate::recording::pause::Switch;
-use crate::shared::Shared;
+use crate::recording::shared::Shared;
 use crate::{Error, Mode};
 
 /// How long finalize (and the guard's drop) wait for the flusher before giving up with an
@@ -101,7 +101,7 @@ fn claimed() -> &'static Mutex<HashSet<PathBuf>> {
 
 impl OutputClaim {
     fn new(output: &Path) -> Result<OutputClaim, Error> {
-        let dir = crate::output::files::dir_of(output);
+        let dir = crate::data::files::dir_of(output);
         let key = std::fs::canonicalize(&dir)
             .unwrap_or(dir)
             .join(output.file_name().unwrap_or_default());
@@ -325,7 +325,7 @@ impl FlushGuard {
     pub fn finalize_to(&self, path: impl AsRef<Path>) -> Result<Report, Error> {
         let path = path.as_ref();
         if !self.shared().fork.is_forked_child() {
-            crate::output::files::check_writable(path)?;
+            crate::data::files::check_writable(path)?;
         }
         self.inner
             .finalize(Trigger::Explicit, Some(path))

@@ -24,4 +24,3 @@ pub(crate) mod pipeline;
 mod publish;
 mod read_back;
 pub(crate) mod recover;
-pub(crate) mod report;

@@ -24,12 +24,12 @@ use std::sync::mpsc::{self, Sender};
 use super::failure::Failure;
 use super::publish::{publish, target};
 use super::read_back::{read_back, ReadBack};
-use crate::finalize::report::{DetailLost, Flat, RegionStats, Report};
+use crate::data::report::{DetailLost, Flat, RegionStats, Report};
 use crate::flusher::flush::{Command, Snapshot};
-use crate::flusher::spool::LaneFollower;
+use crate::spool::LaneFollower;
 use crate::output::events::Scan;
-use crate::output::model::{Layout, PhaseData, RegionRow, SpooledCalls};
-use crate::shared::Shared;
+use crate::data::rows::{Layout, PhaseData, RegionRow, SpooledCalls};
+use crate::recording::shared::Shared;
 use crate::{Error, Mode, SESSION_REGION};
 
 /// How often a finalize waiting for the flusher reads what the spool has gained.
@@ -143,7 +143,7 @@ pub(crate) fn run(
     let follower = follower.filter(|f| {
         let phase = spool_phase
             .as_deref()
-            .and_then(|p| crate::output::files::identity(p).ok());
+            .and_then(|p| crate::data::files::identity(p).ok());
         phase.is_some_and(|(dev, ino, _)| f.identity().ok() == Some((dev, ino)))
     });
     let mut facts = Facts::of(&snap);
@@ -265,7 +265,7 @@ fn settle_spool(
 
 /// With tasks tracked into a file: a reader of the lanes the spool holds so far, which the
 /// finalize's thread runs while it waits for the flusher to catch up (see
-/// [`crate::flusher::spool::LaneFollower`]).
+/// [`crate::spool::LaneFollower`]).
 fn lane_follower(shared: &Shared) -> Option<LaneFollower> {
     let config = &shared.config;
     if !config.track_async || config.mode == Mode::Disabled {
@@ -273,7 +273,7 @@ fn lane_follower(shared: &Shared) -> Option<LaneFollower> {
     }
     // Where the guard created it (multi-rank: a base of this rank's own).
     let base = crate::mpi::spool_base(shared, config.output.as_deref()?);
-    let spool = crate::flusher::spool::spool_path(&base);
+    let spool = crate::spool::spool_path(&base);
     LaneFollower::open(&spool).ok()
 }
 
@@ -329,8 +329,8 @@ fn snapshot(
 }
 
 /// The load figures of a snapshot.
-fn losses_of(snap: &Snapshot) -> crate::finalize::report::Losses {
-    crate::finalize::report::Losses {
+fn losses_of(snap: &Snapshot) -> crate::data::report::Losses {
+    crate::data::report::Losses {
         dropped_calls: snap.dropped_calls,
         waits: snap.waits,
         wait_ns: snap.wait_ns,
@@ -343,7 +343,7 @@ struct Facts {
     /// Statistics by region, in snapshot order (region id order).
     regions: Vec<RegionStats>,
     dropped: u64,
-    losses: crate::finalize::report::Losses,
+    losses: crate::data::report::Losses,
     spool_lost: u64,
     in_flight: u64,
     truncated: bool,
@@ -435,7 +435,7 @@ fn load(shared: &Shared, snap: Snapshot, phase_start_ns: i64, finalize_ns: i64) 
             lanes: snap.spooled_lanes,
             scratch: None,
         }),
-        extra: crate::output::model::PhaseExtra {
+        extra: crate::data::rows::PhaseExtra {
             tokio: snap.tokio,
             ..Default::default()
         },

@@ -8,8 +8,8 @@ use super::pipeline::GuardState;
 use crate::output::events::Scan;
 use crate::output::hdf5::staged::Staged;
 use crate::output::hdf5::WriteOptions;
-use crate::output::model::PhaseData;
-use crate::shared::Shared;
+use crate::data::rows::PhaseData;
+use crate::recording::shared::Shared;
 use crate::Error;
 
 /// Where this phase goes (see [`names`]) and whether it is a numbered file; `None` without

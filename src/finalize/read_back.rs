@@ -4,12 +4,12 @@
 use std::path::Path;
 
 use super::pipeline::Trigger;
-use crate::flusher::spool::LaneFollower;
+use crate::spool::LaneFollower;
 use crate::output::events::{self, Scan};
 use crate::output::hdf5::lanes::Lanes;
 use crate::output::hdf5::staged::Staged;
-use crate::output::model::{Layout, PhaseData, PollRecord, TaskRow};
-use crate::shared::Shared;
+use crate::data::rows::{Layout, PhaseData, PollRecord, TaskRow};
+use crate::recording::shared::Shared;
 use crate::Error;
 
 /// A phase's task rows (in index order) and polls.

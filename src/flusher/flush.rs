@@ -25,12 +25,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::flusher::assemble::{Assembler, RawCall};
-use crate::flusher::spool::SpoolWriter;
-use crate::flusher::stats::Stats;
+use crate::spool::SpoolWriter;
+use crate::data::stats::Stats;
 use crate::flusher::task::TaskTotals;
-use crate::output::model::{CallRecord, PollRecord, ThreadRow};
+use crate::data::rows::{CallRecord, PollRecord, ThreadRow};
 use crate::recording::lane::{DrainState, Lane};
-use crate::shared::Shared;
+use crate::recording::shared::Shared;
 use crate::Mode;
 
 mod fold;

@@ -16,9 +16,6 @@
 pub(crate) mod assemble;
 pub(crate) mod flush;
 pub(crate) mod lines;
-pub(crate) mod region;
 pub(crate) mod sched;
-pub(crate) mod spool;
-pub(crate) mod stats;
 pub(crate) mod task;
 pub(crate) mod thread_rows;

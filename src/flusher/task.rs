@@ -35,7 +35,7 @@ pub(crate) mod polls;
 use std::collections::VecDeque;
 
 use crate::fasthash::FastMap;
-use crate::output::model::TaskRow;
+use crate::data::rows::TaskRow;
 use open::Starts;
 use polls::{PollTotals, TaskPoll};
 

@@ -18,7 +18,6 @@
 
 #[cfg(feature = "mpi")]
 mod comm;
-pub(crate) mod launcher;
 #[cfg(any(feature = "mpio", test))]
 pub(crate) mod layout;
 pub(crate) mod merge;
@@ -26,48 +25,18 @@ pub(crate) mod merge;
 mod parallel;
 #[cfg(feature = "mpi")]
 pub(crate) mod relay;
-mod spread;
 
 use std::path::{Path, PathBuf};
 
-pub use spread::RankSpread;
+pub(crate) use crate::data::launcher::{self, rank_path};
+#[cfg(feature = "mpi")]
+use crate::data::spread;
+#[cfg(feature = "mpi")]
+pub(crate) use crate::data::spread::MPI_WRITE_KEY;
+pub use crate::data::spread::{MpiWrite, RankSpread};
+pub(crate) use crate::data::spread::render_spread;
 
-/// The `metadata` key naming how a multi-rank file was written (`"parallel"` or `"relay"`).
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub(crate) const MPI_WRITE_KEY: &str = "mpi_write";
-
-/// How a multi-rank phase's file was written ([`Report::mpi_write`](crate::Report::mpi_write)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum MpiWrite {
-    /// Every rank wrote its own rows through MPI-IO (feature `mpio`).
-    Parallel,
-    /// Rank 0 gathered every rank's part through the token relay.
-    Relay,
-}
-
-impl MpiWrite {
-    /// How the summary and `metadata/mpi_write` name it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MpiWrite::Parallel => "parallel",
-            MpiWrite::Relay => "relay",
-        }
-    }
-}
-
-use crate::shared::Shared;
-
-/// `<stem>.rank<N>.<ext>` beside `output`: a rank's own file (launcher mode) and the base
-/// name of its spool (both modes), so `recover` names the rank.
-pub(crate) fn rank_path(output: &Path, rank: u32) -> PathBuf {
-    let stem = output.file_stem().unwrap_or_default().to_string_lossy();
-    let name = match output.extension() {
-        Some(ext) => format!("{stem}.rank{rank}.{}", ext.to_string_lossy()),
-        None => format!("{stem}.rank{rank}"),
-    };
-    output.with_file_name(name)
-}
+use crate::recording::shared::Shared;
 
 /// A private file of `rank` beside `target`: `.<name>.rank<N>.<pid>.<kind>`.
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
@@ -191,24 +160,12 @@ pub(crate) fn setup(config: &mut crate::config::Config) -> Result<Handle, crate:
     Ok(())
 }
 
-/// The "across ranks" table for rank 0's summary, and how the file was written ("" elsewhere).
-pub(crate) fn render_spread(report: &crate::Report) -> String {
-    let mut s = spread::render(report.ranks());
-    if let (false, Some(how)) = (s.is_empty(), report.mpi_write()) {
-        s.push_str(match how {
-            MpiWrite::Parallel => "  file written by every rank in parallel (MPI-IO)\n",
-            MpiWrite::Relay => "  file gathered by rank 0 (token relay)\n",
-        });
-    }
-    s
-}
-
 /// Writes one phase's file: directly, or (multi-rank) through this rank's part file and the
 /// collective relay. Removes the part file when dropped.
 pub(crate) struct PhaseWriter<'a> {
     shared: &'a Shared,
     target: &'a Path,
-    data: &'a crate::output::model::PhaseData,
+    data: &'a crate::data::rows::PhaseData,
     scan: &'a crate::output::events::Scan,
     ok: bool,
     /// The file begun before the calls were read back (single-rank only), for the first write.
@@ -231,7 +188,7 @@ pub(crate) struct PhaseWriter<'a> {
 pub(crate) fn phase_writer<'a>(
     shared: &'a Shared,
     target: &'a Path,
-    data: &'a crate::output::model::PhaseData,
+    data: &'a crate::data::rows::PhaseData,
     scan: &'a crate::output::events::Scan,
     ok: bool,
     staged: Option<crate::output::hdf5::staged::Staged>,
@@ -284,7 +241,7 @@ impl PhaseWriter<'_> {
                 _ => self.write_relay(m, candidate, opts)?,
             };
             let id = match m.rank {
-                0 => crate::output::files::identity(&published).map_or((0, 0), |(d, i, _)| (d, i)),
+                0 => crate::data::files::identity(&published).map_or((0, 0), |(d, i, _)| (d, i)),
                 _ => (0, 0),
             };
             return Ok((published, id));

@@ -18,9 +18,9 @@ use super::hdf5::Ctx;
 use crate::error::Error;
 use crate::finalize::nesting::external::Runs;
 use crate::finalize::nesting::{Nested, Nester, Overlap, Span};
-use crate::flusher::stats::Stats;
+use crate::data::stats::Stats;
 use crate::output::hdf5::lanes::OWN_GROUP;
-use crate::output::model::{CallRecord, PhaseData};
+use crate::data::rows::{CallRecord, PhaseData};
 
 /// Calls buffered over all rows before every row's buffer is written out.
 pub(crate) const BUFFERED_CALLS: usize = 1 << 19;
@@ -138,7 +138,7 @@ fn scratch_dir(data: &PhaseData) -> std::path::PathBuf {
         .or_else(|| {
             spooled
                 .and_then(|s| s.files.first())
-                .map(|f| crate::output::files::dir_of(f))
+                .map(|f| crate::data::files::dir_of(f))
         })
         .unwrap_or_else(std::env::temp_dir)
 }
@@ -229,7 +229,7 @@ impl RowAcc {
 
 /// The summary compound of one in-memory row (tests).
 #[cfg(test)]
-pub(crate) fn summarize(row: &crate::output::model::RegionRow) -> SummaryRow {
+pub(crate) fn summarize(row: &crate::data::rows::RegionRow) -> SummaryRow {
     let mut acc = RowAcc::default();
     row.calls.iter().for_each(|c| acc.add(c));
     acc.finish(&row.stats)

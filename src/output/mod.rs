@@ -13,9 +13,7 @@
 //! - `files`: creating, checking and publishing files safely.
 
 pub(crate) mod events;
-pub(crate) mod files;
 pub(crate) mod hdf5;
-pub(crate) mod model;
 pub(crate) mod source;
 pub(crate) mod summary;
 pub(crate) mod tasks;

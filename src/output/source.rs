@@ -15,8 +15,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::flusher::lines::{LineProfile, RegionLines};
-use crate::output::model::{PhaseData, PhaseExtra};
-use crate::shared::Shared;
+use crate::data::rows::{PhaseData, PhaseExtra};
+use crate::recording::shared::Shared;
 
 /// Most lines captured for one region.
 const MAX_LINES: usize = 200;

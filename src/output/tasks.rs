@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use crate::output::model::PhaseData;
+use crate::data::rows::PhaseData;
 
 /// How many tasks the box lists.
 pub(crate) const TOP_TASKS: usize = 10;

@@ -24,7 +24,7 @@ use tracing_subscriber::registry::LookupSpan;
 use crate::recording::clock::ticks;
 use crate::recording::lane::local::with_local;
 use crate::recording::lane::record::{self, Record};
-use crate::shared::Shared;
+use crate::recording::shared::Shared;
 use crate::{Builder, Mode};
 
 /// The profiler, as a `tracing_subscriber` [`Layer`].

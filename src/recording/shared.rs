@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub(crate) use crate::config::Config;
-use crate::flusher::region::Callsites;
+use crate::recording::region::Callsites;
 use crate::recording::clock::Clock;
 use crate::recording::lane::pool::{Policy, Pool};
 use crate::recording::lane::Lane;
@@ -51,7 +51,7 @@ pub(crate) struct Shared {
     /// Tokio's own callsites and spawn sites (`--cfg tokio_unstable`).
     pub tokio: crate::recording::tokio::TokioSites,
     /// The profiler's own cost, measured at `build()` (None when disabled).
-    pub overhead: Option<crate::recording::overhead::SelfCost>,
+    pub overhead: Option<crate::builder::overhead::SelfCost>,
     /// Where the flusher publishes the live metrics, when they are on.
     #[cfg(feature = "prometheus")]
     pub metrics: Option<Arc<crate::metrics::Hub>>,

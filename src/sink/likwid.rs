@@ -46,7 +46,7 @@ use tracing_core::Metadata;
 
 use crate::config::Config;
 use crate::fasthash::FastMap;
-use crate::output::model::{LikwidRegion, LikwidResults, PhaseData};
+use crate::data::rows::{LikwidRegion, LikwidResults, PhaseData};
 use crate::Error;
 
 /// Environment variable naming the LIKWID library to load.

@@ -45,7 +45,7 @@ use tracing_core::Metadata;
 
 use crate::config::Config;
 use crate::fasthash::FastMap;
-use crate::output::model::{PerfRegion, PerfTotals, PhaseData};
+use crate::data::rows::{PerfRegion, PerfTotals, PhaseData};
 use crate::Error;
 
 /// Event names the sink understands (`perf stat -e` spelling), hardware first.

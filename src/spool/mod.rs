@@ -16,7 +16,7 @@
 //! | 5 | tasks | `n` u32, then n x (`index`, `tokio_id`, `thread_index`, `created`, `done`, `steps`, `running`, `suspended`, `root_region` (-1 = none)), each a zigzag LEB128 varint: rows of tasks retired during the phase (see [`crate::flusher::task`]); then, only when a row has polls from Tokio's instrumentation, n x the ten values of [`crate::flusher::task::polls::PollTotals::to_spool`] |
 //! | 6 | polls (read, no longer written) | `n` u32, then n x (`region`, `start - previous start`, `dur`, `thread`, `task`), each a zigzag LEB128 varint |
 //! | 7 | polls in runs | `n` u32, then runs until n polls: `len`, `region`, `thread`, `task - previous run's task`, then len x (`start - previous start`, `dur`); every value a zigzag LEB128 varint. A run is consecutive polls of one region, thread and task (a span polled in a loop, a sync span's one poll per call under `track_async`): those three cost nothing per poll; then, only when a poll of the frame has one (a Tokio task's, see [`crate::flusher::sched`]), n x `scheduled` in poll order (-1 = none) |
-//! | 9 | sites | `n` u32, then n x (`id` u32, `line` u32, `col` u32, `name` str, `file` str): Tokio spawn sites (see [`crate::recording::tokio::sites`]) |
+//! | 9 | sites | `n` u32, then n x (`id` u32, `line` u32, `col` u32, `name` str, `file` str): Tokio spawn sites (see [`crate::data::sites`]) |
 //!
 //! A frame cut short by a crash is ignored on reading. The flusher writes frames at every
 //! flush interval (and whenever 1 MiB is buffered; fsynced with `durable`); each finalize moves
@@ -35,8 +35,8 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::flusher::stats::Stats;
-use crate::output::model::{CallRecord, PollRecord, ThreadRow};
+use crate::data::stats::Stats;
+use crate::data::rows::{CallRecord, PollRecord, ThreadRow};
 use loss::CallSpan;
 
 const MAGIC: &[u8; 8] = b"SPRSPOL1";
@@ -120,7 +120,7 @@ pub(crate) struct SpoolWriter {
     /// for it (without it they never do, at no cost per record).
     sched_columns: bool,
     /// Tokio spawn sites declared, and those written (in `buf` or on disk) and on disk.
-    sites: Vec<(u32, crate::recording::tokio::sites::SiteInfo)>,
+    sites: Vec<(u32, crate::data::sites::SiteInfo)>,
     written_sites: usize,
     sites_on_disk: usize,
     /// This phase's first error, and what was being done.
@@ -152,10 +152,10 @@ impl LaneCounts {
 
 /// Creates a spool file: never through a link, mode 0600, locked against a second process.
 fn create_file(path: &Path) -> io::Result<File> {
-    let file = crate::output::files::create_new(path, 0o600)?;
+    let file = crate::data::files::create_new(path, 0o600)?;
     // The lock tells a later run that this spool belongs to a live process (see
     // `crate::finalize::recover`); a file system without locks is no reason to stop.
-    let _ = crate::output::files::try_lock(&file);
+    let _ = crate::data::files::try_lock(&file);
     Ok(file)
 }
 
@@ -193,7 +193,7 @@ impl SpoolWriter {
             durable,
         };
         if durable {
-            if let Err(e) = crate::output::files::sync_dir(&w.path) {
+            if let Err(e) = crate::data::files::sync_dir(&w.path) {
                 w.fail("syncing the spool's directory", e);
             }
         }

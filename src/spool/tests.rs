@@ -323,7 +323,7 @@ fn a_read_only_directory_keeps_the_phase_in_place() {
 #[test]
 fn tokio_scheduling_data_round_trips_and_rotates_with_its_sites() {
     use crate::flusher::task::polls::{PollTotals, TaskPoll};
-    use crate::recording::tokio::sites::SiteInfo;
+    use crate::data::sites::SiteInfo;
     let dir = tempfile::tempdir().unwrap();
     let path = spool_path(&dir.path().join("t.h5"));
     let mut w = SpoolWriter::create(path.clone(), header(), false).unwrap();

@@ -62,7 +62,7 @@ impl Runs {
                 std::process::id(),
                 crate::recording::clock::monotonic_ns()
             ));
-            match crate::output::files::create_new(&path, 0o600) {
+            match crate::data::files::create_new(&path, 0o600) {
                 Ok(f) => {
                     let _ = std::fs::remove_file(&path);
                     break f;

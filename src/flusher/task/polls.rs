@@ -7,7 +7,7 @@
 //! spawn (or first poll), end of its last poll once it ended (-1 before), polls, busy time,
 //! idle plus scheduled time.
 
-use crate::output::model::TaskSched;
+use crate::data::rows::TaskSched;
 
 /// One settled poll of a task, in ns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

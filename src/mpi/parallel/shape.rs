@@ -6,7 +6,7 @@
 use crate::mpi::layout::{decode_strs, encode_strs, Counts};
 use crate::output::events::{Optional, Scan};
 use crate::output::hdf5::lanes::{coro_name, task_name};
-use crate::output::model::PhaseData;
+use crate::data::rows::PhaseData;
 
 use super::fixed::width_of;
 

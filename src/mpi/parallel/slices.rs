@@ -24,7 +24,7 @@ use crate::output::hdf5::lanes::{
     coro_name, task_name, LaneCol, OWN_GROUP, POLL_COLS, TASK_COLS, THREAD_COLS,
 };
 use crate::output::hdf5::{exclusive_totals, Ctx};
-use crate::output::model::PhaseData;
+use crate::data::rows::PhaseData;
 use crate::Error;
 
 /// Rows per write of a lane or poll column.
