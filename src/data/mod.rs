@@ -24,3 +24,4 @@ pub(crate) mod rows;
 pub(crate) mod sites;
 pub(crate) mod spread;
 pub(crate) mod stats;
+pub(crate) mod time;

@@ -489,6 +489,95 @@ pub(crate) struct LikwidRegion {
     pub metrics: Vec<Vec<f64>>,
 }
 
+/// A task's row, folded incrementally from its settled roots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TaskTotals {
+    /// Dense index in this phase (-1: none given yet).
+    pub index: i64,
+    /// Tokio's task id.
+    pub tokio_id: u64,
+    /// Thread of the latest poll.
+    pub thread_index: u32,
+    /// Start of the first root (`i64::MAX` = none yet).
+    pub created_ns: i64,
+    /// End of the last root (-1 = none yet).
+    pub done_ns: i64,
+    /// Polls of the roots.
+    pub steps: i64,
+    /// Busy time of the roots.
+    pub running_ns: i64,
+    /// Await time of the roots.
+    pub suspended_ns: i64,
+    /// Region of the first root (`u32::MAX` = none).
+    pub root_region: u32,
+    /// Its polls from Tokio's own instrumentation, if any.
+    pub polls: PollTotals,
+}
+
+/// A task's polls folded into one row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PollTotals {
+    /// The row's columns (`polls < 0`: no poll seen).
+    pub sched: TaskSched,
+    /// The spawn, when in this row (-1: not).
+    pub spawn_ns: i64,
+    /// Start of the row's first poll (-1: none).
+    pub first_ns: i64,
+    /// End of its last poll (-1: none).
+    pub last_ns: i64,
+    /// The task has ended.
+    pub ended: bool,
+}
+
+impl Default for PollTotals {
+    fn default() -> Self {
+        PollTotals {
+            sched: TaskSched::default(),
+            spawn_ns: -1,
+            first_ns: -1,
+            last_ns: -1,
+            ended: false,
+        }
+    }
+}
+
+impl PollTotals {
+    /// The values the spool keeps of them, in order (see [`Self::from_spool`]).
+    pub(crate) fn to_spool(self) -> [i64; 10] {
+        let s = &self.sched;
+        [
+            i64::from(s.site),
+            s.polls,
+            s.busy_ns,
+            s.idle_ns,
+            s.scheduled_ns,
+            s.first_poll_delay_ns,
+            self.spawn_ns,
+            self.first_ns,
+            self.last_ns,
+            i64::from(self.ended),
+        ]
+    }
+
+    /// Back from [`Self::to_spool`]'s values.
+    pub(crate) fn from_spool(v: &[i64; 10]) -> PollTotals {
+        PollTotals {
+            sched: TaskSched {
+                site: u32::try_from(v[0]).unwrap_or(0),
+                polls: v[1],
+                busy_ns: v[2],
+                idle_ns: v[3],
+                scheduled_ns: v[4],
+                first_poll_delay_ns: v[5],
+            },
+            spawn_ns: v[6],
+            first_ns: v[7],
+            last_ns: v[8],
+            ended: v[9] != 0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::TaskRow;

@@ -27,7 +27,7 @@ use std::time::Duration;
 use crate::flusher::assemble::{Assembler, RawCall};
 use crate::spool::SpoolWriter;
 use crate::data::stats::Stats;
-use crate::flusher::task::TaskTotals;
+use crate::data::rows::TaskTotals;
 use crate::data::rows::{CallRecord, PollRecord, ThreadRow};
 use crate::recording::lane::{DrainState, Lane};
 use crate::recording::shared::Shared;

@@ -60,7 +60,7 @@ impl Runs {
             let path = dir.join(format!(
                 ".scope-profiler-nest.{}.{:x}.{attempt}.tmp",
                 std::process::id(),
-                crate::recording::clock::monotonic_ns()
+                crate::data::time::monotonic_ns()
             ));
             match crate::data::files::create_new(&path, 0o600) {
                 Ok(f) => {
