@@ -87,9 +87,9 @@ def strip(text):
             i += 1
     return "".join(out)
 
-# Modules compiled only for tests (`#[cfg(test)] mod x;`, or any cfg naming `test`) are exempt:
-# a test may set up a lower stage's input through a higher one. Inline `#[cfg(test)] mod x {}`
-# blocks are exempt the same way.
+# Exempt: code compiled only for tests (`#[cfg(test)] mod x;` files, or any item under a cfg
+# naming `test`: inline test modules, test helpers, their `use`s). A test may build a lower
+# stage's input through a higher one; the library itself never does.
 CFG_TEST = re.compile(r"#\[cfg\([^\]]*\btest\b[^\]]*\)\]\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*([;{])")
 test_mods = set()
 texts = {}
@@ -103,11 +103,16 @@ def is_test(mod):
     return any(tuple(mod[:k]) in test_mods for k in range(1, len(mod) + 1))
 
 def test_spans(text):
+    # Items under a test-only cfg: an inline module, a function, a `use`, up to its matching
+    # brace (or its `;`).
     spans = []
-    for m in CFG_TEST.finditer(text):
-        if m.group(2) != "{":
+    for m in re.finditer(r"#\[cfg\([^\]]*\btest\b[^\]]*\)\]", text):
+        j = m.end()
+        semi, brace = text.find(";", j), text.find("{", j)
+        if brace < 0 or 0 <= semi < brace:
+            spans.append((m.start(), semi + 1 if semi >= 0 else len(text)))
             continue
-        depth, j = 1, m.end()
+        depth, j = 1, brace + 1
         while j < len(text) and depth:
             depth += {"{": 1, "}": -1}.get(text[j], 0)
             j += 1

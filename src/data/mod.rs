@@ -25,3 +25,4 @@ pub(crate) mod sites;
 pub(crate) mod spread;
 pub(crate) mod stats;
 pub(crate) mod time;
+pub(crate) mod scan;

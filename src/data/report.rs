@@ -1,6 +1,5 @@
 //! What a finalize returns: per-region statistics of the calls completed in this phase.
 
-use crate::flusher::flush::RegionSnapshot;
 use crate::data::rows::PerfTotals;
 
 /// Exact statistics of one region's calls completed since the previous finalize.
@@ -95,19 +94,6 @@ impl RegionStats {
         };
         RegionStats::new(name, &st)
     }
-
-    /// The statistics of a region as the flusher reported it (perf totals come later, from
-    /// [`Self::set_perf`], once the sinks have finalized).
-    pub(crate) fn from_snapshot(s: &RegionSnapshot) -> RegionStats {
-        RegionStats {
-            file: (!s.row.file.is_empty()).then(|| s.row.file.clone()),
-            line: u32::try_from(s.row.line).ok(),
-            lifetime_calls: s.lifetime_calls,
-            gpu_calls: s.row.gpu_count,
-            gpu_total_ns: s.row.gpu_total.max(0) as u64,
-            ..RegionStats::new(&s.row.name, &s.row.stats)
-        }
-    }
 }
 
 /// What load cost the run: calls dropped whole, backpressure waits, corrupt records. All
@@ -171,7 +157,7 @@ pub struct Report {
     pub(crate) in_flight: u64,
     pub(crate) wall_ns: u64,
     pub(crate) warnings: Vec<String>,
-    pub(crate) tree: Option<Vec<crate::finalize::nesting::TreeRow>>,
+    pub(crate) tree: Option<Vec<crate::data::scan::TreeRow>>,
     /// Why the summary is a flat table rather than the call tree (`None`: a tree, or none was
     /// asked for).
     pub(crate) flat: Option<Flat>,

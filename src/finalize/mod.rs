@@ -24,3 +24,5 @@ pub(crate) mod pipeline;
 mod publish;
 mod read_back;
 pub(crate) mod recover;
+mod regions;
+pub(crate) mod scan;

@@ -5,7 +5,8 @@ use std::path::Path;
 
 use super::pipeline::Trigger;
 use crate::spool::LaneFollower;
-use crate::output::events::{self, Scan};
+use crate::data::scan::Scan;
+use crate::finalize::scan::scan as first_pass;
 use crate::output::hdf5::lanes::Lanes;
 use crate::output::hdf5::staged::Staged;
 use crate::data::rows::{Layout, PhaseData, PollRecord, TaskRow};
@@ -85,5 +86,5 @@ fn nest(shared: &Shared, first_id: i64, trigger: Trigger, data: &PhaseData) -> R
     let want = config.track_threads || config.summary;
     // The tree is for the printed summary, which automatic rotations do not print.
     let tree = config.summary && trigger != Trigger::Rotation;
-    events::scan(data, want.then_some((first_id, tree)))
+    first_pass(data, want.then_some((first_id, tree)))
 }

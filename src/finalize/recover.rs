@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 
 use crate::spool::{self, SpoolContents};
 use crate::data::stats::Stats;
-use crate::output::events;
+use crate::finalize::scan::scan as first_pass;
 use crate::output::hdf5::WriteOptions;
 use crate::data::rows::{Layout, PhaseData, RegionRow, SpooledCalls, ThreadRow};
 use crate::{Error, SESSION_REGION};
@@ -460,7 +460,7 @@ fn write(output: &Path, spools: &[Pass0], no_replace: bool) -> Result<Recovered,
         ..PhaseData::new(layout, rows)
     };
     let scan = match layout {
-        Layout::Columnar => events::scan(&data, Some((0, false)))?,
+        Layout::Columnar => first_pass(&data, Some((0, false)))?,
         Layout::Aggregate => Default::default(),
     };
     let opts = WriteOptions {

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::finalize::nesting::TreeRow;
+use crate::data::scan::TreeRow;
 use crate::data::report::{Flat, RegionStats, Report};
 use crate::data::rows::SESSION_REGION;
 
