@@ -124,7 +124,7 @@ pub use data::report::{DetailLost, RegionStats, Report};
 pub use mpi::merge::{merge_ranks, Merged};
 pub use mpi::{MpiWrite, RankSpread};
 pub use data::rows::SESSION_REGION;
-pub use output::tasks::TaskStats;
+pub use data::tasks::TaskStats;
 pub use recording::layer::ScopeLayer;
 pub use recording::pause::Switch;
 pub use recording::subscriber::ScopeSubscriber;

@@ -21,20 +21,8 @@ use std::sync::Arc;
 use tracing_subscriber::prelude::*;
 
 use crate::recording::clock::Clock;
+use crate::data::report::SelfCost;
 use crate::recording::shared::{Config, Shared};
-
-/// The measured cost of the profiler on this machine.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct SelfCost {
-    /// What one recorded call (create, enter, exit, close) adds to its parent, ns.
-    pub ns_per_call: f64,
-    /// What one poll (enter + exit of an existing span) adds, ns.
-    pub ns_per_poll: f64,
-    /// Smallest step between two clock reads, ns.
-    pub clock_resolution_ns: f64,
-    /// The clock the hot path reads.
-    pub clock_source: String,
-}
 
 const BATCH: u32 = 1_250;
 const BATCHES: u32 = 8;

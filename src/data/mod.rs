@@ -26,3 +26,4 @@ pub(crate) mod spread;
 pub(crate) mod stats;
 pub(crate) mod time;
 pub(crate) mod scan;
+pub(crate) mod tasks;

@@ -162,15 +162,15 @@ pub struct Report {
     /// asked for).
     pub(crate) flat: Option<Flat>,
     pub(crate) file: Option<std::path::PathBuf>,
-    pub(crate) overhead: Option<crate::builder::overhead::SelfCost>,
+    pub(crate) overhead: Option<crate::data::report::SelfCost>,
     /// Rank 0 of a multi-rank run: every region's spread over ranks.
-    pub(crate) ranks: Vec<crate::mpi::RankSpread>,
+    pub(crate) ranks: Vec<crate::data::spread::RankSpread>,
     /// Calls of this phase whose per-call detail the spool lost.
     pub(crate) detail_lost: Option<DetailLost>,
     /// A multi-rank run: how its file was written.
-    pub(crate) mpi_write: Option<crate::mpi::MpiWrite>,
+    pub(crate) mpi_write: Option<crate::data::spread::MpiWrite>,
     /// Tokio tasks' time (Tokio's own instrumentation), when the phase has any.
-    pub(crate) tasks: Option<crate::output::tasks::TaskSummary>,
+    pub(crate) tasks: Option<crate::data::tasks::TaskSummary>,
 }
 
 impl Report {
@@ -183,7 +183,7 @@ impl Report {
     /// On rank 0 of a multi-rank run ([`Builder::mpi`](crate::Builder::mpi)): every region's
     /// calls and total time on each rank, with min/mean/max and the imbalance; empty on other
     /// ranks and in single-process runs.
-    pub fn ranks(&self) -> &[crate::mpi::RankSpread] {
+    pub fn ranks(&self) -> &[crate::data::spread::RankSpread] {
         &self.ranks
     }
 
@@ -191,7 +191,7 @@ impl Report {
     /// phase's file was written, in parallel through MPI-IO (feature `mpio`) or gathered by the
     /// token relay; also `metadata/mpi_write` in the file. `None` in single-process runs and
     /// when no file was written.
-    pub fn mpi_write(&self) -> Option<crate::mpi::MpiWrite> {
+    pub fn mpi_write(&self) -> Option<crate::data::spread::MpiWrite> {
         self.mpi_write
     }
 
@@ -200,13 +200,13 @@ impl Report {
     /// [`track_async(true)`](crate::Builder::track_async)): the tasks of this phase with the most
     /// scheduled time (woken, waiting for a worker), most first, at most ten; empty without
     /// the instrumentation. The summary's tasks box lists them; see `docs/latency.md`.
-    pub fn tasks(&self) -> &[crate::TaskStats] {
+    pub fn tasks(&self) -> &[crate::data::tasks::TaskStats] {
         self.tasks.as_ref().map_or(&[], |t| &t.top)
     }
 
     /// How many tasks [`tasks`](Self::tasks) chose from, and their sums (name `all N
     /// tasks`); `None` without Tokio's instrumentation.
-    pub fn all_tasks(&self) -> Option<(u64, &crate::TaskStats)> {
+    pub fn all_tasks(&self) -> Option<(u64, &crate::data::tasks::TaskStats)> {
         self.tasks.as_ref().map(|t| (t.tasks, &t.all))
     }
 
@@ -296,4 +296,17 @@ impl Report {
     pub fn wall_ns(&self) -> u64 {
         self.wall_ns
     }
+}
+
+/// The measured cost of the profiler on this machine.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct SelfCost {
+    /// What one recorded call (create, enter, exit, close) adds to its parent, ns.
+    pub ns_per_call: f64,
+    /// What one poll (enter + exit of an existing span) adds, ns.
+    pub ns_per_poll: f64,
+    /// Smallest step between two clock reads, ns.
+    pub clock_resolution_ns: f64,
+    /// The clock the hot path reads.
+    pub clock_source: String,
 }

@@ -405,7 +405,7 @@ pub(crate) struct PhaseExtra {
     /// Line profiles (`rank0/line_profile/<i>`).
     pub line_profiles: Vec<crate::flusher::lines::LineProfile>,
     /// The profiler's cost measured at `build()`.
-    pub overhead: Option<crate::builder::overhead::SelfCost>,
+    pub overhead: Option<crate::data::report::SelfCost>,
     /// Subtracted from a parent's exclusive time per child call (0 = no compensation).
     pub child_overhead_ns: i64,
     /// Tokio's own instrumentation: spawn sites and counts.

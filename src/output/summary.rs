@@ -328,7 +328,7 @@ impl std::fmt::Display for Report {
             None => "scope-profiler".to_owned(),
         };
         f.write_str(&render(self, &title))?;
-        f.write_str(&crate::mpi::render_spread(self))
+        f.write_str(&crate::data::spread::render_spread(self))
     }
 }
 
@@ -355,7 +355,7 @@ mod tests {
             wall_ns: 5_000_000_000,
             warnings: vec!["perf: `cycles` dropped".into()],
             tree: None,
-            overhead: Some(crate::builder::overhead::SelfCost {
+            overhead: Some(crate::data::report::SelfCost {
                 ns_per_call: 95.5,
                 ns_per_poll: 30.0,
                 clock_resolution_ns: 0.4,

@@ -51,7 +51,7 @@ pub(crate) struct Shared {
     /// Tokio's own callsites and spawn sites (`--cfg tokio_unstable`).
     pub tokio: crate::recording::tokio::TokioSites,
     /// The profiler's own cost, measured at `build()` (None when disabled).
-    pub overhead: Option<crate::builder::overhead::SelfCost>,
+    pub overhead: Option<crate::data::report::SelfCost>,
     /// Where the flusher publishes the live metrics, when they are on.
     #[cfg(feature = "prometheus")]
     pub metrics: Option<Arc<crate::metrics::Hub>>,
