@@ -27,3 +27,4 @@ pub(crate) mod stats;
 pub(crate) mod time;
 pub(crate) mod scan;
 pub(crate) mod tasks;
+pub(crate) mod lines;

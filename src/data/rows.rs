@@ -280,7 +280,7 @@ pub(crate) struct SpooledCalls {
     /// Row of each spool region id (`u32::MAX`: not written).
     pub row_of: Vec<u32>,
     /// How many task rows and polls the files hold (room reserved when they are read back).
-    pub lanes: crate::spool::LaneCounts,
+    pub lanes: crate::data::rows::LaneCounts,
     /// Where a phase too large to nest in memory sorts its calls (a temporary file): the
     /// output's directory. `None`: beside the first spool file, which is the output's
     /// directory for a finalize.
@@ -312,88 +312,6 @@ impl PhaseData {
             extra: Default::default(),
         }
     }
-
-    /// Hands every call to `f` with its row: first the calls held in memory, row by row, then
-    /// those in the spool files in spool order. Every pass over a phase sees the same order.
-    ///
-    /// # Errors
-    /// A spool file cannot be read (the error names it).
-    pub(crate) fn for_each_call(
-        &self,
-        mut f: impl FnMut(u32, &CallRecord),
-    ) -> Result<(), crate::Error> {
-        for (r, row) in self.regions.iter().enumerate() {
-            for c in &row.calls {
-                f(r as u32, c);
-            }
-        }
-        if let Some(sp) = &self.spooled {
-            for file in &sp.files {
-                let mut on_calls = |region: u32, calls: &[CallRecord]| {
-                    if let Some(&row) = sp.row_of.get(region as usize) {
-                        if row != u32::MAX {
-                            for c in calls {
-                                f(row, c);
-                            }
-                        }
-                    }
-                };
-                crate::spool::scan(file, false, Some(&mut on_calls))
-                    .map_err(|e| spool_error(file, e))?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Every task row and poll of the phase: those the spool files hold (retired and
-    /// streamed out during the phase), read in a pass of their own that skips the calls (a
-    /// finalize reads them on one thread while another reads the calls, see
-    /// [`crate::finalize::pipeline`]), then those still in memory; task rows in index order.
-    /// `follower` has read the first part of the (single) spool file already.
-    ///
-    /// # Errors
-    /// A spool file cannot be read (the error names it).
-    pub(crate) fn read_lanes(
-        &self,
-        follower: Option<crate::spool::LaneFollower>,
-    ) -> Result<(Vec<TaskRow>, Vec<PollRecord>), crate::Error> {
-        let (mut tasks, mut polls) = match &self.spooled {
-            None => (Vec::new(), Vec::new()),
-            Some(sp) => {
-                // Room for all of them at once: no copies while millions of rows come in.
-                let total = (
-                    sp.lanes.tasks as usize + self.tasks.len(),
-                    sp.lanes.polls as usize + self.polls.len(),
-                );
-                match follower.filter(|_| sp.files.len() == 1) {
-                    Some(f) => f.finish(total).map_err(|e| spool_error(&sp.files[0], e))?,
-                    None => {
-                        let mut out = crate::spool::SpoolContents::default();
-                        out.tasks.reserve(total.0);
-                        out.polls.reserve(total.1);
-                        for file in &sp.files {
-                            out = crate::spool::scan_into(file, true, None, out)
-                                .map_err(|e| spool_error(file, e))?;
-                        }
-                        (out.tasks, out.polls)
-                    }
-                }
-            }
-        };
-        tasks.extend_from_slice(&self.tasks);
-        polls.extend_from_slice(&self.polls);
-        TaskRow::order(&mut tasks);
-        Ok((tasks, polls))
-    }
-}
-
-/// A spool file could not be read back.
-fn spool_error(file: &std::path::Path, source: std::io::Error) -> crate::Error {
-    crate::Error::Io {
-        context: "reading this phase's calls back from the spool".into(),
-        path: file.to_path_buf(),
-        source,
-    }
 }
 
 /// What a phase carries besides the calls: captured sources, line profiles, self-measured
@@ -403,7 +321,7 @@ pub(crate) struct PhaseExtra {
     /// Source text per region row (same order as `PhaseData::regions`); empty = none captured.
     pub source_texts: Vec<String>,
     /// Line profiles (`rank0/line_profile/<i>`).
-    pub line_profiles: Vec<crate::flusher::lines::LineProfile>,
+    pub line_profiles: Vec<crate::data::lines::LineProfile>,
     /// The profiler's cost measured at `build()`.
     pub overhead: Option<crate::data::report::SelfCost>,
     /// Subtracted from a parent's exclusive time per child call (0 = no compensation).
@@ -418,7 +336,7 @@ pub(crate) struct TokioExtra {
     /// Spawn sites, site `id` at index `id - 1` (what [`TaskSched::site`] names).
     pub sites: Vec<crate::data::sites::SiteInfo>,
     /// Tasks, wakes and the like, since `build()`.
-    pub counts: crate::flusher::sched::SchedCounts,
+    pub counts: crate::data::rows::SchedCounts,
     /// Calls of Tokio's own spans left out since `build()` (not regions unless asked for).
     pub hidden_calls: u64,
 }
@@ -576,6 +494,28 @@ impl PollTotals {
             ended: v[9] != 0,
         }
     }
+}
+
+/// How many task rows and polls a spool phase holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LaneCounts {
+    pub tasks: u64,
+    pub polls: u64,
+}
+
+/// Counts for the file's metadata.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SchedCounts {
+    /// Tasks spawned (with Tokio's instrumentation).
+    pub tasks: u64,
+    /// Wakes matched to a live task.
+    pub wakes: u64,
+    /// Wakes of tasks that had ended (or whose span id belonged to no task): ignored.
+    pub ended_wakes: u64,
+    /// Wakes that found their task already woken (or in a poll that was woken before).
+    pub extra_wakes: u64,
+    /// Suspensions that ended without a recorded wake (idle throughout).
+    pub unwoken: u64,
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@
 //! as there is room again (see [`loss`]); the statistics, folded by the flusher before
 //! anything is spooled, are never affected.
 
+pub(crate) use crate::data::rows::LaneCounts;
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -135,13 +136,6 @@ pub(crate) struct SpoolWriter {
     pub(crate) lanes: LaneCounts,
     /// fsync every write (`Builder::durable`).
     durable: bool,
-}
-
-/// How many task rows and polls a spool phase holds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct LaneCounts {
-    pub tasks: u64,
-    pub polls: u64,
 }
 
 impl LaneCounts {
@@ -593,6 +587,7 @@ fn frame(buf: &mut Vec<u8>, tag: u8, payload: &[u8]) {
 mod follow;
 pub(crate) mod loss;
 mod phase;
+mod phase_data;
 mod read;
 mod sites;
 pub(crate) use follow::LaneFollower;
