@@ -526,10 +526,6 @@ impl Builder {
         };
         let mut shared = Shared::new(config, sinks);
         shared.overhead = overhead;
-        #[cfg(feature = "mpi")]
-        {
-            shared.mpi = _mpi;
-        }
         #[cfg(feature = "prometheus")]
         {
             shared.metrics = metrics.as_ref().map(|m| m.hub.clone());
@@ -537,7 +533,7 @@ impl Builder {
         let shared = Arc::new(shared);
         crate::fork::Watch::arm(&shared);
         #[allow(unused_mut)] // without the `prometheus` feature
-        let mut guard = FlushGuard::start(shared.clone())?;
+        let mut guard = FlushGuard::start(shared.clone(), _mpi)?;
         #[cfg(feature = "prometheus")]
         if let Some(crate::metrics::Setup {
             hub,

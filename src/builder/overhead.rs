@@ -88,7 +88,7 @@ fn probe_here(config: Config, front: crate::builder::FrontEnd) -> Option<SelfCos
         }
     });
     let shared = Arc::new(Shared::new(config, None));
-    let guard = crate::finalize::guard::FlushGuard::start(shared.clone()).ok()?;
+    let guard = crate::finalize::guard::FlushGuard::start(shared.clone(), Default::default()).ok()?;
     let dispatch = match front {
         crate::builder::FrontEnd::Layer => tracing::Dispatch::new(
             tracing_subscriber::registry().with(crate::recording::layer::ScopeLayer::new(shared)),

@@ -61,6 +61,8 @@ pub struct FlushGuard {
 /// What the guard and its rotation thread share.
 struct Inner {
     shared: Arc<Shared>,
+    /// The session's MPI (with `Builder::mpi`): what each phase's publisher is chosen from.
+    mpi: crate::mpi::Handle,
     tx: Option<Sender<Command>>,
     flusher: Mutex<Option<JoinHandle<()>>>,
     /// The flusher thread, to wake it for a finalize.
@@ -86,7 +88,8 @@ impl Inner {
             thread: self.flusher_thread.as_ref(),
             limit: FLUSHER_REPLY_LIMIT,
         };
-        crate::finalize::pipeline::run(&self.shared, flusher, &mut state, trigger, to)
+        let publisher = crate::mpi::Publisher::of(&self.mpi);
+        crate::finalize::pipeline::run(&self.shared, publisher, flusher, &mut state, trigger, to)
     }
 }
 
@@ -156,7 +159,9 @@ impl FlushGuard {
         &self.inner.shared
     }
 
-    pub(crate) fn start(shared: Arc<Shared>) -> Result<FlushGuard, Error> {
+    /// Starts the flusher (and the rotation timer) of a profiler whose state is `shared`, in
+    /// a session whose MPI is `mpi`.
+    pub(crate) fn start(shared: Arc<Shared>, mpi: crate::mpi::Handle) -> Result<FlushGuard, Error> {
         let phase_start_ns = shared.start_ns;
         let config = &shared.config;
         let mut claim = None;
@@ -166,7 +171,7 @@ impl FlushGuard {
             let spool = match &config.output {
                 Some(output) => {
                     claim = Some(OutputClaim::new(output)?);
-                    let spool = open_spool(&shared, &crate::mpi::spool_base(&shared, output))?;
+                    let spool = open_spool(&shared, &crate::mpi::Publisher::of(&mpi).spool_base(output))?;
                     shared.fork.spool_fd(spool.raw_fd());
                     Some(spool)
                 }
@@ -188,6 +193,7 @@ impl FlushGuard {
             .filter(|_| config.mode != Mode::Disabled);
         let inner = Arc::new(Inner {
             shared,
+            mpi,
             tx,
             flusher_thread: flusher.as_ref().map(|h| h.thread().clone()),
             flusher: Mutex::new(flusher),
@@ -469,7 +475,7 @@ impl Drop for FlushGuard {
                 );
             }
         }
-        crate::mpi::finish(&inner.shared);
+        crate::mpi::finish(&inner.mpi);
     }
 }
 

@@ -37,9 +37,6 @@ pub(crate) struct Shared {
     pub failure: Mutex<Option<String>>,
     /// The configured sinks, if any.
     pub sinks: Option<Sinks>,
-    /// This rank's MPI, with `Builder::mpi`.
-    #[cfg(feature = "mpi")]
-    pub mpi: Option<crate::mpi::relay::Mpi>,
     /// CPU time (ns) the flusher thread has used, updated after each of its drains.
     pub flusher_cpu_ns: AtomicI64,
     /// Complete drains the flusher has done.
@@ -88,8 +85,6 @@ impl Shared {
             lost: AtomicU64::new(0),
             failure: Mutex::new(None),
             sinks,
-            #[cfg(feature = "mpi")]
-            mpi: None,
             flusher_cpu_ns: AtomicI64::new(0),
             flusher_drains: AtomicU64::new(0),
             pause: Default::default(),
