@@ -555,6 +555,19 @@ pub(crate) enum FrontEnd {
     Subscriber,
 }
 
+// The layer's entry point lives with the builder it returns (recording does not look up).
+impl crate::ScopeLayer {
+    /// Starts configuring a profiler.
+    ///
+    /// ```
+    /// let (layer, guard) = scope_profiler::ScopeLayer::builder().no_output().build()?;
+    /// # Ok::<(), scope_profiler::Error>(())
+    /// ```
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
