@@ -117,14 +117,14 @@ mod testing;
 
 pub use builder::Builder;
 pub use config::{Mode, DEFAULT_BUFFER_BUDGET, MIN_BUFFER_BUDGET};
+pub use data::report::{DetailLost, RegionStats, Report};
+pub use data::rows::SESSION_REGION;
+pub use data::tasks::TaskStats;
 pub use error::Error;
 pub use finalize::guard::FlushGuard;
 pub use finalize::recover::{recover, recover_spool, Recovered};
-pub use data::report::{DetailLost, RegionStats, Report};
 pub use mpi::merge::{merge_ranks, Merged};
 pub use mpi::{MpiWrite, RankSpread};
-pub use data::rows::SESSION_REGION;
-pub use data::tasks::TaskStats;
 pub use recording::layer::ScopeLayer;
 pub use recording::pause::Switch;
 pub use recording::subscriber::ScopeSubscriber;

@@ -20,8 +20,8 @@ use std::sync::Arc;
 
 use tracing_subscriber::prelude::*;
 
-use crate::recording::clock::Clock;
 use crate::data::report::SelfCost;
+use crate::recording::clock::Clock;
 use crate::recording::shared::{Config, Shared};
 
 const BATCH: u32 = 1_250;
@@ -88,7 +88,8 @@ fn probe_here(config: Config, front: crate::builder::FrontEnd) -> Option<SelfCos
         }
     });
     let shared = Arc::new(Shared::new(config, None));
-    let guard = crate::finalize::guard::FlushGuard::start(shared.clone(), Default::default()).ok()?;
+    let guard =
+        crate::finalize::guard::FlushGuard::start(shared.clone(), Default::default()).ok()?;
     let dispatch = match front {
         crate::builder::FrontEnd::Layer => tracing::Dispatch::new(
             tracing_subscriber::registry().with(crate::recording::layer::ScopeLayer::new(shared)),

@@ -17,14 +17,14 @@
 
 pub(crate) mod files;
 pub(crate) mod launcher;
+pub(crate) mod lines;
 #[cfg(feature = "prometheus")]
 pub(crate) mod metrics_options;
 pub(crate) mod report;
 pub(crate) mod rows;
+pub(crate) mod scan;
 pub(crate) mod sites;
 pub(crate) mod spread;
 pub(crate) mod stats;
-pub(crate) mod time;
-pub(crate) mod scan;
 pub(crate) mod tasks;
-pub(crate) mod lines;
+pub(crate) mod time;

@@ -19,12 +19,12 @@ use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use crate::finalize::pipeline::{GuardState, Trigger};
 use crate::data::report::Report;
+use crate::finalize::pipeline::{GuardState, Trigger};
 use crate::flusher::flush::{Command, Flusher};
-use crate::spool::{self, SpoolWriter};
 use crate::recording::pause::Switch;
 use crate::recording::shared::Shared;
+use crate::spool::{self, SpoolWriter};
 use crate::{Error, Mode};
 
 /// How long finalize (and the guard's drop) wait for the flusher before giving up with an
@@ -171,7 +171,8 @@ impl FlushGuard {
             let spool = match &config.output {
                 Some(output) => {
                     claim = Some(OutputClaim::new(output)?);
-                    let spool = open_spool(&shared, &crate::mpi::Publisher::of(&mpi).spool_base(output))?;
+                    let spool =
+                        open_spool(&shared, &crate::mpi::Publisher::of(&mpi).spool_base(output))?;
                     shared.fork.spool_fd(spool.raw_fd());
                     Some(spool)
                 }

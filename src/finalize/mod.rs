@@ -18,6 +18,7 @@
 
 mod failure;
 pub(crate) mod guard;
+mod load;
 pub(crate) mod names;
 pub(crate) mod nesting;
 pub(crate) mod pipeline;

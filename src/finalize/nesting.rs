@@ -21,10 +21,10 @@
 //! (8 more bytes each); larger phases are sorted on disk ([`external`]) and get exact exclusive
 //! totals and tree, but no per-call ids.
 
+use crate::data::rows::{CallRecord, PhaseData};
 use crate::data::scan::Ranks;
 pub(crate) use crate::data::scan::{Nested, Overlap, TreeRow};
 use crate::data::stats::Stats;
-use crate::data::rows::{CallRecord, PhaseData};
 
 /// Most calls a phase may have to be nested in memory (40 bytes each plus 16 while sorting, so
 /// at most ~84 MiB). Above it the calls are sorted on disk ([`external`]): exclusive totals and

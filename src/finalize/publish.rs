@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 
 use super::names;
 use super::pipeline::GuardState;
+use crate::data::rows::PhaseData;
 use crate::data::scan::Scan;
 use crate::output::hdf5::staged::Staged;
 use crate::output::hdf5::WriteOptions;
-use crate::data::rows::PhaseData;
 use crate::recording::shared::Shared;
 use crate::Error;
 

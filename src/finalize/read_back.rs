@@ -4,13 +4,13 @@
 use std::path::Path;
 
 use super::pipeline::Trigger;
-use crate::spool::LaneFollower;
+use crate::data::rows::{Layout, PhaseData, PollRecord, TaskRow};
 use crate::data::scan::Scan;
 use crate::finalize::scan::scan as first_pass;
 use crate::output::hdf5::lanes::Lanes;
 use crate::output::hdf5::staged::Staged;
-use crate::data::rows::{Layout, PhaseData, PollRecord, TaskRow};
 use crate::recording::shared::Shared;
+use crate::spool::LaneFollower;
 use crate::Error;
 
 /// A phase's task rows (in index order) and polls.

@@ -26,11 +26,11 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::spool::{self, SpoolContents};
+use crate::data::rows::{Layout, PhaseData, RegionRow, SpooledCalls, ThreadRow};
 use crate::data::stats::Stats;
 use crate::finalize::scan::scan as first_pass;
 use crate::output::hdf5::WriteOptions;
-use crate::data::rows::{Layout, PhaseData, RegionRow, SpooledCalls, ThreadRow};
+use crate::spool::{self, SpoolContents};
 use crate::{Error, SESSION_REGION};
 
 /// What a recovery read and wrote.
@@ -481,8 +481,8 @@ fn write(output: &Path, spools: &[Pass0], no_replace: bool) -> Result<Recovered,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::spool::{Header, SpoolWriter};
     use crate::data::rows::CallRecord;
+    use crate::spool::{Header, SpoolWriter};
 
     /// A spool on a read-only file system (a full disk is alike: no room for a temporary
     /// file there) recovers into another directory, also when the phase is too large to nest

@@ -34,10 +34,10 @@ pub(crate) mod polls;
 
 use std::collections::VecDeque;
 
-use crate::fasthash::FastMap;
 use crate::data::rows::TaskRow;
-use open::Starts;
 use crate::data::rows::{PollTotals, TaskTotals};
+use crate::fasthash::FastMap;
+use open::Starts;
 use polls::TaskPoll;
 
 /// A task quiet for this long is retired (its row streamed out).

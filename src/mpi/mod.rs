@@ -31,10 +31,10 @@ use std::path::{Path, PathBuf};
 pub(crate) use crate::data::launcher::{self, rank_path};
 #[cfg(feature = "mpi")]
 use crate::data::spread;
+pub(crate) use crate::data::spread::render_spread;
 #[cfg(feature = "mpi")]
 pub(crate) use crate::data::spread::MPI_WRITE_KEY;
 pub use crate::data::spread::{MpiWrite, RankSpread};
-pub(crate) use crate::data::spread::render_spread;
 
 use crate::data::rows::PhaseData;
 use crate::data::scan::Scan;

@@ -15,13 +15,13 @@
 use ::hdf5::{Dataset, Group};
 
 use super::hdf5::Ctx;
-use crate::error::Error;
+use crate::data::rows::{CallRecord, PhaseData};
 use crate::data::scan::Nested;
 pub(crate) use crate::data::scan::{Optional, Scan, SummaryRow};
-use crate::output::hdf5::lanes::OWN_GROUP;
-use crate::data::rows::{CallRecord, PhaseData};
+use crate::error::Error;
 #[cfg(test)]
 pub(crate) use crate::finalize::scan::{scan, summarize};
+use crate::output::hdf5::lanes::OWN_GROUP;
 
 /// Calls buffered over all rows before every row's buffer is written out.
 pub(crate) const BUFFERED_CALLS: usize = 1 << 19;

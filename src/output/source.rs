@@ -14,9 +14,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::flusher::lines::{LineProfile, RegionLines};
-use crate::data::rows::{PhaseData, PhaseExtra};
 use crate::data::report::SelfCost;
+use crate::data::rows::{PhaseData, PhaseExtra};
+use crate::flusher::lines::{LineProfile, RegionLines};
 
 /// Most lines captured for one region.
 const MAX_LINES: usize = 200;

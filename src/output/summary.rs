@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 
-use crate::data::scan::TreeRow;
 use crate::data::report::{Flat, RegionStats, Report};
 use crate::data::rows::SESSION_REGION;
+use crate::data::scan::TreeRow;
 
 /// What the summary says when no span ever reached the layer.
 pub(crate) const NO_SPANS: &str = "no spans reached the profiler; is a global filter hiding them?";

@@ -6,9 +6,9 @@
 //! added up; rows are told apart by rank and Tokio id.
 
 use crate::data::tasks::TaskStats;
-pub(crate) use crate::data::tasks::{summarize, TaskSummary};
 #[cfg(test)]
 use crate::data::tasks::TOP_TASKS;
+pub(crate) use crate::data::tasks::{summarize, TaskSummary};
 
 use crate::data::rows::PhaseData;
 

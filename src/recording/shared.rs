@@ -6,10 +6,10 @@ use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub(crate) use crate::config::Config;
-use crate::recording::region::Callsites;
 use crate::recording::clock::Clock;
 use crate::recording::lane::pool::{Policy, Pool};
 use crate::recording::lane::Lane;
+use crate::recording::region::Callsites;
 use crate::sink::Sinks;
 
 /// State shared by one layer, its lanes, its flusher and its guard.

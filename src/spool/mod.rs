@@ -36,8 +36,8 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::data::stats::Stats;
 use crate::data::rows::{CallRecord, PollRecord, ThreadRow};
+use crate::data::stats::Stats;
 use loss::CallSpan;
 
 const MAGIC: &[u8; 8] = b"SPRSPOL1";

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use super::loss::{self, CallSpan, Rotated, SpoolFailure};
 use super::{create_file, SpoolWriter};
-use crate::data::stats::Stats;
 use crate::data::rows::ThreadRow;
+use crate::data::stats::Stats;
 
 impl SpoolWriter {
     /// Makes sure the phase has a file: moves an earlier phase's file that is still at the

@@ -29,8 +29,7 @@ impl PhaseData {
                         }
                     }
                 };
-                super::scan(file, false, Some(&mut on_calls))
-                    .map_err(|e| spool_error(file, e))?;
+                super::scan(file, false, Some(&mut on_calls)).map_err(|e| spool_error(file, e))?;
             }
         }
         Ok(())

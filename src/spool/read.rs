@@ -10,9 +10,9 @@ use super::{
     Header, SpoolRegion, MAGIC, TAG_AGGREGATE, TAG_CALLS, TAG_CALL_COLUMNS, TAG_HEADER, TAG_POLLS,
     TAG_POLL_RUNS, TAG_REGION, TAG_SITES, TAG_TASKS, TAG_THREADS,
 };
-use crate::data::stats::Stats;
 use crate::data::rows::{CallRecord, PollRecord, TaskRow, ThreadRow};
 use crate::data::sites::SiteInfo;
+use crate::data::stats::Stats;
 
 /// Reads a zigzag LEB128 varint.
 #[inline]

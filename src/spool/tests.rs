@@ -323,8 +323,8 @@ fn a_read_only_directory_keeps_the_phase_in_place() {
 #[test]
 fn tokio_scheduling_data_round_trips_and_rotates_with_its_sites() {
     use crate::data::rows::PollTotals;
-    use crate::flusher::task::polls::TaskPoll;
     use crate::data::sites::SiteInfo;
+    use crate::flusher::task::polls::TaskPoll;
     let dir = tempfile::tempdir().unwrap();
     let path = spool_path(&dir.path().join("t.h5"));
     let mut w = SpoolWriter::create(path.clone(), header(), false).unwrap();

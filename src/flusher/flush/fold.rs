@@ -3,12 +3,12 @@
 //! up to the watermark (see [`crate::flusher::task`]).
 
 use super::{Flusher, PhaseRegion, BATCH_KEEP, MEMORY_CALL_CAP};
+use crate::data::rows::{CallRecord, PollRecord};
 use crate::flusher::assemble::NO_SCHED;
-use crate::recording::region::{RegionInfo, TokioSpan};
 use crate::flusher::sched::TaskOut;
 use crate::flusher::task::polls::TaskPoll;
 use crate::flusher::task::TaskCall;
-use crate::data::rows::{CallRecord, PollRecord};
+use crate::recording::region::{RegionInfo, TokioSpan};
 use crate::recording::shared::Config;
 
 /// Whether a call of region `region` is left out: Tokio's own spans, unless asked for; a

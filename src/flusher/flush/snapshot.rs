@@ -4,8 +4,8 @@
 use std::sync::atomic::Ordering;
 
 use super::Flusher;
-use crate::recording::region::RegionInfo;
 use crate::data::rows::{PollRecord, RegionRow, TaskRow, ThreadRow};
+use crate::recording::region::RegionInfo;
 
 /// One region as seen at a finalize.
 #[derive(Clone, Debug)]

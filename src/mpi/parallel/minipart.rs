@@ -13,10 +13,10 @@ use std::path::Path;
 
 use ::hdf5::File;
 
+use crate::data::rows::PhaseData;
 use crate::output::hdf5::aux::write_aux;
 use crate::output::hdf5::lines::write_lines;
 use crate::output::hdf5::{create_temp, Ctx};
-use crate::data::rows::PhaseData;
 use crate::Error;
 
 /// Whether `data` has anything for a mini part.

@@ -44,9 +44,9 @@ use self::shape::{Info, Shape, Union};
 use self::skeleton::{Plan, Skeleton};
 use super::layout::{decode_strs, encode_strs, Counts, Names, Place};
 use super::relay::{mpi_err, Mpi, Outcome};
+use crate::data::rows::PhaseData;
 use crate::output::events::Scan;
 use crate::output::hdf5::{Ctx, WriteOptions};
-use crate::data::rows::PhaseData;
 use crate::Error;
 
 /// The most failing ranks named in an error.

@@ -23,8 +23,8 @@ use std::path::Path;
 
 use ::hdf5::{File, Group};
 
-use crate::output::hdf5::ctx::Ctx;
 use crate::data::rows::{LikwidResults, PerfTotals, PhaseData};
+use crate::output::hdf5::ctx::Ctx;
 use crate::Error;
 
 /// Writes `rank0/perf_events` and `rank0/likwid` when `data` has them (errors name `target`).

@@ -34,11 +34,11 @@ use ::hdf5::{File, Group};
 #[cfg(test)]
 use super::events::summarize;
 use super::events::{self, Scan, SummaryRow};
+use crate::data::rows::{Layout, PhaseData, RegionRow};
 use crate::error::Error;
 pub(crate) use crate::output::hdf5::ctx::Ctx;
 #[cfg(test)]
 use crate::output::hdf5::ctx::{truncate, MAX_ATTR_CHARS, TRUNCATION_MARKER};
-use crate::data::rows::{Layout, PhaseData, RegionRow};
 
 /// Options for writing one profile file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

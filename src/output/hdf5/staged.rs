@@ -14,8 +14,8 @@ use ::hdf5::File;
 
 use super::ctx::Ctx;
 use super::lanes::{write_lanes, Lanes};
-use crate::error::Error;
 use crate::data::rows::PhaseData;
+use crate::error::Error;
 
 /// The temporary file of a profile whose lane tables are already written.
 #[derive(Debug)]
