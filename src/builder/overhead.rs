@@ -88,8 +88,10 @@ fn probe_here(config: Config, front: crate::builder::FrontEnd) -> Option<SelfCos
         }
     });
     let shared = Arc::new(Shared::new(config, None));
-    let guard =
-        crate::finalize::guard::FlushGuard::start(shared.clone(), Default::default()).ok()?;
+    // The probe is one process's: no MPI (`()` without the `mpi` feature).
+    #[allow(clippy::let_unit_value)]
+    let no_mpi = crate::mpi::Handle::default();
+    let guard = crate::finalize::guard::FlushGuard::start(shared.clone(), no_mpi).ok()?;
     let dispatch = match front {
         crate::builder::FrontEnd::Layer => tracing::Dispatch::new(
             tracing_subscriber::registry().with(crate::recording::layer::ScopeLayer::new(shared)),
