@@ -85,11 +85,10 @@
 //!    rows through MPI-IO (`mpio`) or rank 0 gathers them (the relay). `recover` turns a
 //!    spool left by a crash into a profile.
 //! 8. **Read** ([`read`]): any schema-3 file read back.
-//! 9. **The command line** (`src/bin`, feature `cli`), on the public API.
-//!
-//! Above the stages, the **session**: the crate root and `builder` (with the overhead probe,
-//! `builder::overhead`, which runs a whole profiler at `build()`), which build every stage
-//! and hand the user the layer and the guard.
+//! 9. **The session**: the crate root and `builder` (with the overhead probe,
+//!    `builder::overhead`, which runs a whole profiler at `build()`), which build every stage
+//!    and hand the user the layer and the guard.
+//! 10. **The command line** (`src/bin`, feature `cli`), on the public API.
 //!
 //! Span ids: the profiler relies on the subscriber never reusing a span id while that span
 //! is open, which `tracing_subscriber::Registry` guarantees (a slot is freed only after the
