@@ -11,13 +11,14 @@ use std::time::Duration;
 use crate::config::{Config, Mode};
 use crate::finalize::guard::FlushGuard;
 use crate::recording::layer::ScopeLayer;
+use crate::recording::shared::Shared;
 use crate::recording::subscriber::ScopeSubscriber;
-use crate::shared::Shared;
 use crate::sink::Sinks;
 use crate::Error;
 
 #[cfg(feature = "prometheus")]
 mod metrics;
+pub(crate) mod overhead;
 
 /// Configures and builds a [`ScopeLayer`] and its [`FlushGuard`].
 ///
@@ -514,21 +515,17 @@ impl Builder {
         let mut sinks = None;
         if config.mode != crate::Mode::Disabled {
             if let Some(path) = &config.output {
-                crate::output::files::check_writable(path)?;
+                crate::data::files::check_writable(path)?;
             }
             sinks = Sinks::build(&config)?;
         }
         let overhead = if config.mode == crate::Mode::Disabled {
             None
         } else {
-            crate::recording::overhead::measure(&config, front)
+            crate::builder::overhead::measure(&config, front)
         };
         let mut shared = Shared::new(config, sinks);
         shared.overhead = overhead;
-        #[cfg(feature = "mpi")]
-        {
-            shared.mpi = _mpi;
-        }
         #[cfg(feature = "prometheus")]
         {
             shared.metrics = metrics.as_ref().map(|m| m.hub.clone());
@@ -536,7 +533,7 @@ impl Builder {
         let shared = Arc::new(shared);
         crate::fork::Watch::arm(&shared);
         #[allow(unused_mut)] // without the `prometheus` feature
-        let mut guard = FlushGuard::start(shared.clone())?;
+        let mut guard = FlushGuard::start(shared.clone(), _mpi)?;
         #[cfg(feature = "prometheus")]
         if let Some(crate::metrics::Setup {
             hub,
@@ -558,55 +555,18 @@ pub(crate) enum FrontEnd {
     Subscriber,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn thread_lanes_follow_task_lanes_in_any_call_order() {
-        for b in [
-            Builder::default().track_async(true).track_threads(false),
-            Builder::default().track_threads(false).track_async(true),
-        ] {
-            let c = b.no_output().config.finish().unwrap();
-            assert!(c.track_async && c.track_threads);
-        }
-        let c = Builder::default()
-            .track_async(true)
-            .track_async(false)
-            .no_output()
-            .config
-            .finish()
-            .unwrap();
-        assert!(
-            !c.track_async && !c.track_threads,
-            "switching async off leaves threads as set"
-        );
-    }
-
-    #[test]
-    fn invalid_options_are_errors() {
-        let e = Builder::default()
-            .no_output()
-            .spool_sync_interval(Duration::ZERO)
-            .build()
-            .unwrap_err();
-        assert!(e.to_string().contains("spool_sync_interval"), "{e}");
-        let e = Builder::default().output("/dev/null").build().unwrap_err();
-        assert!(e.to_string().contains("not a regular file"), "{e}");
-        let e = Builder::default()
-            .no_output()
-            .buffer_budget(1000)
-            .build()
-            .unwrap_err();
-        assert!(e.to_string().contains("buffer_budget"), "{e}");
-        let e = Builder::default().no_output().gzip(12).build().unwrap_err();
-        assert!(e.to_string().contains("gzip"), "{e}");
-        let e = Builder::default()
-            .no_output()
-            .cuda_sync_on_exit(true)
-            .build()
-            .unwrap_err();
-        assert!(e.to_string().contains("cuda_timing"), "{e}");
+// The layer's entry point lives with the builder it returns (recording does not look up).
+impl crate::ScopeLayer {
+    /// Starts configuring a profiler.
+    ///
+    /// ```
+    /// let (layer, guard) = scope_profiler::ScopeLayer::builder().no_output().build()?;
+    /// # Ok::<(), scope_profiler::Error>(())
+    /// ```
+    pub fn builder() -> Builder {
+        Builder::default()
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -84,7 +84,7 @@ pub(crate) struct Config {
     pub buffering: Buffering,
     /// Live metrics and their endpoint.
     #[cfg(feature = "prometheus")]
-    pub metrics: crate::metrics::options::MetricsConfig,
+    pub metrics: crate::data::metrics_options::MetricsConfig,
 }
 
 impl Config {

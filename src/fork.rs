@@ -34,7 +34,7 @@
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Once, OnceLock};
 
-use crate::shared::Shared;
+use crate::recording::shared::Shared;
 
 /// Forks this process's line of descent has gone through since the handler was installed
 /// (a child inherits its parent's count and adds one).

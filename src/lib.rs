@@ -36,46 +36,59 @@
 //!
 //! ## Architecture
 //!
-//! Data flows one way through four stages, each a folder of `src/`; the modules at the top
-//! (`builder`, `config`, `shared`, `error`) are what all stages share, with `fork` (what a
-//! process forked from a profiled one does with the profiler it inherited; see
-//! `docs/faults.md`) and `checkpoint` (named points of a finalize for fault-injection tests).
+//! Data flows one way, through stages that each live in folders of `src/`. A stage uses only
+//! its own modules and the stages below it, never one above; `scripts/check-layers.sh` lists
+//! every `crate::` edge between stages and fails on an upward one (CI runs it, see `.ci/run`;
+//! test-only code is exempt). Bottom to top:
 //!
-//! **Recording** (`recording/`: `layer`, `lane`, `clock`, `pause`, `events`, `overhead`). The
-//! only code on the program's threads. Each callback of [`ScopeLayer`] reads the TSC and
-//! appends one 24-byte record to its thread's *lane*: chunks of records taken from one pool
-//! (the [buffer budget](Builder::buffer_budget)), handed to the flusher when full, with no
-//! lock and no allocation in steady state. When the pool is empty the thread waits for the
-//! flusher (bounded) or drops whole calls ([`Builder::lossy`]); a lost record leaves a marker
-//! in the stream, so no call is ever written in part.
-//!
-//! **Flusher** (`flusher/`: `flush`, `assemble`, `region`, `task`, `lines`, `stats`, `spool`,
-//! `thread_rows`). One background thread drains every lane every 2 ms (up to 32 ms apart
-//! while there is little to read), gives the chunks back
-//! to the pool, and *assembles* records into calls (first enter to last exit, across
-//! threads), polls and task rows. It folds each call into its region's exact statistics and
-//! appends it to a varint *spool* file beside the output (or keeps it in memory without a
-//! file). Its work is amortized O(1) per record, and its memory is bounded by what is open,
-//! not by what finished.
-//!
-//! **Finalize** (`finalize/`: `guard`, `pipeline`, `nesting`, `report`, `recover`).
-//! [`FlushGuard::finalize`] asks the flusher for a snapshot of the phase, then streams the
-//! spool twice: first to count, summarize and nest the calls (call ids, exclusive times, the
-//! call tree; on disk above 1.5 M calls), then to write them. It builds the [`Report`] and
-//! publishes the file atomically. `recover` turns a spool left by a crash into a profile.
-//!
-//! **Output** (`output/`: `model`, `events`, `hdf5/`, `summary`, `source`, `files`). The
-//! phase as `PhaseData` rows, written as the scope-profiler 0.7.5 schema-3
-//! HDF5 file and as the printed summary. Optional **sinks** (`sink/`: perf, LIKWID, NVTX,
-//! CUDA) hook into recording (per enter/exit) and add their results at finalize; `mpi/`
-//! puts the ranks of a job into one file (every rank writing its own rows through MPI-IO
-//! with `mpio`, else gathered by rank 0) and `read` reads any schema-3 file back.
-//!
-//! **Live metrics** (`metrics/`, feature `prometheus`). The flusher also folds each call into
-//! per-region counters and a duration histogram kept since `build()`, and publishes a snapshot
-//! a few times a second; a small HTTP endpoint (`Builder::prometheus`) and
-//! `FlushGuard::metrics_text` serve it in the Prometheus text format, never waiting for the
-//! flusher.
+//! 1. **Plain data and helpers** (`data/`, with `error`, `config`, `fasthash`,
+//!    `checkpoint`): a phase's rows (`rows`), exact statistics (`stats`), the [`Report`] and
+//!    its parts (`report`), a finalize's first-pass results and nesting results (`scan`),
+//!    line profiles, Tokio tasks' figures and spawn sites, the MPI launcher's environment and
+//!    a region's spread over ranks, the monotonic clock and file-system helpers (`files`:
+//!    creating, checking and publishing files safely).
+//! 2. **Storage** (`spool/`): the varint *spool* file beside the output that a phase's calls,
+//!    task rows and polls stream to, its writer, its readers (whole, or following the file
+//!    while the flusher writes it) and the reading of a `PhaseData`'s calls wherever they are.
+//!    Beneath both the flusher (which writes it) and finalize (which reads it back).
+//! 3. **Sinks** (`sink/`: perf, LIKWID, NVTX, CUDA), hooked into recording at every
+//!    enter/exit and adding their results at finalize; and the **live metrics** (`metrics/`,
+//!    feature `prometheus`): per-region counters and a duration histogram the flusher feeds
+//!    and publishes a few times a second, served by a small HTTP endpoint
+//!    (`Builder::prometheus`) and `FlushGuard::metrics_text` in the Prometheus text format.
+//! 4. **Recording** (`recording/`: `layer`, `subscriber`, `lane`, `clock`, `pause`, `events`,
+//!    `tokio`, `region`, `shared`; and `fork`, which works on that state alone). The only
+//!    code on the program's threads. Each callback of [`ScopeLayer`] (or [`ScopeSubscriber`])
+//!    reads the TSC and appends one 24-byte record to its thread's *lane*: chunks of records
+//!    taken from one pool (the [buffer budget](Builder::buffer_budget)), handed to the flusher
+//!    when full, with no lock and no allocation in steady state. When the pool is empty the
+//!    thread waits for the flusher (bounded) or drops whole calls ([`Builder::lossy`]); a lost
+//!    record leaves a marker in the stream, so no call is ever written in part.
+//!    `recording::shared::Shared` is what the front ends, lanes, flusher and guard share.
+//! 5. **Flusher** (`flusher/`: `flush`, `assemble`, `task`, `sched`, `lines`, `thread_rows`).
+//!    One background thread drains every lane every 2 ms (up to 32 ms apart while there is
+//!    little to read), gives the chunks back to the pool, and *assembles* records into calls
+//!    (first enter to last exit, across threads), polls and task rows. It folds each call
+//!    into its region's exact statistics and appends it to the spool (or keeps it in memory
+//!    without a file). Its work is amortized O(1) per record, and its memory is bounded by
+//!    what is open, not by what finished.
+//! 6. **Output formats** (`output/`: `hdf5/`, `events`, `summary`, `tasks`, `source`): a
+//!    phase written as the scope-profiler 0.7.5 schema-3 HDF5 file (its event columns in a
+//!    second, streaming pass) and as the printed summary.
+//! 7. **Finalize** (`finalize/`: `guard`, `pipeline`, `load`, `scan`, `nesting`,
+//!    `read_back`, `publish`, `recover`; and `mpi/`). [`FlushGuard::finalize`] asks the
+//!    flusher for a snapshot of the phase, then streams the spool twice: first to count,
+//!    summarize and nest the calls (`scan`; call ids, exclusive times, the call tree, on disk
+//!    above 1.5 M calls), then to write them. It builds the [`Report`] and publishes the file
+//!    atomically. How a phase goes out is chosen once per phase, a `mpi::Publisher`: this
+//!    process alone, or one rank of a [`Builder::mpi`] run, where every rank writes its own
+//!    rows through MPI-IO (`mpio`) or rank 0 gathers them (the relay). `recover` turns a
+//!    spool left by a crash into a profile.
+//! 8. **Read** ([`read`]): any schema-3 file read back.
+//! 9. **The session**: the crate root and `builder` (with the overhead probe,
+//!    `builder::overhead`, which runs a whole profiler at `build()`), which build every stage
+//!    and hand the user the layer and the guard.
+//! 10. **The command line** (`src/bin`, feature `cli`), on the public API.
 //!
 //! Span ids: the profiler relies on the subscriber never reusing a span id while that span
 //! is open, which `tracing_subscriber::Registry` guarantees (a slot is freed only after the
@@ -98,6 +111,7 @@ compile_error!(
 mod builder;
 mod checkpoint;
 mod config;
+mod data;
 mod error;
 mod fasthash;
 mod finalize;
@@ -109,21 +123,21 @@ mod mpi;
 mod output;
 pub mod read;
 mod recording;
-mod shared;
 mod sink;
+mod spool;
 #[cfg(test)]
 mod testing;
 
 pub use builder::Builder;
 pub use config::{Mode, DEFAULT_BUFFER_BUDGET, MIN_BUFFER_BUDGET};
+pub use data::report::{DetailLost, RegionStats, Report};
+pub use data::rows::SESSION_REGION;
+pub use data::tasks::TaskStats;
 pub use error::Error;
 pub use finalize::guard::FlushGuard;
 pub use finalize::recover::{recover, recover_spool, Recovered};
-pub use finalize::report::{DetailLost, RegionStats, Report};
 pub use mpi::merge::{merge_ranks, Merged};
 pub use mpi::{MpiWrite, RankSpread};
-pub use output::model::SESSION_REGION;
-pub use output::tasks::TaskStats;
 pub use recording::layer::ScopeLayer;
 pub use recording::pause::Switch;
 pub use recording::subscriber::ScopeSubscriber;

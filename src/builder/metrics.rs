@@ -3,7 +3,7 @@
 use std::net::ToSocketAddrs;
 
 use super::Builder;
-use crate::metrics::options::Endpoint;
+use crate::data::metrics_options::Endpoint;
 
 impl Builder {
     /// Serves live region metrics in the Prometheus text format at `http://addr/metrics`, from

@@ -4,12 +4,12 @@
 
 use std::path::PathBuf;
 
-use crate::finalize::report::DetailLost;
+use crate::data::report::DetailLost;
 use crate::Error;
 
 /// A spool failure as a finalize reports it.
 pub(super) struct Failure {
-    source: crate::flusher::spool::SpoolFailure,
+    source: crate::spool::SpoolFailure,
     /// The calls whose detail was lost (`None`: none; only moving the file aside failed).
     pub(super) lost: Option<DetailLost>,
     /// Where the calls that were written are, when the file could not be moved aside.
@@ -18,13 +18,13 @@ pub(super) struct Failure {
 
 impl Failure {
     /// `f`, with the lost calls' times made relative to `build()` (`build_ns`).
-    pub(super) fn of(mut f: crate::flusher::spool::SpoolFailure, build_ns: i64) -> Failure {
+    pub(super) fn of(mut f: crate::spool::SpoolFailure, build_ns: i64) -> Failure {
         let since = |t: i64| (t - build_ns).max(0) as u64;
         let lost = (f.lost.calls > 0).then(|| DetailLost {
             calls: f.lost.calls,
             first_ns: since(f.lost.first_ns),
             last_ns: since(f.lost.last_ns),
-            cause: crate::flusher::spool::loss::cause(&f.error),
+            cause: crate::spool::loss::cause(&f.error),
         });
         Failure {
             kept_at: f.kept_at.take(),
@@ -36,7 +36,7 @@ impl Failure {
     /// The error: what failed on which file, naming the output's directory when it is gone.
     pub(super) fn error(&self) -> Error {
         let f = &self.source;
-        let dir = crate::output::files::dir_of(&f.path);
+        let dir = crate::data::files::dir_of(&f.path);
         let context = if std::fs::symlink_metadata(&dir).is_err() {
             format!(
                 "{} (the output's directory {} is gone)",

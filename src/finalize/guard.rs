@@ -19,12 +19,12 @@ use std::sync::OnceLock;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use crate::data::report::Report;
 use crate::finalize::pipeline::{GuardState, Trigger};
-use crate::finalize::report::Report;
 use crate::flusher::flush::{Command, Flusher};
-use crate::flusher::spool::{self, SpoolWriter};
 use crate::recording::pause::Switch;
-use crate::shared::Shared;
+use crate::recording::shared::Shared;
+use crate::spool::{self, SpoolWriter};
 use crate::{Error, Mode};
 
 /// How long finalize (and the guard's drop) wait for the flusher before giving up with an
@@ -61,6 +61,8 @@ pub struct FlushGuard {
 /// What the guard and its rotation thread share.
 struct Inner {
     shared: Arc<Shared>,
+    /// The session's MPI (with `Builder::mpi`): what each phase's publisher is chosen from.
+    mpi: crate::mpi::Handle,
     tx: Option<Sender<Command>>,
     flusher: Mutex<Option<JoinHandle<()>>>,
     /// The flusher thread, to wake it for a finalize.
@@ -86,7 +88,8 @@ impl Inner {
             thread: self.flusher_thread.as_ref(),
             limit: FLUSHER_REPLY_LIMIT,
         };
-        crate::finalize::pipeline::run(&self.shared, flusher, &mut state, trigger, to)
+        let publisher = crate::mpi::Publisher::of(&self.mpi);
+        crate::finalize::pipeline::run(&self.shared, publisher, flusher, &mut state, trigger, to)
     }
 }
 
@@ -101,7 +104,7 @@ fn claimed() -> &'static Mutex<HashSet<PathBuf>> {
 
 impl OutputClaim {
     fn new(output: &Path) -> Result<OutputClaim, Error> {
-        let dir = crate::output::files::dir_of(output);
+        let dir = crate::data::files::dir_of(output);
         let key = std::fs::canonicalize(&dir)
             .unwrap_or(dir)
             .join(output.file_name().unwrap_or_default());
@@ -156,7 +159,9 @@ impl FlushGuard {
         &self.inner.shared
     }
 
-    pub(crate) fn start(shared: Arc<Shared>) -> Result<FlushGuard, Error> {
+    /// Starts the flusher (and the rotation timer) of a profiler whose state is `shared`, in
+    /// a session whose MPI is `mpi`.
+    pub(crate) fn start(shared: Arc<Shared>, mpi: crate::mpi::Handle) -> Result<FlushGuard, Error> {
         let phase_start_ns = shared.start_ns;
         let config = &shared.config;
         let mut claim = None;
@@ -166,7 +171,8 @@ impl FlushGuard {
             let spool = match &config.output {
                 Some(output) => {
                     claim = Some(OutputClaim::new(output)?);
-                    let spool = open_spool(&shared, &crate::mpi::spool_base(&shared, output))?;
+                    let spool =
+                        open_spool(&shared, &crate::mpi::Publisher::of(&mpi).spool_base(output))?;
                     shared.fork.spool_fd(spool.raw_fd());
                     Some(spool)
                 }
@@ -188,6 +194,7 @@ impl FlushGuard {
             .filter(|_| config.mode != Mode::Disabled);
         let inner = Arc::new(Inner {
             shared,
+            mpi,
             tx,
             flusher_thread: flusher.as_ref().map(|h| h.thread().clone()),
             flusher: Mutex::new(flusher),
@@ -325,7 +332,7 @@ impl FlushGuard {
     pub fn finalize_to(&self, path: impl AsRef<Path>) -> Result<Report, Error> {
         let path = path.as_ref();
         if !self.shared().fork.is_forked_child() {
-            crate::output::files::check_writable(path)?;
+            crate::data::files::check_writable(path)?;
         }
         self.inner
             .finalize(Trigger::Explicit, Some(path))
@@ -469,7 +476,7 @@ impl Drop for FlushGuard {
                 );
             }
         }
-        crate::mpi::finish(&inner.shared);
+        crate::mpi::finish(&inner.mpi);
     }
 }
 

@@ -21,8 +21,10 @@
 //! (8 more bytes each); larger phases are sorted on disk ([`external`]) and get exact exclusive
 //! totals and tree, but no per-call ids.
 
-use crate::flusher::stats::Stats;
-use crate::output::model::{CallRecord, PhaseData};
+use crate::data::rows::{CallRecord, PhaseData};
+use crate::data::scan::Ranks;
+pub(crate) use crate::data::scan::{Nested, Overlap, TreeRow};
+use crate::data::stats::Stats;
 
 /// Most calls a phase may have to be nested in memory (40 bytes each plus 16 while sorting, so
 /// at most ~84 MiB). Above it the calls are sorted on disk ([`external`]): exclusive totals and
@@ -75,77 +77,6 @@ impl Span {
             g,
         }
     }
-}
-
-/// The result of nesting one phase.
-#[derive(Debug, Default)]
-pub(crate) struct Nested {
-    /// The first id handed out.
-    pub first_id: i64,
-    /// Calls nested.
-    calls: u64,
-    /// Per-call ranks, only when the calls were nested in memory.
-    ids: Option<Ranks>,
-    /// Exclusive time per row (ns).
-    pub exclusive: Vec<i64>,
-    /// The summary's call tree, when asked for.
-    pub tree: Option<Vec<TreeRow>>,
-}
-
-/// By storage position: each call's rank in (start asc, end desc) order (its id minus the
-/// first id) and its parent's rank.
-#[derive(Debug)]
-struct Ranks {
-    of: Vec<u32>,
-    /// [`Ranks::ROOT`] for a lane root.
-    parent: Vec<u32>,
-}
-
-impl Ranks {
-    /// The parent rank of a call no other call of its lane contains.
-    const ROOT: u32 = u32::MAX;
-
-    fn new(calls: usize) -> Ranks {
-        Ranks {
-            of: vec![0; calls],
-            parent: vec![Ranks::ROOT; calls],
-        }
-    }
-}
-
-impl Nested {
-    /// Whether per-call ids are known (phases nested in memory).
-    pub(crate) fn has_ids(&self) -> bool {
-        self.ids.is_some()
-    }
-
-    /// The call id of the call stored at position `g` (-1 when ids are not known).
-    pub(crate) fn call_id(&self, g: usize) -> i64 {
-        match &self.ids {
-            Some(r) => self.first_id + i64::from(r.of[g]),
-            None => -1,
-        }
-    }
-
-    /// The parent's call id of the call stored at position `g` (-1 for a lane root).
-    pub(crate) fn parent_id(&self, g: usize) -> i64 {
-        match self.ids.as_ref().map(|r| r.parent[g]) {
-            None | Some(Ranks::ROOT) => -1,
-            Some(p) => self.first_id + i64::from(p),
-        }
-    }
-
-    /// The first id free for the next phase.
-    pub(crate) fn next_id(&self) -> i64 {
-        self.first_id + self.calls as i64
-    }
-}
-
-/// Two calls of one lane overlap without one containing the other (rows of both).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Overlap {
-    pub(crate) row: u32,
-    pub(crate) other: u32,
 }
 
 /// Two calls of one lane overlap without one containing the other.
@@ -576,27 +507,6 @@ pub(crate) fn call_tree(data: &PhaseData) -> Vec<TreeRow> {
         .ok()
         .and_then(|n| n.tree)
         .unwrap_or_default()
-}
-
-/// One row of the summary's call tree: a call path (`A > B > C`, recursion collapsed).
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct TreeRow {
-    /// Depth in the tree (0 = root).
-    pub depth: usize,
-    /// Region name (or `(own)` for an exclusive-time row).
-    pub name: String,
-    /// Whether the path recurses into itself.
-    pub recursive: bool,
-    /// Calls on the path.
-    pub calls: u64,
-    /// Statistics of the path's outermost calls (recursive inner calls are folded in).
-    pub stats: Stats,
-    /// Wall-clock coverage: the union of the path's call intervals, per lane-free time line.
-    pub coverage_ns: i64,
-    /// For `(own)` rows: the exclusive time; else the inclusive total.
-    pub total_ns: i64,
-    /// Whether this is an `(own)` row.
-    pub own: bool,
 }
 
 pub(crate) mod external;

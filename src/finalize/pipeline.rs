@@ -22,15 +22,18 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, Sender};
 
 use super::failure::Failure;
+use super::load::{load, report, Facts};
 use super::publish::{publish, target};
 use super::read_back::{read_back, ReadBack};
-use crate::finalize::report::{DetailLost, Flat, RegionStats, Report};
+use crate::data::report::Report;
+use crate::data::rows::PhaseData;
+use crate::data::scan::Scan;
 use crate::flusher::flush::{Command, Snapshot};
-use crate::flusher::spool::LaneFollower;
-use crate::output::events::Scan;
-use crate::output::model::{Layout, PhaseData, RegionRow, SpooledCalls};
-use crate::shared::Shared;
-use crate::{Error, Mode, SESSION_REGION};
+use crate::mpi::Publisher;
+use crate::output::hdf5::staged::Staged;
+use crate::recording::shared::Shared;
+use crate::spool::LaneFollower;
+use crate::{Error, Mode};
 
 /// How often a finalize waiting for the flusher reads what the spool has gained.
 const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(1);
@@ -90,30 +93,33 @@ pub(crate) struct FlusherLink<'a> {
 }
 
 /// Runs one finalize. `Ok(None)`: nothing was reported (a drop with nothing new).
+/// `publisher`: how this phase goes out (this process alone, or one rank of a collective),
+/// chosen once for the phase; every step that differs between the two asks it.
 pub(crate) fn run(
     shared: &Shared,
+    publisher: Publisher<'_>,
     flusher: FlusherLink<'_>,
     state: &mut GuardState,
     trigger: Trigger,
     to: Option<&Path>,
 ) -> Result<Option<Report>, Error> {
     let finalize_ns = shared.clock.now_ns();
-    let mut follower = lane_follower(shared);
-    let mut snap = match snapshot(shared, flusher, follower.as_mut()) {
+    let mut follower = lane_follower(shared, publisher);
+    let snap = match snapshot(shared, flusher, follower.as_mut()) {
         Ok(s) => s,
         // Multi-rank, the other ranks still wait for this one's part: it tells them it has none.
         Err(e) => {
             let publishes = to.is_some() || shared.config.output.is_some();
-            return Err(crate::mpi::abandon(shared, e, publishes));
+            return Err(crate::mpi::abandon(publisher, shared, e, publishes));
         }
     };
     let phase_calls: u64 = snap.regions.iter().map(|r| r.row.stats.count).sum();
     // Multi-rank: every rank takes the same early return (the rest is collective).
-    let any_calls = crate::mpi::sum_calls(shared, phase_calls);
+    let any_calls = publisher.sum_calls(phase_calls);
     // At drop with nothing new since an explicit finalize, its file stays as it is; only sink
     // results that appear at shutdown (LIKWID's) are added to it.
     if trigger == Trigger::Drop && state.finalized && any_calls == 0 {
-        return append_late_sink_data(shared, state, snap);
+        return append_late_sink_data(shared, publisher, state, snap);
     }
     // A rotation with nothing completed in its period writes no file (the next phase, and
     // its session row, simply start earlier); numbers stay without gaps.
@@ -123,18 +129,56 @@ pub(crate) fn run(
         }
         return Ok(None);
     }
-    let phase_start_ns = state.phase_start_ns;
+    let times = (state.phase_start_ns, finalize_ns);
     state.phase_start_ns = finalize_ns;
     if trigger != Trigger::Rotation {
         state.finalized = true;
     }
-    let config = &shared.config;
+    let mut phase = open_phase(shared, snap, follower, times);
+    let target = match shared.config.mode {
+        Mode::Disabled => None,
+        _ => target(shared, state, to),
+    };
+    let staged = read_phase(shared, publisher, state, trigger, &mut phase, &target);
+    finish_phase(
+        (shared, publisher),
+        state,
+        trigger,
+        (phase, staged, target),
+        (times, any_calls),
+    )
+}
+
+/// A phase on its way: its rows, its first pass and what has gone wrong so far.
+struct Phase {
+    data: PhaseData,
+    scan: Scan,
+    facts: Facts,
+    /// Why the spool could not hold the phase whole (its calls are then not read back).
+    failure: Option<Failure>,
+    result: Result<(), Error>,
+    /// The phase's spool file, as the snapshot renamed it.
+    spool_phase: Option<PathBuf>,
+    spooled_calls: u64,
+    paused_calls: u64,
+    /// The spool's lanes read while the flusher caught up, when it read this phase's file.
+    follower: Option<LaneFollower>,
+}
+
+/// Step 2: the phase's rows from the snapshot (its calls still in the spool), the facts the
+/// report needs, and the sources, line profiles and the profiler's own cost.
+fn open_phase(
+    shared: &Shared,
+    mut snap: Snapshot,
+    follower: Option<LaneFollower>,
+    (phase_start_ns, finalize_ns): (i64, i64),
+) -> Phase {
     // A spool that lost calls: the statistics are whole, the calls on disk are not.
     let failure = snap
         .spool_failure
         .take()
         .map(|f| Failure::of(f, shared.start_ns));
-    let mut result = match &failure {
+    let result = match &failure {
         Some(f) => Err(f.error()),
         None => Ok(()),
     };
@@ -143,89 +187,144 @@ pub(crate) fn run(
     let follower = follower.filter(|f| {
         let phase = spool_phase
             .as_deref()
-            .and_then(|p| crate::output::files::identity(p).ok());
+            .and_then(|p| crate::data::files::identity(p).ok());
         phase.is_some_and(|(dev, ino, _)| f.identity().ok() == Some((dev, ino)))
     });
     let mut facts = Facts::of(&snap);
     facts.detail_lost = failure.as_ref().and_then(|f| f.lost.clone());
     facts.not_written = failure.is_some();
     let lines = std::mem::take(&mut snap.lines);
-    let paused_calls = snap.paused_calls;
-    let spooled_calls = snap.spooled_calls;
+    let (paused_calls, spooled_calls) = (snap.paused_calls, snap.spooled_calls);
     let mut data = load(shared, snap, phase_start_ns, finalize_ns);
     if failure.is_some() {
         // Not read back: its calls are only part of the phase, and are not published.
         data.spooled = None;
     }
     // Sources, line profiles and the profiler's own cost (which nesting may compensate).
-    data.extra = crate::output::source::phase_extra(shared, &data, lines);
-    let target = match config.mode {
-        Mode::Disabled => None,
-        _ => target(shared, state, to),
+    let config = &shared.config;
+    let sources = crate::output::source::Sources {
+        capture_source: config.capture_source,
+        source_roots: &config.source_roots,
+        compensate_overhead: config.compensate_overhead,
     };
-    // Single-rank, a sound phase's file is begun with its lane tables while the calls are read.
+    let overhead = shared.overhead.clone();
+    data.extra = crate::output::source::phase_extra(sources, overhead, &data, lines);
+    Phase {
+        data,
+        scan: Scan::default(),
+        facts,
+        failure,
+        result,
+        spool_phase,
+        spooled_calls,
+        paused_calls,
+        follower,
+    }
+}
+
+/// Steps 3 and 4: the calls' first pass and the lanes, read back from the spool (single-rank,
+/// a sound phase's file is begun with its lane tables meanwhile: returned).
+fn read_phase(
+    shared: &Shared,
+    publisher: Publisher<'_>,
+    state: &mut GuardState,
+    trigger: Trigger,
+    phase: &mut Phase,
+    target: &Option<(PathBuf, bool)>,
+) -> Option<Staged> {
     let stage_at = target
         .as_ref()
-        .filter(|_| result.is_ok() && crate::mpi::rank_of(shared).is_none())
+        .filter(|_| phase.result.is_ok() && !publisher.collective())
         .map(|(path, _)| path.as_path());
+    if phase.failure.is_some() {
+        return None;
+    }
+    let first = (state.next_call_id, trigger);
+    let follower = phase.follower.take();
     let ReadBack {
         scan,
         lanes,
         staged,
-    } = match failure {
-        None => read_back(
-            shared,
-            (state.next_call_id, trigger),
-            &data,
-            follower,
-            stage_at,
-        ),
-        Some(_) => ReadBack {
-            scan: Ok(Scan::default()),
-            lanes: None,
-            staged: None,
-        },
-    };
-    let scan = match scan {
-        Ok(s) => s,
-        Err(e) => {
-            result = result.and(Err(e));
-            Scan::default()
-        }
-    };
-    if let Some(n) = &scan.nested {
+    } = read_back(shared, first, &phase.data, follower, stage_at);
+    match scan {
+        Ok(s) => phase.scan = s,
+        Err(e) => phase.result = std::mem::replace(&mut phase.result, Ok(())).and(Err(e)),
+    }
+    if let Some(n) = &phase.scan.nested {
         state.next_call_id = n.next_id();
     }
     // With the task rows retired and the polls streamed to the spool during the phase.
     match lanes {
         None => {}
-        Some(Ok((tasks, polls))) => (data.tasks, data.polls) = (tasks, polls),
-        Some(Err(e)) => result = result.and(Err(e)),
+        Some(Ok((tasks, polls))) => (phase.data.tasks, phase.data.polls) = (tasks, polls),
+        Some(Err(e)) => phase.result = std::mem::replace(&mut phase.result, Ok(())).and(Err(e)),
     }
-    let mut warnings = sinks(shared, &mut data, &mut result, &facts);
-    if paused_calls > 0 {
+    staged
+}
+
+/// Steps 5 to 7: the sinks' results, the report, the file published (collectively when
+/// multi-rank, even by a rank whose phase failed), the spool settled and the summary printed.
+fn finish_phase(
+    (shared, publisher): (&Shared, Publisher<'_>),
+    state: &mut GuardState,
+    trigger: Trigger,
+    (mut phase, staged, target): (Phase, Option<Staged>, Option<(PathBuf, bool)>),
+    ((phase_start_ns, finalize_ns), any_calls): ((i64, i64), u64),
+) -> Result<Option<Report>, Error> {
+    let config = &shared.config;
+    let mut result = std::mem::replace(&mut phase.result, Ok(()));
+    let mut warnings = sinks(shared, &mut phase.data, &mut result, &phase.facts);
+    if phase.paused_calls > 0 {
         warnings.push(format!(
-            "{paused_calls} call(s) overlapped a pause and are not reported"
+            "{} call(s) overlapped a pause and are not reported",
+            phase.paused_calls
         ));
     }
-    let mut report = report(&data, &facts, &scan, warnings, phase_start_ns, finalize_ns);
+    let (data, scan) = (&phase.data, &phase.scan);
+    let mut report = report(
+        data,
+        &phase.facts,
+        scan,
+        warnings,
+        phase_start_ns,
+        finalize_ns,
+    );
     report.overhead = shared.overhead.clone();
     if config.mode == Mode::Disabled {
         return Ok(Some(report));
     }
     // Multi-rank, a rank whose phase failed still takes part in the (collective) publish.
-    let collective = crate::mpi::rank_of(shared).is_some();
-    if let (true, Some((path, numbered))) = (result.is_ok() || collective, &target) {
+    if let (true, Some((path, numbered))) = (result.is_ok() || publisher.collective(), &target) {
         crate::checkpoint::reach("publish");
         let ok = result.is_ok();
-        match publish(shared, state, path, *numbered, (&data, &scan, staged), ok) {
+        let written = publish(
+            (shared, publisher),
+            state,
+            path,
+            *numbered,
+            (data, scan, staged),
+            ok,
+        );
+        match written {
             Ok((written, how)) => (report.file, report.mpi_write) = (Some(written), how),
             Err(e) => result = result.and(Err(e)),
         }
     }
-    crate::mpi::gather_spread(shared, &mut report);
-    let result = settle_spool(result, spool_phase, failure, spooled_calls);
-    print(shared, state, trigger, &report, &result, any_calls);
+    publisher.gather_spread(&mut report);
+    let result = settle_spool(
+        result,
+        phase.spool_phase,
+        phase.failure,
+        phase.spooled_calls,
+    );
+    print(
+        (shared, publisher),
+        state,
+        trigger,
+        &report,
+        &result,
+        any_calls,
+    );
     match result {
         Ok(()) => Ok(Some(report)),
         // Measured, but not written whole: the statistics go with the error.
@@ -265,15 +364,15 @@ fn settle_spool(
 
 /// With tasks tracked into a file: a reader of the lanes the spool holds so far, which the
 /// finalize's thread runs while it waits for the flusher to catch up (see
-/// [`crate::flusher::spool::LaneFollower`]).
-fn lane_follower(shared: &Shared) -> Option<LaneFollower> {
+/// [`crate::spool::LaneFollower`]).
+fn lane_follower(shared: &Shared, publisher: Publisher<'_>) -> Option<LaneFollower> {
     let config = &shared.config;
     if !config.track_async || config.mode == Mode::Disabled {
         return None;
     }
     // Where the guard created it (multi-rank: a base of this rank's own).
-    let base = crate::mpi::spool_base(shared, config.output.as_deref()?);
-    let spool = crate::flusher::spool::spool_path(&base);
+    let base = publisher.spool_base(config.output.as_deref()?);
+    let spool = crate::spool::spool_path(&base);
     LaneFollower::open(&spool).ok()
 }
 
@@ -328,120 +427,6 @@ fn snapshot(
     }
 }
 
-/// The load figures of a snapshot.
-fn losses_of(snap: &Snapshot) -> crate::finalize::report::Losses {
-    crate::finalize::report::Losses {
-        dropped_calls: snap.dropped_calls,
-        waits: snap.waits,
-        wait_ns: snap.wait_ns,
-        corrupt: snap.corrupt,
-    }
-}
-
-/// What the report needs from the snapshot besides the rows.
-struct Facts {
-    /// Statistics by region, in snapshot order (region id order).
-    regions: Vec<RegionStats>,
-    dropped: u64,
-    losses: crate::finalize::report::Losses,
-    spool_lost: u64,
-    in_flight: u64,
-    truncated: bool,
-    /// The calls whose detail the spool lost this phase.
-    detail_lost: Option<DetailLost>,
-    /// The spool failed this phase (its calls are not read back).
-    not_written: bool,
-}
-
-impl Facts {
-    fn of(snap: &Snapshot) -> Facts {
-        Facts {
-            regions: snap
-                .regions
-                .iter()
-                .map(RegionStats::from_snapshot)
-                .collect(),
-            dropped: snap.dropped,
-            losses: losses_of(snap),
-            spool_lost: snap.spool_lost,
-            in_flight: snap.in_flight,
-            truncated: snap.calls_truncated,
-            detail_lost: None,
-            not_written: false,
-        }
-    }
-}
-
-/// Step 2: the phase as the writers see it; spooled calls stay on disk, joined by region id.
-fn load(shared: &Shared, snap: Snapshot, phase_start_ns: i64, finalize_ns: i64) -> PhaseData {
-    let config = &shared.config;
-    let layout = match config.mode {
-        Mode::Aggregate => Layout::Aggregate,
-        _ => Layout::Columnar,
-    };
-    // The session row spans the phase; widened to cover calls that started before it (in
-    // flight at the previous finalize) or ended during this finalize, so that it contains
-    // every call of its lane and nesting stays valid.
-    let (first_start, last_end) = snap.span_ns.unwrap_or((phase_start_ns, finalize_ns));
-    let session_start = phase_start_ns.min(first_start);
-    let session_dur = (finalize_ns.max(last_end) - session_start).max(0);
-    let session_thread = snap
-        .threads
-        .iter()
-        .find(|t| t.name == "main")
-        .map_or(0, |t| t.index);
-    let user_session = snap.regions.iter().any(|r| r.row.name == SESSION_REGION);
-    let mut regions = Vec::new();
-    if !user_session {
-        regions.push(RegionRow::session(
-            session_start,
-            session_dur,
-            session_thread,
-            layout,
-        ));
-    }
-    let ids = snap
-        .regions
-        .iter()
-        .map(|r| r.id as usize)
-        .max()
-        .map_or(0, |m| m + 1);
-    let losses = losses_of(&snap);
-    let mut row_of = vec![u32::MAX; ids];
-    for r in snap.regions.into_iter().filter(|r| r.row.stats.count > 0) {
-        row_of[r.id as usize] = regions.len() as u32;
-        regions.push(r.row);
-    }
-    PhaseData {
-        layout,
-        regions,
-        start_time_ns: phase_start_ns,
-        finalize_time_ns: finalize_ns,
-        timestamp: shared.timestamp.clone(),
-        label: config.label.clone(),
-        dropped: snap.dropped + snap.spool_lost,
-        losses,
-        perf: None,
-        likwid: None,
-        threads: snap.threads,
-        tasks: snap.tasks,
-        polls: snap.polls,
-        region_names: snap.region_names,
-        track_threads: config.track_threads,
-        track_async: config.track_async,
-        spooled: snap.spool_phase.map(|f| SpooledCalls {
-            files: vec![f],
-            row_of,
-            lanes: snap.spooled_lanes,
-            scratch: None,
-        }),
-        extra: crate::output::model::PhaseExtra {
-            tokio: snap.tokio,
-            ..Default::default()
-        },
-    }
-}
-
 /// Step 4: the sinks' results; returns the warnings for the report.
 fn sinks(
     shared: &Shared,
@@ -467,59 +452,10 @@ fn sinks(
     warnings
 }
 
-/// Step 5: the report.
-fn report(
-    data: &PhaseData,
-    facts: &Facts,
-    scan: &Scan,
-    warnings: Vec<String>,
-    phase_start_ns: i64,
-    finalize_ns: i64,
-) -> Report {
-    let mut regions = facts.regions.clone();
-    if let Some(perf) = &data.perf {
-        for r in &mut regions {
-            r.set_perf(perf);
-        }
-    }
-    regions.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
-    let tree = if facts.truncated || facts.not_written {
-        None
-    } else {
-        scan.nested.as_ref().and_then(|n| n.tree.clone())
-    };
-    let flat = if data.layout == Layout::Aggregate {
-        Some(Flat::Aggregate)
-    } else if facts.truncated {
-        Some(Flat::Truncated)
-    } else if facts.not_written {
-        Some(Flat::NotWritten)
-    } else {
-        scan.not_nested.map(|_| Flat::Overlap)
-    };
-    Report {
-        regions,
-        dropped: facts.dropped,
-        losses: facts.losses,
-        spool_lost: facts.spool_lost,
-        in_flight: facts.in_flight,
-        wall_ns: (finalize_ns - phase_start_ns).max(0) as u64,
-        warnings,
-        tree,
-        flat,
-        file: None,
-        overhead: None,
-        ranks: Vec::new(),
-        detail_lost: facts.detail_lost.clone(),
-        mpi_write: None,
-        tasks: crate::output::tasks::of_phase(data),
-    }
-}
-
 /// Step 7: the summary on stderr (not for automatic rotations), and a line when late calls
 /// went to a file of their own.
 fn print(
-    shared: &Shared,
+    (shared, publisher): (&Shared, Publisher<'_>),
     state: &GuardState,
     trigger: Trigger,
     report: &Report,
@@ -527,7 +463,7 @@ fn print(
     phase_calls: u64,
 ) {
     let config = &shared.config;
-    if trigger == Trigger::Drop && state.last_was_late && crate::mpi::prints_summary(shared) {
+    if trigger == Trigger::Drop && state.last_was_late && publisher.prints_summary() {
         if let Some(file) = &report.file {
             eprintln!(
                 "scope-profiler: {phase_calls} call(s) completed after the last finalize; written \
@@ -536,7 +472,7 @@ fn print(
             );
         }
     }
-    if !config.summary || trigger == Trigger::Rotation || !crate::mpi::prints_summary(shared) {
+    if !config.summary || trigger == Trigger::Rotation || !publisher.prints_summary() {
         return;
     }
     let target = report.file.as_deref();
@@ -565,6 +501,7 @@ fn print(
 /// published file, and removes the empty phase's spool file.
 fn append_late_sink_data(
     shared: &Shared,
+    publisher: Publisher<'_>,
     state: &GuardState,
     snap: Snapshot,
 ) -> Result<Option<Report>, Error> {
@@ -572,7 +509,7 @@ fn append_late_sink_data(
     let spool_phase = snap.spool_phase.clone();
     let mut result = Ok(());
     // (Multi-rank files are written by rank 0 only: late sink data is not appended to them.)
-    let single = crate::mpi::rank_of(shared).is_none();
+    let single = !publisher.collective();
     if sink_data && single && shared.config.mode != Mode::Disabled {
         let now = shared.clock.now_ns();
         let mut data = load(shared, snap, now, now);

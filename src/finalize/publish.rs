@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 
 use super::names;
 use super::pipeline::GuardState;
-use crate::output::events::Scan;
+use crate::data::rows::PhaseData;
+use crate::data::scan::Scan;
 use crate::output::hdf5::staged::Staged;
 use crate::output::hdf5::WriteOptions;
-use crate::output::model::PhaseData;
-use crate::shared::Shared;
+use crate::recording::shared::Shared;
 use crate::Error;
 
 /// Where this phase goes (see [`names`]) and whether it is a numbered file; `None` without
@@ -33,7 +33,7 @@ pub(super) fn target(
 /// Step 6: the second pass writes the file (completing the staged one, if any); returns where
 /// it went and, multi-rank, how it was written.
 pub(super) fn publish(
-    shared: &Shared,
+    (shared, publisher): (&Shared, crate::mpi::Publisher<'_>),
     state: &mut GuardState,
     path: &Path,
     numbered: bool,
@@ -41,7 +41,7 @@ pub(super) fn publish(
     ok: bool,
 ) -> Result<(PathBuf, Option<crate::mpi::MpiWrite>), Error> {
     let config = &shared.config;
-    let mut write = crate::mpi::phase_writer(shared, path, data, scan, ok, staged);
+    let mut write = publisher.writer(shared, path, (data, scan), ok, staged);
     let mut opts = WriteOptions {
         gzip: config.gzip,
         durable: config.durable,

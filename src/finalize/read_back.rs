@@ -4,12 +4,13 @@
 use std::path::Path;
 
 use super::pipeline::Trigger;
-use crate::flusher::spool::LaneFollower;
-use crate::output::events::{self, Scan};
+use crate::data::rows::{Layout, PhaseData, PollRecord, TaskRow};
+use crate::data::scan::Scan;
+use crate::finalize::scan::scan as first_pass;
 use crate::output::hdf5::lanes::Lanes;
 use crate::output::hdf5::staged::Staged;
-use crate::output::model::{Layout, PhaseData, PollRecord, TaskRow};
-use crate::shared::Shared;
+use crate::recording::shared::Shared;
+use crate::spool::LaneFollower;
 use crate::Error;
 
 /// A phase's task rows (in index order) and polls.
@@ -85,5 +86,5 @@ fn nest(shared: &Shared, first_id: i64, trigger: Trigger, data: &PhaseData) -> R
     let want = config.track_threads || config.summary;
     // The tree is for the printed summary, which automatic rotations do not print.
     let tree = config.summary && trigger != Trigger::Rotation;
-    events::scan(data, want.then_some((first_id, tree)))
+    first_pass(data, want.then_some((first_id, tree)))
 }

@@ -26,11 +26,11 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::flusher::spool::{self, SpoolContents};
-use crate::flusher::stats::Stats;
-use crate::output::events;
+use crate::data::rows::{Layout, PhaseData, RegionRow, SpooledCalls, ThreadRow};
+use crate::data::stats::Stats;
+use crate::finalize::scan::scan as first_pass;
 use crate::output::hdf5::WriteOptions;
-use crate::output::model::{Layout, PhaseData, RegionRow, SpooledCalls, ThreadRow};
+use crate::spool::{self, SpoolContents};
 use crate::{Error, SESSION_REGION};
 
 /// What a recovery read and wrote.
@@ -142,8 +142,8 @@ pub(crate) fn recover_stale(output: &Path) -> Result<(), Error> {
     let main = spool::spool_path(output);
     if let Ok(m) = std::fs::symlink_metadata(&main) {
         if m.file_type().is_file() {
-            let f = crate::output::files::open_nofollow(&main).map_err(|e| read_error(&main, e))?;
-            if !crate::output::files::try_lock(&f).unwrap_or(true) {
+            let f = crate::data::files::open_nofollow(&main).map_err(|e| read_error(&main, e))?;
+            if !crate::data::files::try_lock(&f).unwrap_or(true) {
                 return Err(Error::OutputPath {
                     path: output.to_path_buf(),
                     source: std::io::Error::new(
@@ -232,7 +232,7 @@ fn recovered_name(
 fn keep_corrupt(path: &Path, why: &str) -> Result<(), Error> {
     for n in 1..10_000 {
         let aside = PathBuf::from(format!("{}.corrupt-{n}", path.display()));
-        match crate::output::files::rename_noreplace(path, &aside) {
+        match crate::data::files::rename_noreplace(path, &aside) {
             Ok(()) => {
                 eprintln!(
                     "scope-profiler: an earlier run left {} and it cannot be recovered ({why}); \
@@ -263,7 +263,7 @@ fn spool_files(output: &Path) -> Result<Vec<PathBuf>, Error> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let dir = crate::output::files::dir_of(&main);
+    let dir = crate::data::files::dir_of(&main);
     let entries = std::fs::read_dir(&dir).map_err(|source| Error::Io {
         context: "listing the output's directory".into(),
         path: dir.clone(),
@@ -455,12 +455,12 @@ fn write(output: &Path, spools: &[Pass0], no_replace: bool) -> Result<Recovered,
             row_of,
             lanes: Default::default(),
             // Beside the output: the spool's disk may be the full one this recovers from.
-            scratch: Some(crate::output::files::dir_of(output)),
+            scratch: Some(crate::data::files::dir_of(output)),
         }),
         ..PhaseData::new(layout, rows)
     };
     let scan = match layout {
-        Layout::Columnar => events::scan(&data, Some((0, false)))?,
+        Layout::Columnar => first_pass(&data, Some((0, false)))?,
         Layout::Aggregate => Default::default(),
     };
     let opts = WriteOptions {
@@ -481,8 +481,8 @@ fn write(output: &Path, spools: &[Pass0], no_replace: bool) -> Result<Recovered,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flusher::spool::{Header, SpoolWriter};
-    use crate::output::model::CallRecord;
+    use crate::data::rows::CallRecord;
+    use crate::spool::{Header, SpoolWriter};
 
     /// A spool on a read-only file system (a full disk is alike: no room for a temporary
     /// file there) recovers into another directory, also when the phase is too large to nest

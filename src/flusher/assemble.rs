@@ -49,10 +49,10 @@ use std::sync::Arc;
 
 use crate::fasthash::FastMap;
 use crate::flusher::lines::LineAcc;
-use crate::flusher::region::{Callsites, RegionTable};
 use crate::flusher::sched::Sched;
 use crate::flusher::task::Tasks;
 use crate::recording::lane::record::{Record, AUX, CLOSE, ENTER, EVENT, EXIT, LOST, NEW, TASK};
+use crate::recording::region::{Callsites, RegionTable};
 
 mod insts;
 mod lanes;

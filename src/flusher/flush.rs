@@ -24,13 +24,13 @@ use std::sync::mpsc::{Receiver, Sender, TryRecvError};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::data::rows::TaskTotals;
+use crate::data::rows::{CallRecord, PollRecord, ThreadRow};
+use crate::data::stats::{Stats, Sums};
 use crate::flusher::assemble::{Assembler, RawCall};
-use crate::flusher::spool::SpoolWriter;
-use crate::flusher::stats::{Stats, Sums};
-use crate::flusher::task::TaskTotals;
-use crate::output::model::{CallRecord, PollRecord, ThreadRow};
 use crate::recording::lane::{DrainState, Lane};
-use crate::shared::Shared;
+use crate::recording::shared::Shared;
+use crate::spool::SpoolWriter;
 use crate::Mode;
 
 mod fold;

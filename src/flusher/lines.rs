@@ -16,6 +16,7 @@
 //! collects every event callsite in [`EventSites`] when `tracing` registers it (cold, once per
 //! callsite), and the flusher looks the address up there; an unknown address is ignored.
 
+pub(crate) use crate::data::lines::LineProfile;
 use std::collections::BTreeMap;
 
 use crate::fasthash::FastMap;
@@ -107,25 +108,6 @@ impl LineTables {
         v.sort_by_key(|(r, _)| *r);
         v
     }
-}
-
-/// One function's line profile, as written to `rank0/line_profile/<i>`.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct LineProfile {
-    /// Region name (also the `function` attribute).
-    pub region: String,
-    /// Source file as recorded.
-    pub filename: String,
-    /// The region's own line.
-    pub first_lineno: i64,
-    /// Line numbers, ascending.
-    pub line_numbers: Vec<i64>,
-    /// Hits per line.
-    pub hits: Vec<i64>,
-    /// Time per line, ns.
-    pub times: Vec<f64>,
-    /// The captured source and its first line number, when found.
-    pub source: Option<(String, i64)>,
 }
 
 impl LineProfile {

@@ -23,6 +23,7 @@
 
 pub(crate) mod timeline;
 
+pub(crate) use crate::data::rows::SchedCounts;
 use crate::fasthash::FastMap;
 use timeline::{Done, Timeline};
 
@@ -79,21 +80,6 @@ pub(crate) enum TaskOut {
         site: u32,
         last_end: Option<u64>,
     },
-}
-
-/// Counts for the file's metadata.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct SchedCounts {
-    /// Tasks spawned (with Tokio's instrumentation).
-    pub tasks: u64,
-    /// Wakes matched to a live task.
-    pub wakes: u64,
-    /// Wakes of tasks that had ended (or whose span id belonged to no task): ignored.
-    pub ended_wakes: u64,
-    /// Wakes that found their task already woken (or in a poll that was woken before).
-    pub extra_wakes: u64,
-    /// Suspensions that ended without a recorded wake (idle throughout).
-    pub unwoken: u64,
 }
 
 /// Every live task's timeline and the events waiting for the watermark.

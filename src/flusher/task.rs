@@ -34,10 +34,11 @@ pub(crate) mod polls;
 
 use std::collections::VecDeque;
 
+use crate::data::rows::TaskRow;
+use crate::data::rows::{PollTotals, TaskTotals};
 use crate::fasthash::FastMap;
-use crate::output::model::TaskRow;
 use open::Starts;
-use polls::{PollTotals, TaskPoll};
+use polls::TaskPoll;
 
 /// A task quiet for this long is retired (its row streamed out).
 pub(crate) const QUIET_NS: i64 = 1_000_000_000;
@@ -57,31 +58,6 @@ struct Root {
     /// Its close (raw ticks): once the watermark has passed it, every call that contains it
     /// has been entered (it is open) or assembled (it is pending too).
     hold: u64,
-}
-
-/// A task's row, folded incrementally from its settled roots.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct TaskTotals {
-    /// Dense index in this phase (-1: none given yet).
-    pub index: i64,
-    /// Tokio's task id.
-    pub tokio_id: u64,
-    /// Thread of the latest poll.
-    pub thread_index: u32,
-    /// Start of the first root (`i64::MAX` = none yet).
-    pub created_ns: i64,
-    /// End of the last root (-1 = none yet).
-    pub done_ns: i64,
-    /// Polls of the roots.
-    pub steps: i64,
-    /// Busy time of the roots.
-    pub running_ns: i64,
-    /// Await time of the roots.
-    pub suspended_ns: i64,
-    /// Region of the first root (`u32::MAX` = none).
-    pub root_region: u32,
-    /// Its polls from Tokio's own instrumentation, if any.
-    pub polls: PollTotals,
 }
 
 impl TaskTotals {

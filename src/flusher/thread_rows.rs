@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use crate::output::model::ThreadRow;
+use crate::data::rows::ThreadRow;
 
 /// Exited threads' rows, in exit order.
 #[derive(Default)]

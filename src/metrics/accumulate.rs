@@ -4,7 +4,7 @@
 //! **Per call** ([`Accumulator::add`]) only what the flusher does not already keep: the
 //! call's duration bucket and its await time, in a histogram per region id (one bounds
 //! check, a branch-free bucket, two additions). Calls and total time come from the phase's
-//! own statistics ([`crate::flusher::stats::Sums`], which the flusher updates for every call
+//! own statistics ([`crate::data::stats::Sums`], which the flusher updates for every call
 //! anyway): a snapshot adds the current phase's count and total to what earlier phases
 //! carried ([`Accumulator::carry`], at every finalize, before the phase is handed over).
 //!
@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use super::histogram::{bucket, BUCKETS, FINITE};
 use super::{Perf, Process, Published};
-use crate::flusher::stats::Sums;
+use crate::data::stats::Sums;
 
 /// The cumulative series of one exported region.
 #[derive(Clone, Debug, PartialEq)]

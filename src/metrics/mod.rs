@@ -30,7 +30,7 @@ pub(crate) mod accumulate;
 mod fork;
 pub(crate) mod histogram;
 pub(crate) mod http;
-pub(crate) mod options;
+pub(crate) use crate::data::metrics_options as options;
 mod rank;
 mod render;
 mod request;
@@ -156,7 +156,7 @@ impl Live {
     /// by region id, `process` and the perf totals.
     pub(crate) fn publish<'a>(
         &mut self,
-        phase: impl Fn(usize) -> Option<&'a crate::flusher::stats::Sums>,
+        phase: impl Fn(usize) -> Option<&'a crate::data::stats::Sums>,
         mut process: Process,
         perf: Option<crate::sink::CounterTotals>,
     ) {

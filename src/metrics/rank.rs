@@ -4,7 +4,7 @@
 //!
 //! The rank is MPI's own with [`Builder::mpi`](crate::Builder::mpi); without it, the
 //! launcher's variables that also give such a rank its own output file
-//! (`crate::mpi::launcher`). The node-local rank comes from the launcher: OpenMPI's
+//! (`crate::data::launcher`). The node-local rank comes from the launcher: OpenMPI's
 //! `OMPI_COMM_WORLD_LOCAL_RANK`, MPICH/Hydra's `MPI_LOCALRANKID`, Slurm's `SLURM_LOCALID`,
 //! PMIx's `PMIX_LOCAL_RANK`, PALS's `PALS_LOCAL_RANKID`, MVAPICH's
 //! `MV2_COMM_WORLD_LOCAL_RANK`; when none is set, the world rank stands in (ports stay
@@ -37,7 +37,7 @@ pub(crate) fn placement(
     mpi_rank: Option<u32>,
     env: impl Fn(&str) -> Option<String>,
 ) -> Option<Placement> {
-    let rank = mpi_rank.or_else(|| crate::mpi::launcher::detect(&env).map(|d| d.rank))?;
+    let rank = mpi_rank.or_else(|| crate::data::launcher::detect(&env).map(|d| d.rank))?;
     let local = LOCAL_VARS
         .iter()
         .find_map(|v| env(v).and_then(|s| s.trim().parse::<u32>().ok()))

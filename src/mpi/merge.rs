@@ -495,7 +495,7 @@ impl Merger {
             .and_then(|()| cx.h5("the merged file (closing)", file.close()))
             .and_then(|()| {
                 let renamed = if no_replace {
-                    crate::output::files::rename_noreplace(&tmp, &target)
+                    crate::data::files::rename_noreplace(&tmp, &target)
                 } else {
                     std::fs::rename(&tmp, &target)
                 };

@@ -18,7 +18,6 @@
 
 #[cfg(feature = "mpi")]
 mod comm;
-pub(crate) mod launcher;
 #[cfg(any(feature = "mpio", test))]
 pub(crate) mod layout;
 pub(crate) mod merge;
@@ -26,48 +25,20 @@ pub(crate) mod merge;
 mod parallel;
 #[cfg(feature = "mpi")]
 pub(crate) mod relay;
-mod spread;
 
 use std::path::{Path, PathBuf};
 
-pub use spread::RankSpread;
+pub(crate) use crate::data::launcher::{self, rank_path};
+#[cfg(feature = "mpi")]
+use crate::data::spread;
+pub(crate) use crate::data::spread::render_spread;
+#[cfg(feature = "mpi")]
+pub(crate) use crate::data::spread::MPI_WRITE_KEY;
+pub use crate::data::spread::{MpiWrite, RankSpread};
 
-/// The `metadata` key naming how a multi-rank file was written (`"parallel"` or `"relay"`).
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-pub(crate) const MPI_WRITE_KEY: &str = "mpi_write";
-
-/// How a multi-rank phase's file was written ([`Report::mpi_write`](crate::Report::mpi_write)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum MpiWrite {
-    /// Every rank wrote its own rows through MPI-IO (feature `mpio`).
-    Parallel,
-    /// Rank 0 gathered every rank's part through the token relay.
-    Relay,
-}
-
-impl MpiWrite {
-    /// How the summary and `metadata/mpi_write` name it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MpiWrite::Parallel => "parallel",
-            MpiWrite::Relay => "relay",
-        }
-    }
-}
-
-use crate::shared::Shared;
-
-/// `<stem>.rank<N>.<ext>` beside `output`: a rank's own file (launcher mode) and the base
-/// name of its spool (both modes), so `recover` names the rank.
-pub(crate) fn rank_path(output: &Path, rank: u32) -> PathBuf {
-    let stem = output.file_stem().unwrap_or_default().to_string_lossy();
-    let name = match output.extension() {
-        Some(ext) => format!("{stem}.rank{rank}.{}", ext.to_string_lossy()),
-        None => format!("{stem}.rank{rank}"),
-    };
-    output.with_file_name(name)
-}
+use crate::data::rows::PhaseData;
+use crate::data::scan::Scan;
+use crate::recording::shared::Shared;
 
 /// A private file of `rank` beside `target`: `.<name>.rank<N>.<pid>.<kind>`.
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
@@ -76,55 +47,113 @@ pub(crate) fn part_name(target: &Path, rank: u32, kind: &str) -> PathBuf {
     target.with_file_name(format!(".{name}.rank{rank}.{}.{kind}", std::process::id()))
 }
 
-/// Where this rank's spool lives: beside its own `<stem>.rank<N>.h5` in a multi-rank run
-/// (ranks share the output path), else beside the output.
-pub(crate) fn spool_base(shared: &Shared, output: &Path) -> PathBuf {
-    match rank_of(shared) {
-        Some((rank, _)) => rank_path(output, rank),
-        None => output.to_path_buf(),
-    }
-}
-
-/// `(rank, size)` when [`Builder::mpi`](crate::Builder::mpi) is on.
-pub(crate) fn rank_of(_shared: &Shared) -> Option<(u32, u32)> {
+/// How a phase is finalized across processes, chosen once per phase from the session's MPI
+/// handle: this process alone (its own file), or one rank of a [`Builder::mpi`](crate::Builder::mpi)
+/// run, where every step that decides is collective and the ranks publish one file (in
+/// parallel through MPI-IO, or through the relay; see [`PhaseWriter`]). Every MPI question a
+/// finalize asks goes through it.
+#[derive(Clone, Copy)]
+pub(crate) struct Publisher<'a> {
+    /// This rank's MPI (`None`: a single process).
     #[cfg(feature = "mpi")]
-    if let Some(m) = &_shared.mpi {
-        return Some((m.rank, m.size));
+    ranks: Option<&'a relay::Mpi>,
+    _handle: std::marker::PhantomData<&'a Handle>,
+}
+
+impl<'a> Publisher<'a> {
+    /// The publisher of a session whose MPI is `handle`.
+    pub(crate) fn of(handle: &'a Handle) -> Publisher<'a> {
+        #[cfg(not(feature = "mpi"))]
+        let () = handle;
+        Publisher {
+            #[cfg(feature = "mpi")]
+            ranks: handle.as_ref(),
+            _handle: std::marker::PhantomData,
+        }
     }
-    None
-}
 
-/// The sum of `calls` over ranks (collective with `mpi`; `calls` itself without), so that
-/// every rank takes the same early return in a finalize.
-pub(crate) fn sum_calls(_shared: &Shared, calls: u64) -> u64 {
-    #[cfg(feature = "mpi")]
-    if let Some(m) = &_shared.mpi {
-        return m.sum(calls);
+    /// `(rank, size)` when [`Builder::mpi`](crate::Builder::mpi) is on.
+    pub(crate) fn rank(&self) -> Option<(u32, u32)> {
+        #[cfg(feature = "mpi")]
+        if let Some(m) = self.ranks {
+            return Some((m.rank, m.size));
+        }
+        None
     }
-    calls
-}
 
-/// Whether this process prints the summary (rank 0 of a multi-rank run, or any other run).
-pub(crate) fn prints_summary(shared: &Shared) -> bool {
-    rank_of(shared).is_none_or(|(rank, _)| rank == 0)
-}
+    /// Whether the steps are collective (every rank must make the same calls).
+    pub(crate) fn collective(&self) -> bool {
+        self.rank().is_some()
+    }
 
-/// Collective: rank 0's report gets every region's spread over ranks (nothing elsewhere).
-pub(crate) fn gather_spread(_shared: &Shared, _report: &mut crate::Report) {
-    #[cfg(feature = "mpi")]
-    if let Some(m) = &_shared.mpi {
-        let mine = spread::encode(_report.regions());
-        let all = m.gather_bytes(&mine);
-        if m.rank == 0 {
-            _report.ranks = spread::combine(&all);
+    /// Where this rank's spool lives: beside its own `<stem>.rank<N>.h5` in a multi-rank run
+    /// (ranks share the output path), else beside the output.
+    pub(crate) fn spool_base(&self, output: &Path) -> PathBuf {
+        match self.rank() {
+            Some((rank, _)) => rank_path(output, rank),
+            None => output.to_path_buf(),
+        }
+    }
+
+    /// The sum of `calls` over ranks (collective with `mpi`; `calls` itself without), so that
+    /// every rank takes the same early return in a finalize.
+    pub(crate) fn sum_calls(&self, calls: u64) -> u64 {
+        #[cfg(feature = "mpi")]
+        if let Some(m) = self.ranks {
+            return m.sum(calls);
+        }
+        calls
+    }
+
+    /// Whether this process prints the summary (rank 0 of a multi-rank run, or any other run).
+    pub(crate) fn prints_summary(&self) -> bool {
+        self.rank().is_none_or(|(rank, _)| rank == 0)
+    }
+
+    /// Collective: rank 0's report gets every region's spread over ranks (nothing elsewhere).
+    pub(crate) fn gather_spread(&self, _report: &mut crate::Report) {
+        #[cfg(feature = "mpi")]
+        if let Some(m) = self.ranks {
+            let mine = spread::encode(_report.regions());
+            let all = m.gather_bytes(&mine);
+            if m.rank == 0 {
+                _report.ranks = spread::combine(&all);
+            }
+        }
+    }
+
+    /// The writer for one phase whose configured target is `target`; `ok`: this rank's phase
+    /// is sound (else, multi-rank, it tells rank 0 it has no part); `staged`: the file begun
+    /// with the lane tables (single-rank).
+    pub(crate) fn writer(
+        self,
+        shared: &'a Shared,
+        target: &'a Path,
+        (data, scan): (&'a PhaseData, &'a Scan),
+        ok: bool,
+        staged: Option<crate::output::hdf5::staged::Staged>,
+    ) -> PhaseWriter<'a> {
+        PhaseWriter {
+            publisher: self,
+            shared,
+            target,
+            data,
+            scan,
+            ok,
+            staged,
+            part: None,
+            offsets: None,
+            how: None,
+            #[cfg(feature = "mpio")]
+            unpublished: None,
         }
     }
 }
 
 /// Ends MPI at the guard's drop if `build()` started it.
-pub(crate) fn finish(_shared: &Shared) {
+pub(crate) fn finish(_handle: &Handle) {
     #[cfg(feature = "mpi")]
-    if let Some(m) = &_shared.mpi {
+    if let Some(m) = _handle {
         m.finish();
     }
 }
@@ -191,25 +220,16 @@ pub(crate) fn setup(config: &mut crate::config::Config) -> Result<Handle, crate:
     Ok(())
 }
 
-/// The "across ranks" table for rank 0's summary, and how the file was written ("" elsewhere).
-pub(crate) fn render_spread(report: &crate::Report) -> String {
-    let mut s = spread::render(report.ranks());
-    if let (false, Some(how)) = (s.is_empty(), report.mpi_write()) {
-        s.push_str(match how {
-            MpiWrite::Parallel => "  file written by every rank in parallel (MPI-IO)\n",
-            MpiWrite::Relay => "  file gathered by rank 0 (token relay)\n",
-        });
-    }
-    s
-}
-
 /// Writes one phase's file: directly, or (multi-rank) through this rank's part file and the
 /// collective relay. Removes the part file when dropped.
 pub(crate) struct PhaseWriter<'a> {
+    publisher: Publisher<'a>,
+    /// The configuration and the clock (multi-rank writes).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     shared: &'a Shared,
     target: &'a Path,
-    data: &'a crate::output::model::PhaseData,
-    scan: &'a crate::output::events::Scan,
+    data: &'a PhaseData,
+    scan: &'a Scan,
     ok: bool,
     /// The file begun before the calls were read back (single-rank only), for the first write.
     staged: Option<crate::output::hdf5::staged::Staged>,
@@ -225,36 +245,10 @@ pub(crate) struct PhaseWriter<'a> {
     unpublished: Option<PathBuf>,
 }
 
-/// The writer for one phase whose configured target is `target`; `ok`: this rank's phase
-/// is sound (else, multi-rank, it tells rank 0 it has no part); `staged`: the file begun with
-/// the lane tables (single-rank).
-pub(crate) fn phase_writer<'a>(
-    shared: &'a Shared,
-    target: &'a Path,
-    data: &'a crate::output::model::PhaseData,
-    scan: &'a crate::output::events::Scan,
-    ok: bool,
-    staged: Option<crate::output::hdf5::staged::Staged>,
-) -> PhaseWriter<'a> {
-    PhaseWriter {
-        shared,
-        target,
-        data,
-        scan,
-        ok,
-        staged,
-        part: None,
-        offsets: None,
-        how: None,
-        #[cfg(feature = "mpio")]
-        unpublished: None,
-    }
-}
-
 impl PhaseWriter<'_> {
     /// Whether writes are collective (every rank must make the same calls).
     pub(crate) fn collective(&self) -> bool {
-        rank_of(self.shared).is_some()
+        self.publisher.collective()
     }
 
     /// How this phase's file was written, once it was (multi-rank only).
@@ -273,7 +267,7 @@ impl PhaseWriter<'_> {
         opts: &crate::output::hdf5::WriteOptions,
     ) -> Result<(PathBuf, (u64, u64)), crate::Error> {
         #[cfg(feature = "mpi")]
-        if let Some(m) = &self.shared.mpi {
+        if let Some(m) = self.publisher.ranks {
             let how = *self.how.get_or_insert_with(|| agree(m, self.shared));
             let clock = self.shared.clock;
             self.offsets
@@ -284,7 +278,7 @@ impl PhaseWriter<'_> {
                 _ => self.write_relay(m, candidate, opts)?,
             };
             let id = match m.rank {
-                0 => crate::output::files::identity(&published).map_or((0, 0), |(d, i, _)| (d, i)),
+                0 => crate::data::files::identity(&published).map_or((0, 0), |(d, i, _)| (d, i)),
                 _ => (0, 0),
             };
             return Ok((published, id));
@@ -375,7 +369,7 @@ impl Drop for PhaseWriter<'_> {
             let _ = std::fs::remove_file(p);
         }
         #[cfg(feature = "mpio")]
-        if let (Some(tmp), Some((0, _))) = (&self.unpublished, rank_of(self.shared)) {
+        if let (Some(tmp), Some((0, _))) = (&self.unpublished, self.publisher.rank()) {
             let _ = std::fs::remove_file(tmp);
         }
     }
@@ -384,9 +378,14 @@ impl Drop for PhaseWriter<'_> {
 /// A rank whose finalize failed before the collective steps: it takes part in them as a rank
 /// with no part (so the others get an error instead of waiting forever) and returns `e`.
 /// `publishes`: the phase has a target file (the others then run the relay).
-pub(crate) fn abandon(_shared: &Shared, e: crate::Error, _publishes: bool) -> crate::Error {
+pub(crate) fn abandon(
+    _publisher: Publisher<'_>,
+    _shared: &Shared,
+    e: crate::Error,
+    _publishes: bool,
+) -> crate::Error {
     #[cfg(feature = "mpi")]
-    if let Some(m) = &_shared.mpi {
+    if let Some(m) = _publisher.ranks {
         // At least one call, so that no rank takes the "nothing new" early return.
         m.sum(1);
         if _shared.config.mode != crate::Mode::Disabled && _publishes {

@@ -279,7 +279,7 @@ impl Mpi {
         }
         let copy = super::part_name(candidate, k, "recv");
         let _ = std::fs::remove_file(&copy);
-        let mut file = crate::output::files::create_new(&copy, 0o600);
+        let mut file = crate::data::files::create_new(&copy, 0o600);
         let mut write_err = None;
         self.recv_bytes(k, TAG_PART, &mut |c| {
             if let Ok(f) = file.as_mut() {
@@ -317,7 +317,7 @@ impl Mpi {
             return;
         }
         let opened = part.as_ref().map_err(Clone::clone).and_then(|p| {
-            let f = crate::output::files::open_nofollow(p).map_err(|e| e.to_string())?;
+            let f = crate::data::files::open_nofollow(p).map_err(|e| e.to_string())?;
             let len = f.metadata().map_err(|e| e.to_string())?.len();
             Ok((f, len))
         });
@@ -385,8 +385,8 @@ pub(super) enum Outcome {
 /// With `durable`, fsyncs the published file and its directory.
 fn sync(path: &Path, durable: bool) -> std::io::Result<()> {
     if durable {
-        crate::output::files::open_nofollow(path)?.sync_all()?;
-        crate::output::files::sync_dir(path)?;
+        crate::data::files::open_nofollow(path)?.sync_all()?;
+        crate::data::files::sync_dir(path)?;
     }
     Ok(())
 }

@@ -14,9 +14,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use crate::data::report::SelfCost;
+use crate::data::rows::{PhaseData, PhaseExtra};
 use crate::flusher::lines::{LineProfile, RegionLines};
-use crate::output::model::{PhaseData, PhaseExtra};
-use crate::shared::Shared;
 
 /// Most lines captured for one region.
 const MAX_LINES: usize = 200;
@@ -85,15 +85,26 @@ impl SourceReader {
     }
 }
 
+/// What of the configuration [`phase_extra`] needs.
+#[derive(Clone, Copy)]
+pub(crate) struct Sources<'a> {
+    /// Capture each region's source text (`Builder::capture_source`).
+    pub capture_source: bool,
+    /// Where else to look for source files (`Builder::source_root`).
+    pub source_roots: &'a [std::path::PathBuf],
+    /// Subtract the measured cost per child call from exclusive times.
+    pub compensate_overhead: bool,
+}
+
 /// The extras of one phase: source texts per region row (when capturing), line profiles (one
 /// per region with line data), the measured overhead and the compensation per child call.
 pub(crate) fn phase_extra(
-    shared: &Shared,
+    config: Sources<'_>,
+    overhead: Option<SelfCost>,
     data: &PhaseData,
     lines: Vec<(u32, RegionLines)>,
 ) -> PhaseExtra {
-    let config = &shared.config;
-    let mut reader = SourceReader::new(&config.source_roots);
+    let mut reader = SourceReader::new(config.source_roots);
     let mut source = |file: &str, line: i64, name: &str| {
         if config.capture_source {
             reader.region_source(file, line, name)
@@ -118,7 +129,6 @@ pub(crate) fn phase_extra(
             Some(p)
         })
         .collect();
-    let overhead = shared.overhead.clone();
     let child_overhead_ns = match &overhead {
         Some(o) if config.compensate_overhead => o.ns_per_call.round() as i64,
         _ => 0,

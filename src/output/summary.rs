@@ -3,9 +3,9 @@
 
 use std::collections::HashMap;
 
-use crate::finalize::nesting::TreeRow;
-use crate::finalize::report::{Flat, RegionStats, Report};
-use crate::output::model::SESSION_REGION;
+use crate::data::report::{Flat, RegionStats, Report};
+use crate::data::rows::SESSION_REGION;
+use crate::data::scan::TreeRow;
 
 /// What the summary says when no span ever reached the layer.
 pub(crate) const NO_SPANS: &str = "no spans reached the profiler; is a global filter hiding them?";
@@ -328,14 +328,14 @@ impl std::fmt::Display for Report {
             None => "scope-profiler".to_owned(),
         };
         f.write_str(&render(self, &title))?;
-        f.write_str(&crate::mpi::render_spread(self))
+        f.write_str(&crate::data::spread::render_spread(self))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::finalize::report::RegionStats;
+    use crate::data::report::RegionStats;
 
     fn region(name: &str, calls: u64, total_ns: u64) -> RegionStats {
         RegionStats::of_total(name, calls, total_ns)
@@ -355,7 +355,7 @@ mod tests {
             wall_ns: 5_000_000_000,
             warnings: vec!["perf: `cycles` dropped".into()],
             tree: None,
-            overhead: Some(crate::recording::overhead::SelfCost {
+            overhead: Some(crate::data::report::SelfCost {
                 ns_per_call: 95.5,
                 ns_per_poll: 30.0,
                 clock_resolution_ns: 0.4,

@@ -7,10 +7,10 @@
 use std::collections::HashMap;
 
 use super::{Profile, ReadError, StorageLayout};
+use crate::data::report::{RegionStats, Report};
+use crate::data::rows::{CallRecord, Layout, PhaseData, RegionRow};
+use crate::data::stats::Stats;
 use crate::finalize::nesting::{call_tree, nest, TreeRow};
-use crate::finalize::report::{RegionStats, Report};
-use crate::flusher::stats::Stats;
-use crate::output::model::{CallRecord, Layout, PhaseData, RegionRow};
 
 /// A file's summary: a [`Report`] plus the call tree, renderable as text or JSON.
 #[derive(Clone, Debug)]
@@ -164,9 +164,7 @@ impl Calls {
             };
         };
         let tree: Option<Vec<TreeRow>> = nest(&mut data, 0).ok().map(|_| call_tree(&data));
-        let flat = tree
-            .is_none()
-            .then_some(crate::finalize::report::Flat::Overlap);
+        let flat = tree.is_none().then_some(crate::data::report::Flat::Overlap);
         let calls = || data.regions.iter().flat_map(|r| r.calls.iter());
         let first = calls().map(|c| c.start_ns).min().unwrap_or(0);
         let last = calls().map(|c| c.start_ns + c.dur_ns).max().unwrap_or(0);
@@ -328,7 +326,7 @@ impl Profile {
         Summary {
             report: Report {
                 regions,
-                flat: Some(crate::finalize::report::Flat::Aggregate),
+                flat: Some(crate::data::report::Flat::Aggregate),
                 ..Report::default()
             },
             title,

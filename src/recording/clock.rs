@@ -25,6 +25,9 @@ use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
+use crate::data::time::clock_ns;
+pub(crate) use crate::data::time::monotonic_ns;
+
 /// Whether [`ticks`] reads the TSC (decided once, by [`Clock::global`]).
 static USE_TSC: AtomicBool = AtomicBool::new(false);
 
@@ -283,46 +286,9 @@ pub(crate) fn other_thread_cpu_ns(tid: i64) -> Option<i64> {
     (rc == 0).then(|| ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64)
 }
 
-/// `CLOCK_MONOTONIC` in nanoseconds.
-pub(crate) fn monotonic_ns() -> i64 {
-    clock_ns(libc::CLOCK_MONOTONIC) + test_skew_ns()
-}
-
-/// For the multi-rank clock tests only: `SCOPE_PROFILER_TEST_CLOCK_SKEW_NS` shifts this
-/// process's profiler clock, as if it ran on a node whose clock differs.
-#[cfg(all(feature = "mpi", feature = "testing"))]
-fn test_skew_ns() -> i64 {
-    static SKEW: OnceLock<i64> = OnceLock::new();
-    *SKEW.get_or_init(|| {
-        std::env::var("SCOPE_PROFILER_TEST_CLOCK_SKEW_NS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    })
-}
-
-#[cfg(not(all(feature = "mpi", feature = "testing")))]
-fn test_skew_ns() -> i64 {
-    0
-}
-
 /// CPU time of the calling thread (`CLOCK_THREAD_CPUTIME_ID`) in nanoseconds.
 pub(crate) fn thread_cpu_ns() -> i64 {
     clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
-}
-
-#[allow(clippy::unnecessary_cast)] // time_t and c_long are not i64 on every target
-fn clock_ns(id: libc::clockid_t) -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; clock_gettime only writes into it.
-    let rc = unsafe { libc::clock_gettime(id, &mut ts) };
-    if rc != 0 {
-        return 0;
-    }
-    ts.tv_sec as i64 * 1_000_000_000 + ts.tv_nsec as i64
 }
 
 /// The current UTC wall time as ISO-8601 with microseconds, e.g.

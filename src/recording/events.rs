@@ -11,7 +11,7 @@ use tracing_subscriber::registry::LookupSpan;
 
 use crate::recording::lane::local::with_local;
 use crate::recording::lane::record::Record;
-use crate::shared::Shared;
+use crate::recording::shared::Shared;
 
 /// Where an event callsite is: its source file and line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

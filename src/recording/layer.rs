@@ -24,8 +24,8 @@ use tracing_subscriber::registry::LookupSpan;
 use crate::recording::clock::ticks;
 use crate::recording::lane::local::with_local;
 use crate::recording::lane::record::{self, Record};
-use crate::shared::Shared;
-use crate::{Builder, Mode};
+use crate::recording::shared::Shared;
+use crate::Mode;
 
 /// The profiler, as a `tracing_subscriber` [`Layer`].
 ///
@@ -42,16 +42,6 @@ pub struct ScopeLayer {
 }
 
 impl ScopeLayer {
-    /// Starts configuring a profiler.
-    ///
-    /// ```
-    /// let (layer, guard) = scope_profiler::ScopeLayer::builder().no_output().build()?;
-    /// # Ok::<(), scope_profiler::Error>(())
-    /// ```
-    pub fn builder() -> Builder {
-        Builder::default()
-    }
-
     pub(crate) fn new(shared: Arc<Shared>) -> ScopeLayer {
         if shared.config.mode == Mode::Disabled {
             shared.pause.disable();

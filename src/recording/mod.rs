@@ -1,4 +1,5 @@
-//! Stage 1, recording: the only code that runs on the program's threads.
+//! Stage 4, recording: the only code that runs on the program's threads (see the crate's
+//! "Architecture"; it uses only `crate::data`, `crate::spool` helpers and `crate::sink`).
 //!
 //! - `layer`: the `tracing_subscriber::Layer` callbacks (one record each, after one pause-flag
 //!   load);
@@ -9,8 +10,11 @@
 //! - `clock`: the TSC read on every enter/exit and its conversion to nanoseconds;
 //! - `pause`: the runtime switch checked by every callback;
 //! - `events`: line-timing checkpoints (`tracing` events inside spans);
-//! - `overhead`: the recording cost, measured once at `build()`;
-//! - `tokio`: Tokio's own instrumentation (`--cfg tokio_unstable`): task spawns and wakes.
+//! - `shared`: the state one profiler's front end, lanes, flusher and guard share (config,
+//!   clock, pool, callsites, sinks); the session's MPI is not in it (the guard holds that);
+//! - `region`: the callsite registry the front ends fill and the flusher reads;
+//! - `tokio`: Tokio's own instrumentation (`--cfg tokio_unstable`): task spawns and wakes
+//!   (the spawn-site table is `crate::data::sites`).
 //!
 //! Nothing here assembles or writes: records go to the flusher (`crate::flusher`).
 
@@ -18,7 +22,8 @@ pub(crate) mod clock;
 pub(crate) mod events;
 pub(crate) mod lane;
 pub(crate) mod layer;
-pub(crate) mod overhead;
 pub(crate) mod pause;
+pub(crate) mod region;
+pub(crate) mod shared;
 pub(crate) mod subscriber;
 pub(crate) mod tokio;

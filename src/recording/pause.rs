@@ -14,7 +14,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::shared::Shared;
+use crate::recording::shared::Shared;
 
 /// The shared pause flag and the pause windows (raw clock ticks; end `u64::MAX` while paused).
 #[derive(Debug, Default)]

@@ -25,7 +25,7 @@ use tracing_core::{Event, LevelFilter, Metadata, Subscriber};
 use crate::recording::clock::ticks;
 use crate::recording::lane::local::with_local;
 use crate::recording::lane::record::{self, Record as Slot};
-use crate::shared::Shared;
+use crate::recording::shared::Shared;
 use crate::Mode;
 
 /// The profiler as a [`tracing::Subscriber`]: what [`ScopeLayer`](crate::ScopeLayer)

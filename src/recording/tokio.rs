@@ -30,7 +30,7 @@
 //! (`ScopeLayer` and `ScopeSubscriber`, whose span ids come from a counter and are never
 //! reused) call them from their span-creation and event callbacks.
 
-pub(crate) mod sites;
+pub(crate) use crate::data::sites;
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
@@ -40,7 +40,7 @@ use tracing_core::{Event, Metadata};
 
 use crate::recording::lane::local::with_local;
 use crate::recording::lane::record::Record;
-use crate::shared::Shared;
+use crate::recording::shared::Shared;
 use sites::SiteKey;
 
 /// Waker op of a callsite: not known yet.

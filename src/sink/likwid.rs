@@ -45,8 +45,8 @@ use std::sync::{Arc, Mutex, Weak};
 use tracing_core::Metadata;
 
 use crate::config::Config;
+use crate::data::rows::{LikwidRegion, LikwidResults, PhaseData};
 use crate::fasthash::FastMap;
-use crate::output::model::{LikwidRegion, LikwidResults, PhaseData};
 use crate::Error;
 
 /// Environment variable naming the LIKWID library to load.

@@ -19,7 +19,7 @@
 use tracing_core::Metadata;
 
 use crate::config::Config;
-use crate::output::model::PhaseData;
+use crate::data::rows::PhaseData;
 use crate::Error;
 
 #[cfg(feature = "cuda")]

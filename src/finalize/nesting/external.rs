@@ -60,9 +60,9 @@ impl Runs {
             let path = dir.join(format!(
                 ".scope-profiler-nest.{}.{:x}.{attempt}.tmp",
                 std::process::id(),
-                crate::recording::clock::monotonic_ns()
+                crate::data::time::monotonic_ns()
             ));
-            match crate::output::files::create_new(&path, 0o600) {
+            match crate::data::files::create_new(&path, 0o600) {
                 Ok(f) => {
                     let _ = std::fs::remove_file(&path);
                     break f;

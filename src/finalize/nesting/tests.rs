@@ -1,5 +1,5 @@
 use super::*;
-use crate::output::model::{CallRecord, Layout, PhaseData, RegionRow};
+use crate::data::rows::{CallRecord, Layout, PhaseData, RegionRow};
 
 fn row(name: &str, calls: &[(i64, i64, u32, i64)]) -> RegionRow {
     RegionRow {

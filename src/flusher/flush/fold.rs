@@ -3,13 +3,13 @@
 //! up to the watermark (see [`crate::flusher::task`]).
 
 use super::{Flusher, PhaseRegion, BATCH_KEEP, MEMORY_CALL_CAP};
+use crate::data::rows::{CallRecord, PollRecord};
 use crate::flusher::assemble::{RawCall, NO_SCHED};
-use crate::flusher::region::{RegionInfo, TokioSpan};
 use crate::flusher::sched::TaskOut;
 use crate::flusher::task::polls::TaskPoll;
 use crate::flusher::task::TaskCall;
-use crate::output::model::{CallRecord, PollRecord};
-use crate::shared::Config;
+use crate::recording::region::{RegionInfo, TokioSpan};
+use crate::recording::shared::Config;
 
 /// Whether a call of region `region` is left out: Tokio's own spans, unless asked for; a
 /// `runtime.spawn` span that is no task's (a `block_on` future, a runtime worker thread, see

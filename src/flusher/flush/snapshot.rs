@@ -4,8 +4,8 @@
 use std::sync::atomic::Ordering;
 
 use super::Flusher;
-use crate::flusher::region::RegionInfo;
-use crate::output::model::{PollRecord, RegionRow, TaskRow, ThreadRow};
+use crate::data::rows::{PollRecord, RegionRow, TaskRow, ThreadRow};
+use crate::recording::region::RegionInfo;
 
 /// One region as seen at a finalize.
 #[derive(Clone, Debug)]
@@ -34,12 +34,12 @@ pub(crate) struct Snapshot {
     /// The spool file holding this phase's calls (when writing a file).
     pub spool_phase: Option<std::path::PathBuf>,
     /// How many task rows and polls `spool_phase` holds.
-    pub spooled_lanes: crate::flusher::spool::LaneCounts,
+    pub spooled_lanes: crate::spool::LaneCounts,
     /// Calls `spool_phase` holds.
     pub spooled_calls: u64,
     /// Why the spool does not hold every call of the phase, if it does not (it keeps what
     /// it has; the statistics are whole).
-    pub spool_failure: Option<crate::flusher::spool::SpoolFailure>,
+    pub spool_failure: Option<crate::spool::SpoolFailure>,
     /// Whether this phase's calls were kept only in part (in-memory mode above its cap).
     pub calls_truncated: bool,
     /// Calls entered and not yet closed.
@@ -64,7 +64,7 @@ pub(crate) struct Snapshot {
     /// Earliest start and latest end of this phase's calls (`None` without calls).
     pub span_ns: Option<(i64, i64)>,
     /// Tokio's own instrumentation: spawn sites and counts.
-    pub tokio: crate::output::model::TokioExtra,
+    pub tokio: crate::data::rows::TokioExtra,
 }
 
 impl Flusher {
@@ -143,7 +143,7 @@ impl Flusher {
             waits: self.shared.pool.waits.load(Ordering::Relaxed),
             wait_ns: self.shared.pool.wait_ns.load(Ordering::Relaxed),
             corrupt: self.asm.corrupt,
-            tokio: crate::output::model::TokioExtra {
+            tokio: crate::data::rows::TokioExtra {
                 sites: (self.shared.tokio.sites.since(0).into_iter())
                     .map(|(_, s)| s)
                     .collect(),

@@ -7,7 +7,7 @@
 //! spawn (or first poll), end of its last poll once it ended (-1 before), polls, busy time,
 //! idle plus scheduled time.
 
-use crate::output::model::TaskSched;
+use crate::data::rows::{PollTotals, TaskSched};
 
 /// One settled poll of a task, in ns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,33 +25,6 @@ pub(crate) struct TaskPoll {
     pub first_delay_ns: Option<i64>,
     /// The spawn (the first poll only, when known).
     pub spawn_ns: Option<i64>,
-}
-
-/// A task's polls folded into one row.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct PollTotals {
-    /// The row's columns (`polls < 0`: no poll seen).
-    pub sched: TaskSched,
-    /// The spawn, when in this row (-1: not).
-    pub spawn_ns: i64,
-    /// Start of the row's first poll (-1: none).
-    pub first_ns: i64,
-    /// End of its last poll (-1: none).
-    pub last_ns: i64,
-    /// The task has ended.
-    pub ended: bool,
-}
-
-impl Default for PollTotals {
-    fn default() -> Self {
-        PollTotals {
-            sched: TaskSched::default(),
-            spawn_ns: -1,
-            first_ns: -1,
-            last_ns: -1,
-            ended: false,
-        }
-    }
 }
 
 impl PollTotals {
@@ -120,40 +93,5 @@ impl PollTotals {
             s.busy_ns.max(0),
             (s.idle_ns + s.scheduled_ns).max(0),
         )
-    }
-
-    /// The values the spool keeps of them, in order (see [`Self::from_spool`]).
-    pub(crate) fn to_spool(self) -> [i64; 10] {
-        let s = &self.sched;
-        [
-            i64::from(s.site),
-            s.polls,
-            s.busy_ns,
-            s.idle_ns,
-            s.scheduled_ns,
-            s.first_poll_delay_ns,
-            self.spawn_ns,
-            self.first_ns,
-            self.last_ns,
-            i64::from(self.ended),
-        ]
-    }
-
-    /// Back from [`Self::to_spool`]'s values.
-    pub(crate) fn from_spool(v: &[i64; 10]) -> PollTotals {
-        PollTotals {
-            sched: TaskSched {
-                site: u32::try_from(v[0]).unwrap_or(0),
-                polls: v[1],
-                busy_ns: v[2],
-                idle_ns: v[3],
-                scheduled_ns: v[4],
-                first_poll_delay_ns: v[5],
-            },
-            spawn_ns: v[6],
-            first_ns: v[7],
-            last_ns: v[8],
-            ended: v[9] != 0,
-        }
     }
 }

@@ -97,8 +97,8 @@ pub(crate) fn assert_offsets_kept(file: &Path, offsets: &[(i64, i64)]) {
 #[cfg(feature = "mpi")]
 #[test]
 fn ten_thousand_ranks_of_clock_offsets_fit_the_relay_metadata() {
+    use crate::data::rows::{CallRecord, Layout, PhaseData, RegionRow};
     use crate::output::hdf5::{write_phase, WriteOptions};
-    use crate::output::model::{CallRecord, Layout, PhaseData, RegionRow};
     let dir = tempfile::tempdir().unwrap();
     let part = dir.path().join("part.h5");
     let mut row = RegionRow::new("solve");

@@ -13,10 +13,10 @@ use std::path::Path;
 
 use ::hdf5::File;
 
+use crate::data::rows::PhaseData;
 use crate::output::hdf5::aux::write_aux;
 use crate::output::hdf5::lines::write_lines;
 use crate::output::hdf5::{create_temp, Ctx};
-use crate::output::model::PhaseData;
 use crate::Error;
 
 /// Whether `data` has anything for a mini part.
@@ -66,7 +66,7 @@ pub(super) fn add(ctx: &Ctx<'_>, f: &File, rank: u32, bytes: &[u8]) -> Result<()
     }
     let copy = crate::mpi::part_name(ctx.path, rank, "aux");
     let _ = std::fs::remove_file(&copy);
-    let kept = crate::output::files::create_new(&copy, 0o600)
+    let kept = crate::data::files::create_new(&copy, 0o600)
         .and_then(|mut file| std::io::Write::write_all(&mut file, bytes));
     let result = kept
         .map_err(|source| Error::Io {

@@ -44,9 +44,9 @@ use self::shape::{Info, Shape, Union};
 use self::skeleton::{Plan, Skeleton};
 use super::layout::{decode_strs, encode_strs, Counts, Names, Place};
 use super::relay::{mpi_err, Mpi, Outcome};
+use crate::data::rows::PhaseData;
 use crate::output::events::Scan;
 use crate::output::hdf5::{Ctx, WriteOptions};
-use crate::output::model::PhaseData;
 use crate::Error;
 
 /// The most failing ranks named in an error.
@@ -150,12 +150,12 @@ pub(crate) fn publish(
 ) -> Result<PathBuf, Error> {
     let outcome = if m.rank == 0 {
         let renamed = if opts.no_replace {
-            crate::output::files::rename_noreplace(tmp, candidate)
+            crate::data::files::rename_noreplace(tmp, candidate)
         } else {
             std::fs::rename(tmp, candidate)
         };
         let synced = renamed.and_then(|()| match opts.durable {
-            true => crate::output::files::sync_dir(candidate),
+            true => crate::data::files::sync_dir(candidate),
             false => Ok(()),
         });
         match synced {
@@ -274,7 +274,7 @@ fn sync(tmp: &Path, durable: bool) -> Result<(), String> {
     if !durable {
         return Ok(());
     }
-    crate::output::files::open_nofollow(tmp)
+    crate::data::files::open_nofollow(tmp)
         .and_then(|f| f.sync_all())
         .map_err(|e| format!("syncing {}: {e}", tmp.display()))
 }

@@ -3,10 +3,10 @@
 //! the widths of its strings (both reduced to their maximum over ranks: the file's
 //! [`Union`]), and, to rank 0 only, its region names, host name and poll counts ([`Info`]).
 
+use crate::data::rows::PhaseData;
 use crate::mpi::layout::{decode_strs, encode_strs, Counts};
 use crate::output::events::{Optional, Scan};
 use crate::output::hdf5::lanes::{coro_name, task_name};
-use crate::output::model::PhaseData;
 
 use super::fixed::width_of;
 

@@ -19,12 +19,12 @@ use ::hdf5::{File, Group, H5Type};
 
 use super::fixed;
 use super::shape::{Polls, Union, STRING_COLS};
+use crate::data::rows::PhaseData;
 use crate::mpi::layout::Counts;
 use crate::mpi::merge::lanes::{TASK_I64, THREAD_I64};
 use crate::output::events::{column_names, SummaryRow};
 use crate::output::hdf5::lanes::OWN_GROUP;
 use crate::output::hdf5::{create_temp, write_metadata, Ctx};
-use crate::output::model::PhaseData;
 use crate::Error;
 
 /// What rank 0 knows of the whole file before it creates it.
@@ -211,8 +211,8 @@ fn num<T: H5Type>(ctx: &Ctx<'_>, g: &Group, name: &str, n: u64) -> Result<(), Er
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::rows::{Layout, RegionRow};
     use crate::mpi::merge::tests::{assert_offsets_kept, ten_thousand_offsets};
-    use crate::output::model::{Layout, RegionRow};
 
     /// Rank 0's serial pass for 10 000 ranks: the clock offsets stay whole in `metadata` (read
     /// back by this crate and the Python reader), and every dataset has its full length.

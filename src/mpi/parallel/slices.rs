@@ -17,6 +17,7 @@ use ::hdf5::{File, H5Type};
 
 use super::fixed;
 use super::shape::{has_tasks, has_threads, source_text, Union, TAGS, TASK_KIND};
+use crate::data::rows::PhaseData;
 use crate::mpi::layout::Place;
 use crate::mpi::merge::lanes::{TASK_I64, THREAD_I64};
 use crate::output::events::{column_names, write_events_at, Scan, SummaryRow};
@@ -24,7 +25,6 @@ use crate::output::hdf5::lanes::{
     coro_name, task_name, LaneCol, OWN_GROUP, POLL_COLS, TASK_COLS, THREAD_COLS,
 };
 use crate::output::hdf5::{exclusive_totals, Ctx};
-use crate::output::model::PhaseData;
 use crate::Error;
 
 /// Rows per write of a lane or poll column.

@@ -1,5 +1,5 @@
 use super::*;
-use crate::output::model::{Layout, RegionRow};
+use crate::data::rows::{Layout, RegionRow};
 
 /// A phase of nested calls on three threads, in completion order, held in memory.
 fn phase(roots: i64) -> PhaseData {

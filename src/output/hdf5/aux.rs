@@ -23,8 +23,8 @@ use std::path::Path;
 
 use ::hdf5::{File, Group};
 
+use crate::data::rows::{LikwidResults, PerfTotals, PhaseData};
 use crate::output::hdf5::ctx::Ctx;
-use crate::output::model::{LikwidResults, PerfTotals, PhaseData};
 use crate::Error;
 
 /// Writes `rank0/perf_events` and `rank0/likwid` when `data` has them (errors name `target`).
@@ -58,7 +58,7 @@ pub(crate) fn append_aux(
 ) -> Result<(), Error> {
     let ctx = Ctx { path };
     let same = || {
-        crate::output::files::identity(path)
+        crate::data::files::identity(path)
             .map(|(dev, ino, file)| file && (dev, ino) == published)
             .unwrap_or(false)
     };
@@ -166,7 +166,7 @@ pub(crate) mod tests {
     use tracing_subscriber::prelude::*;
 
     use super::*;
-    use crate::output::model::LikwidRegion;
+    use crate::data::rows::LikwidRegion;
 
     #[test]
     fn escapes_separators_dots_and_collisions() {

@@ -21,7 +21,7 @@
 use ::hdf5::File;
 
 use super::ctx::Ctx;
-use crate::output::model::{PhaseData, PollRecord, TaskRow, ThreadRow};
+use crate::data::rows::{PhaseData, PollRecord, TaskRow, ThreadRow};
 use crate::Error;
 
 /// Name of this crate's own group.

@@ -9,7 +9,7 @@
 use ::hdf5::{File, Group};
 
 use super::ctx::Ctx;
-use crate::output::model::PhaseExtra;
+use crate::data::rows::PhaseExtra;
 use crate::Error;
 
 /// Writes `rank0/line_profile` when the phase has line profiles.

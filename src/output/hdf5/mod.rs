@@ -34,11 +34,11 @@ use ::hdf5::{File, Group};
 #[cfg(test)]
 use super::events::summarize;
 use super::events::{self, Scan, SummaryRow};
+use crate::data::rows::{Layout, PhaseData, RegionRow};
 use crate::error::Error;
 pub(crate) use crate::output::hdf5::ctx::Ctx;
 #[cfg(test)]
 use crate::output::hdf5::ctx::{truncate, MAX_ATTR_CHARS, TRUNCATION_MARKER};
-use crate::output::model::{Layout, PhaseData, RegionRow};
 
 /// Options for writing one profile file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -96,7 +96,7 @@ pub(crate) fn write_scanned(
         Some(p) => (p.tmp, p.file, p.created, true),
         None => {
             let (tmp, file) = create_temp(path)?;
-            let created = crate::output::files::identity(&tmp).ok();
+            let created = crate::data::files::identity(&tmp).ok();
             (tmp, file, created, false)
         }
     };
@@ -105,7 +105,7 @@ pub(crate) fn write_scanned(
         .and_then(|()| publish(&tmp, created, path, opts));
     if result.is_err() {
         // Only ever our own file: `publish` checked, or the write never got that far.
-        if crate::output::files::identity(&tmp).ok() == created {
+        if crate::data::files::identity(&tmp).ok() == created {
             let _ = std::fs::remove_file(&tmp);
         }
     }
@@ -140,7 +140,7 @@ pub(crate) fn create_temp(path: &Path) -> Result<(PathBuf, File), Error> {
                 "a temporary file is in the way",
             );
             if m.file_type().is_symlink() || attempts >= 16 {
-                return Err(output_err(crate::output::files::explain(&tmp, e)));
+                return Err(output_err(crate::data::files::explain(&tmp, e)));
             }
             attempts += 1;
             continue;
@@ -160,7 +160,7 @@ pub(crate) fn create_temp(path: &Path) -> Result<(PathBuf, File), Error> {
             let _ = std::fs::remove_file(&tmp);
         }
         // HDF5's message is opaque: find the real cause with a plain exclusive create.
-        return match crate::output::files::create_new(&tmp, 0o600) {
+        return match crate::data::files::create_new(&tmp, 0o600) {
             Ok(_) => {
                 let _ = std::fs::remove_file(&tmp);
                 Err(Error::Hdf5 {
@@ -181,7 +181,7 @@ pub(crate) fn remove_stale_temps(path: &Path) -> usize {
         return 0;
     };
     let prefix = format!(".{}.", name.to_string_lossy());
-    let Ok(entries) = std::fs::read_dir(crate::output::files::dir_of(path)) else {
+    let Ok(entries) = std::fs::read_dir(crate::data::files::dir_of(path)) else {
         return 0;
     };
     let mut removed = 0;
@@ -231,7 +231,7 @@ fn publish(
         }
     };
     let now =
-        crate::output::files::identity(tmp).map_err(io_err("checking the temporary profile"))?;
+        crate::data::files::identity(tmp).map_err(io_err("checking the temporary profile"))?;
     if created != Some(now) || !now.2 {
         return Err(io_err("checking the temporary profile")(io::Error::other(
             format!(
@@ -241,19 +241,19 @@ fn publish(
         )));
     }
     if opts.durable {
-        let f = crate::output::files::open_nofollow(tmp).map_err(io_err("syncing the profile"))?;
+        let f = crate::data::files::open_nofollow(tmp).map_err(io_err("syncing the profile"))?;
         f.sync_all().map_err(io_err("syncing the profile"))?;
-        crate::output::files::sync_dir(path).map_err(io_err("syncing the profile's directory"))?;
+        crate::data::files::sync_dir(path).map_err(io_err("syncing the profile's directory"))?;
     }
     crate::checkpoint::reach("rename");
     let renamed = if opts.no_replace {
-        crate::output::files::rename_noreplace(tmp, path)
+        crate::data::files::rename_noreplace(tmp, path)
     } else {
         std::fs::rename(tmp, path)
     };
     renamed.map_err(io_err("publishing the profile (rename)"))?;
     if opts.durable {
-        crate::output::files::sync_dir(path).map_err(io_err("syncing the profile's directory"))?;
+        crate::data::files::sync_dir(path).map_err(io_err("syncing the profile's directory"))?;
     }
     Ok(())
 }

@@ -14,8 +14,8 @@ use ::hdf5::File;
 
 use super::ctx::Ctx;
 use super::lanes::{write_lanes, Lanes};
+use crate::data::rows::PhaseData;
 use crate::error::Error;
-use crate::output::model::PhaseData;
 
 /// The temporary file of a profile whose lane tables are already written.
 #[derive(Debug)]
@@ -47,7 +47,7 @@ impl Staged {
         lanes: Lanes<'_>,
     ) -> Result<Staged, Error> {
         let (tmp, file) = super::create_temp(target)?;
-        let created = crate::output::files::identity(&tmp).ok();
+        let created = crate::data::files::identity(&tmp).ok();
         let staged = Staged {
             parts: Some(Parts { tmp, file, created }),
         };
@@ -79,7 +79,7 @@ impl Drop for Staged {
             let Parts { tmp, file, created } = p;
             drop(file);
             // Only ever our own file.
-            if crate::output::files::identity(&tmp).ok() == created {
+            if crate::data::files::identity(&tmp).ok() == created {
                 let _ = std::fs::remove_file(&tmp);
             }
         }

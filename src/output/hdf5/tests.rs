@@ -3,8 +3,8 @@
 //! reader (`scripts/check_h5.py`, `scope-profiler inspect`).
 
 use super::*;
-use crate::flusher::stats::Stats;
-use crate::output::model::CallRecord;
+use crate::data::rows::CallRecord;
+use crate::data::stats::Stats;
 use ::hdf5::filters::Filter;
 use ::hdf5::types::TypeDescriptor;
 use ::hdf5::types::VarLenUnicode;
@@ -480,9 +480,9 @@ fn stale_temp_file_is_skipped() {
 
 #[test]
 fn a_staged_file_is_completed_at_its_target_or_removed() {
+    use crate::data::rows::{PollRecord, TaskRow};
     use crate::output::hdf5::lanes::Lanes;
     use crate::output::hdf5::staged::Staged;
-    use crate::output::model::{PollRecord, TaskRow};
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("staged.h5");
     let mut data = nested();

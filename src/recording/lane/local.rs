@@ -9,7 +9,7 @@ use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering;
 
 use super::writer::Writer;
-use crate::shared::Shared;
+use crate::recording::shared::Shared;
 
 thread_local! {
     /// (layer uid, writer) of the layer this thread wrote to last.

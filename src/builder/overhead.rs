@@ -20,21 +20,9 @@ use std::sync::Arc;
 
 use tracing_subscriber::prelude::*;
 
+use crate::data::report::SelfCost;
 use crate::recording::clock::Clock;
-use crate::shared::{Config, Shared};
-
-/// The measured cost of the profiler on this machine.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct SelfCost {
-    /// What one recorded call (create, enter, exit, close) adds to its parent, ns.
-    pub ns_per_call: f64,
-    /// What one poll (enter + exit of an existing span) adds, ns.
-    pub ns_per_poll: f64,
-    /// Smallest step between two clock reads, ns.
-    pub clock_resolution_ns: f64,
-    /// The clock the hot path reads.
-    pub clock_source: String,
-}
+use crate::recording::shared::{Config, Shared};
 
 const BATCH: u32 = 1_250;
 const BATCHES: u32 = 8;
@@ -100,7 +88,10 @@ fn probe_here(config: Config, front: crate::builder::FrontEnd) -> Option<SelfCos
         }
     });
     let shared = Arc::new(Shared::new(config, None));
-    let guard = crate::finalize::guard::FlushGuard::start(shared.clone()).ok()?;
+    // The probe is one process's: no MPI (`()` without the `mpi` feature).
+    #[allow(clippy::let_unit_value)]
+    let no_mpi = crate::mpi::Handle::default();
+    let guard = crate::finalize::guard::FlushGuard::start(shared.clone(), no_mpi).ok()?;
     let dispatch = match front {
         crate::builder::FrontEnd::Layer => tracing::Dispatch::new(
             tracing_subscriber::registry().with(crate::recording::layer::ScopeLayer::new(shared)),

@@ -1,7 +1,6 @@
 //! What a finalize returns: per-region statistics of the calls completed in this phase.
 
-use crate::flusher::flush::RegionSnapshot;
-use crate::output::model::PerfTotals;
+use crate::data::rows::PerfTotals;
 
 /// Exact statistics of one region's calls completed since the previous finalize.
 ///
@@ -67,7 +66,7 @@ impl RegionStats {
 
     /// A region named `name` with the statistics `st` (lifetime calls = this phase's), no
     /// source location, no device time and no perf totals.
-    pub(crate) fn new(name: &str, st: &crate::flusher::stats::Stats) -> RegionStats {
+    pub(crate) fn new(name: &str, st: &crate::data::stats::Stats) -> RegionStats {
         RegionStats {
             name: name.to_owned(),
             calls: st.count,
@@ -88,25 +87,12 @@ impl RegionStats {
     /// A test region: `calls` calls taking `total_ns` in all (the other statistics 0).
     #[cfg(test)]
     pub(crate) fn of_total(name: &str, calls: u64, total_ns: u64) -> RegionStats {
-        let st = crate::flusher::stats::Stats {
+        let st = crate::data::stats::Stats {
             count: calls,
             total: total_ns,
             ..Default::default()
         };
         RegionStats::new(name, &st)
-    }
-
-    /// The statistics of a region as the flusher reported it (perf totals come later, from
-    /// [`Self::set_perf`], once the sinks have finalized).
-    pub(crate) fn from_snapshot(s: &RegionSnapshot) -> RegionStats {
-        RegionStats {
-            file: (!s.row.file.is_empty()).then(|| s.row.file.clone()),
-            line: u32::try_from(s.row.line).ok(),
-            lifetime_calls: s.lifetime_calls,
-            gpu_calls: s.row.gpu_count,
-            gpu_total_ns: s.row.gpu_total.max(0) as u64,
-            ..RegionStats::new(&s.row.name, &s.row.stats)
-        }
     }
 }
 
@@ -171,20 +157,20 @@ pub struct Report {
     pub(crate) in_flight: u64,
     pub(crate) wall_ns: u64,
     pub(crate) warnings: Vec<String>,
-    pub(crate) tree: Option<Vec<crate::finalize::nesting::TreeRow>>,
+    pub(crate) tree: Option<Vec<crate::data::scan::TreeRow>>,
     /// Why the summary is a flat table rather than the call tree (`None`: a tree, or none was
     /// asked for).
     pub(crate) flat: Option<Flat>,
     pub(crate) file: Option<std::path::PathBuf>,
-    pub(crate) overhead: Option<crate::recording::overhead::SelfCost>,
+    pub(crate) overhead: Option<crate::data::report::SelfCost>,
     /// Rank 0 of a multi-rank run: every region's spread over ranks.
-    pub(crate) ranks: Vec<crate::mpi::RankSpread>,
+    pub(crate) ranks: Vec<crate::data::spread::RankSpread>,
     /// Calls of this phase whose per-call detail the spool lost.
     pub(crate) detail_lost: Option<DetailLost>,
     /// A multi-rank run: how its file was written.
-    pub(crate) mpi_write: Option<crate::mpi::MpiWrite>,
+    pub(crate) mpi_write: Option<crate::data::spread::MpiWrite>,
     /// Tokio tasks' time (Tokio's own instrumentation), when the phase has any.
-    pub(crate) tasks: Option<crate::output::tasks::TaskSummary>,
+    pub(crate) tasks: Option<crate::data::tasks::TaskSummary>,
 }
 
 impl Report {
@@ -197,7 +183,7 @@ impl Report {
     /// On rank 0 of a multi-rank run ([`Builder::mpi`](crate::Builder::mpi)): every region's
     /// calls and total time on each rank, with min/mean/max and the imbalance; empty on other
     /// ranks and in single-process runs.
-    pub fn ranks(&self) -> &[crate::mpi::RankSpread] {
+    pub fn ranks(&self) -> &[crate::data::spread::RankSpread] {
         &self.ranks
     }
 
@@ -205,7 +191,7 @@ impl Report {
     /// phase's file was written, in parallel through MPI-IO (feature `mpio`) or gathered by the
     /// token relay; also `metadata/mpi_write` in the file. `None` in single-process runs and
     /// when no file was written.
-    pub fn mpi_write(&self) -> Option<crate::mpi::MpiWrite> {
+    pub fn mpi_write(&self) -> Option<crate::data::spread::MpiWrite> {
         self.mpi_write
     }
 
@@ -214,13 +200,13 @@ impl Report {
     /// [`track_async(true)`](crate::Builder::track_async)): the tasks of this phase with the most
     /// scheduled time (woken, waiting for a worker), most first, at most ten; empty without
     /// the instrumentation. The summary's tasks box lists them; see `docs/latency.md`.
-    pub fn tasks(&self) -> &[crate::TaskStats] {
+    pub fn tasks(&self) -> &[crate::data::tasks::TaskStats] {
         self.tasks.as_ref().map_or(&[], |t| &t.top)
     }
 
     /// How many tasks [`tasks`](Self::tasks) chose from, and their sums (name `all N
     /// tasks`); `None` without Tokio's instrumentation.
-    pub fn all_tasks(&self) -> Option<(u64, &crate::TaskStats)> {
+    pub fn all_tasks(&self) -> Option<(u64, &crate::data::tasks::TaskStats)> {
         self.tasks.as_ref().map(|t| (t.tasks, &t.all))
     }
 
@@ -310,4 +296,17 @@ impl Report {
     pub fn wall_ns(&self) -> u64 {
         self.wall_ns
     }
+}
+
+/// The measured cost of the profiler on this machine.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct SelfCost {
+    /// What one recorded call (create, enter, exit, close) adds to its parent, ns.
+    pub ns_per_call: f64,
+    /// What one poll (enter + exit of an existing span) adds, ns.
+    pub ns_per_poll: f64,
+    /// Smallest step between two clock reads, ns.
+    pub clock_resolution_ns: f64,
+    /// The clock the hot path reads.
+    pub clock_source: String,
 }

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 
 use super::loss::{self, CallSpan, Rotated, SpoolFailure};
 use super::{create_file, SpoolWriter};
-use crate::flusher::stats::Stats;
-use crate::output::model::ThreadRow;
+use crate::data::rows::ThreadRow;
+use crate::data::stats::Stats;
 
 impl SpoolWriter {
     /// Makes sure the phase has a file: moves an earlier phase's file that is still at the
@@ -20,7 +20,7 @@ impl SpoolWriter {
         if let Some((phase, old)) = self.leftover.take() {
             if loss::still_at(&self.path, &old) {
                 let aside = self.phase_path(phase);
-                if let Err(e) = crate::output::files::rename_noreplace(&self.path, &aside) {
+                if let Err(e) = crate::data::files::rename_noreplace(&self.path, &aside) {
                     self.leftover = Some((phase, old));
                     return Err(("moving an earlier phase's spool aside", e));
                 }

@@ -15,7 +15,7 @@ use std::path::Path;
 
 use super::read::{poll_runs, polls, tasks, Cursor};
 use super::{TAG_POLLS, TAG_POLL_RUNS, TAG_TASKS};
-use crate::output::model::{PollRecord, TaskRow};
+use crate::data::rows::{PollRecord, TaskRow};
 
 /// Bytes read at a time.
 const BLOCK: usize = 4 << 20;

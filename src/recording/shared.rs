@@ -6,10 +6,10 @@ use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub(crate) use crate::config::Config;
-use crate::flusher::region::Callsites;
 use crate::recording::clock::Clock;
 use crate::recording::lane::pool::{Policy, Pool};
 use crate::recording::lane::Lane;
+use crate::recording::region::Callsites;
 use crate::sink::Sinks;
 
 /// State shared by one layer, its lanes, its flusher and its guard.
@@ -37,9 +37,6 @@ pub(crate) struct Shared {
     pub failure: Mutex<Option<String>>,
     /// The configured sinks, if any.
     pub sinks: Option<Sinks>,
-    /// This rank's MPI, with `Builder::mpi`.
-    #[cfg(feature = "mpi")]
-    pub mpi: Option<crate::mpi::relay::Mpi>,
     /// CPU time (ns) the flusher thread has used, updated after each of its drains.
     pub flusher_cpu_ns: AtomicI64,
     /// Complete drains the flusher has done.
@@ -51,7 +48,7 @@ pub(crate) struct Shared {
     /// Tokio's own callsites and spawn sites (`--cfg tokio_unstable`).
     pub tokio: crate::recording::tokio::TokioSites,
     /// The profiler's own cost, measured at `build()` (None when disabled).
-    pub overhead: Option<crate::recording::overhead::SelfCost>,
+    pub overhead: Option<crate::data::report::SelfCost>,
     /// Where the flusher publishes the live metrics, when they are on.
     #[cfg(feature = "prometheus")]
     pub metrics: Option<Arc<crate::metrics::Hub>>,
@@ -88,8 +85,6 @@ impl Shared {
             lost: AtomicU64::new(0),
             failure: Mutex::new(None),
             sinks,
-            #[cfg(feature = "mpi")]
-            mpi: None,
             flusher_cpu_ns: AtomicI64::new(0),
             flusher_drains: AtomicU64::new(0),
             pause: Default::default(),

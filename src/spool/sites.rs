@@ -3,7 +3,7 @@
 //! poll frames look for scheduled time.
 
 use super::{frame, put_str, SpoolWriter, TAG_SITES};
-use crate::recording::tokio::sites::SiteInfo;
+use crate::data::sites::SiteInfo;
 
 impl SpoolWriter {
     /// Calls and polls may carry scheduled time from now on (Tokio's instrumentation is on).

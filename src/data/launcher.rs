@@ -3,6 +3,8 @@
 //! detected at `build()`, and each rank then writes `<stem>.rank<N>.h5` instead; one line on
 //! stderr says so. [`merge_ranks`](crate::merge_ranks) joins the files afterwards.
 
+use std::path::{Path, PathBuf};
+
 /// The launcher variables, in the order they are tried: `(rank, size)` pairs.
 const VARS: [(&str, &str); 4] = [
     ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),
@@ -46,7 +48,7 @@ pub(crate) fn per_rank_output(
     env: impl Fn(&str) -> Option<String>,
 ) -> Option<(std::path::PathBuf, String)> {
     let d = detect(env)?;
-    let path = super::rank_path(output, d.rank);
+    let path = rank_path(output, d.rank);
     let size = d.size.map_or_else(String::new, |s| format!(" of {s}"));
     let line = format!(
         "scope-profiler: MPI launcher detected ({}={}{size}) without the `mpi` feature; this \
@@ -56,6 +58,17 @@ pub(crate) fn per_rank_output(
         path.display()
     );
     Some((path, line))
+}
+
+/// `<stem>.rank<N>.<ext>` beside `output`: a rank's own file (launcher mode) and the base
+/// name of its spool (both modes), so `recover` names the rank.
+pub(crate) fn rank_path(output: &Path, rank: u32) -> PathBuf {
+    let stem = output.file_stem().unwrap_or_default().to_string_lossy();
+    let name = match output.extension() {
+        Some(ext) => format!("{stem}.rank{rank}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.rank{rank}"),
+    };
+    output.with_file_name(name)
 }
 
 #[cfg(test)]

@@ -13,10 +13,10 @@
 //! | 8 | calls | `region` u32, `n` u32, `varying` u8 (bit 0 thread, 1 task, 2 await, 3 gpu), then each column that does not vary in the frame once (`thread`, `task`, `await`, `gpu`, those whose bit is clear), then n x (`start - previous start`, `dur`, and the varying columns), every value a zigzag LEB128 varint: a sync span's call on one thread costs its start and duration, 3-4 bytes; then, only when a call of the frame ran in a Tokio task with a timeline, n x `scheduled` (-1 = none) |
 //! | 3 | threads | `n` u32, then n x (`index` u32, `native_id` i64, `start` i64, `end` i64, `cpu` i64, `name` str): rows of the thread table; a later row of the same index replaces an earlier one (an exited thread's row is written once, when it exits; live threads' rows at every flush) |
 //! | 4 | aggregate | `n` u32, then n x (`region` u32, `count` u64, `total` u64, `min` u64, `max` u64, `mean` f64, `m2` f64) |
-//! | 5 | tasks | `n` u32, then n x (`index`, `tokio_id`, `thread_index`, `created`, `done`, `steps`, `running`, `suspended`, `root_region` (-1 = none)), each a zigzag LEB128 varint: rows of tasks retired during the phase (see [`crate::flusher::task`]); then, only when a row has polls from Tokio's instrumentation, n x the ten values of [`crate::flusher::task::polls::PollTotals::to_spool`] |
+//! | 5 | tasks | `n` u32, then n x (`index`, `tokio_id`, `thread_index`, `created`, `done`, `steps`, `running`, `suspended`, `root_region` (-1 = none)), each a zigzag LEB128 varint: rows of tasks retired during the phase (see [`crate::flusher::task`]); then, only when a row has polls from Tokio's instrumentation, n x the ten values of [`crate::data::rows::PollTotals::to_spool`] |
 //! | 6 | polls (read, no longer written) | `n` u32, then n x (`region`, `start - previous start`, `dur`, `thread`, `task`), each a zigzag LEB128 varint |
 //! | 7 | polls in runs | `n` u32, then runs until n polls: `len`, `region`, `thread`, `task - previous run's task`, then len x (`start - previous start`, `dur`); every value a zigzag LEB128 varint. A run is consecutive polls of one region, thread and task (a span polled in a loop, a sync span's one poll per call under `track_async`): those three cost nothing per poll; then, only when a poll of the frame has one (a Tokio task's, see [`crate::flusher::sched`]), n x `scheduled` in poll order (-1 = none) |
-//! | 9 | sites | `n` u32, then n x (`id` u32, `line` u32, `col` u32, `name` str, `file` str): Tokio spawn sites (see [`crate::recording::tokio::sites`]) |
+//! | 9 | sites | `n` u32, then n x (`id` u32, `line` u32, `col` u32, `name` str, `file` str): Tokio spawn sites (see [`crate::data::sites`]) |
 //!
 //! A frame cut short by a crash is ignored on reading. The flusher writes frames at every
 //! flush interval (and whenever 1 MiB is buffered; fsynced with `durable`); each finalize moves
@@ -31,12 +31,13 @@
 //! as there is room again (see [`loss`]); the statistics, folded by the flusher before
 //! anything is spooled, are never affected.
 
+pub(crate) use crate::data::rows::LaneCounts;
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::flusher::stats::Stats;
-use crate::output::model::{CallRecord, PollRecord, ThreadRow};
+use crate::data::rows::{CallRecord, PollRecord, ThreadRow};
+use crate::data::stats::Stats;
 use loss::CallSpan;
 
 const MAGIC: &[u8; 8] = b"SPRSPOL1";
@@ -120,7 +121,7 @@ pub(crate) struct SpoolWriter {
     /// for it (without it they never do, at no cost per record).
     sched_columns: bool,
     /// Tokio spawn sites declared, and those written (in `buf` or on disk) and on disk.
-    sites: Vec<(u32, crate::recording::tokio::sites::SiteInfo)>,
+    sites: Vec<(u32, crate::data::sites::SiteInfo)>,
     written_sites: usize,
     sites_on_disk: usize,
     /// This phase's first error, and what was being done.
@@ -137,13 +138,6 @@ pub(crate) struct SpoolWriter {
     durable: bool,
 }
 
-/// How many task rows and polls a spool phase holds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct LaneCounts {
-    pub tasks: u64,
-    pub polls: u64,
-}
-
 impl LaneCounts {
     fn total(&self) -> u64 {
         self.tasks + self.polls
@@ -152,10 +146,10 @@ impl LaneCounts {
 
 /// Creates a spool file: never through a link, mode 0600, locked against a second process.
 fn create_file(path: &Path) -> io::Result<File> {
-    let file = crate::output::files::create_new(path, 0o600)?;
+    let file = crate::data::files::create_new(path, 0o600)?;
     // The lock tells a later run that this spool belongs to a live process (see
     // `crate::finalize::recover`); a file system without locks is no reason to stop.
-    let _ = crate::output::files::try_lock(&file);
+    let _ = crate::data::files::try_lock(&file);
     Ok(file)
 }
 
@@ -193,7 +187,7 @@ impl SpoolWriter {
             durable,
         };
         if durable {
-            if let Err(e) = crate::output::files::sync_dir(&w.path) {
+            if let Err(e) = crate::data::files::sync_dir(&w.path) {
                 w.fail("syncing the spool's directory", e);
             }
         }
@@ -340,7 +334,7 @@ impl SpoolWriter {
     }
 
     /// Buffers the rows of retired tasks (one frame).
-    pub(crate) fn tasks(&mut self, rows: &[crate::flusher::task::TaskTotals]) {
+    pub(crate) fn tasks(&mut self, rows: &[crate::data::rows::TaskTotals]) {
         if rows.is_empty() {
             return;
         }
@@ -593,6 +587,7 @@ fn frame(buf: &mut Vec<u8>, tag: u8, payload: &[u8]) {
 mod follow;
 pub(crate) mod loss;
 mod phase;
+mod phase_data;
 mod read;
 mod sites;
 pub(crate) use follow::LaneFollower;

@@ -154,7 +154,7 @@ pub(crate) fn check_writable(path: &Path) -> Result<(), Error> {
     let probe = dir.join(format!(
         ".scope-profiler-probe.{}.{:x}",
         std::process::id(),
-        crate::recording::clock::monotonic_ns()
+        crate::data::time::monotonic_ns()
     ));
     std::fs::OpenOptions::new()
         .write(true)

@@ -111,7 +111,7 @@ fn polls_and_retired_task_rows_round_trip() {
     for p in &polls {
         w.poll(*p);
     }
-    let task = crate::flusher::task::TaskTotals {
+    let task = crate::data::rows::TaskTotals {
         index: 4,
         tokio_id: 1 << 40,
         thread_index: 1,
@@ -171,7 +171,7 @@ fn a_follower_reads_the_lanes_of_a_spool_while_it_grows() {
     let path = dir.path().join("s");
     let mut w = SpoolWriter::create(path.clone(), header(), false).unwrap();
     w.region(0, "r", "", -1);
-    let task = |k: i64| crate::flusher::task::TaskTotals {
+    let task = |k: i64| crate::data::rows::TaskTotals {
         index: k,
         tokio_id: 1_000_000_007 * k as u64,
         thread_index: 1,
@@ -322,8 +322,9 @@ fn a_read_only_directory_keeps_the_phase_in_place() {
 
 #[test]
 fn tokio_scheduling_data_round_trips_and_rotates_with_its_sites() {
-    use crate::flusher::task::polls::{PollTotals, TaskPoll};
-    use crate::recording::tokio::sites::SiteInfo;
+    use crate::data::rows::PollTotals;
+    use crate::data::sites::SiteInfo;
+    use crate::flusher::task::polls::TaskPoll;
     let dir = tempfile::tempdir().unwrap();
     let path = spool_path(&dir.path().join("t.h5"));
     let mut w = SpoolWriter::create(path.clone(), header(), false).unwrap();
@@ -367,7 +368,7 @@ fn tokio_scheduling_data_round_trips_and_rotates_with_its_sites() {
         spawn_ns: Some(88),
     });
     polls.end(1, Some(130));
-    let task = crate::flusher::task::TaskTotals {
+    let task = crate::data::rows::TaskTotals {
         index: 0,
         tokio_id: 9,
         thread_index: 0,

@@ -10,9 +10,9 @@ use super::{
     Header, SpoolRegion, MAGIC, TAG_AGGREGATE, TAG_CALLS, TAG_CALL_COLUMNS, TAG_HEADER, TAG_POLLS,
     TAG_POLL_RUNS, TAG_REGION, TAG_SITES, TAG_TASKS, TAG_THREADS,
 };
-use crate::flusher::stats::Stats;
-use crate::output::model::{CallRecord, PollRecord, TaskRow, ThreadRow};
-use crate::recording::tokio::sites::SiteInfo;
+use crate::data::rows::{CallRecord, PollRecord, TaskRow, ThreadRow};
+use crate::data::sites::SiteInfo;
+use crate::data::stats::Stats;
 
 /// Reads a zigzag LEB128 varint.
 #[inline]
@@ -486,7 +486,7 @@ pub(super) fn tasks(r: &mut Cursor<'_>, rows: &mut Vec<TaskRow>) -> Option<()> {
                 *x = get_varint(d, &mut at)?;
             }
         }
-        let totals = crate::flusher::task::TaskTotals {
+        let totals = crate::data::rows::TaskTotals {
             index: v[0],
             tokio_id: v[1] as u64,
             thread_index: u32::try_from(v[2]).ok()?,
@@ -497,7 +497,7 @@ pub(super) fn tasks(r: &mut Cursor<'_>, rows: &mut Vec<TaskRow>) -> Option<()> {
             suspended_ns: v[7],
             root_region: u32::try_from(v[8]).unwrap_or(u32::MAX),
             polls: if with_polls {
-                crate::flusher::task::polls::PollTotals::from_spool(&p)
+                crate::data::rows::PollTotals::from_spool(&p)
             } else {
                 Default::default()
             },

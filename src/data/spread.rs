@@ -2,7 +2,7 @@
 //! multi-rank run, with the imbalance the Python reference reports
 //! (`(max per-rank total / mean per-rank total - 1) x 100`).
 
-use crate::finalize::report::RegionStats;
+use crate::data::report::RegionStats;
 
 /// One region's calls and total time on every rank of a multi-rank run
 /// ([`Report::ranks`](crate::Report::ranks), on rank 0).
@@ -132,6 +132,42 @@ pub(crate) fn render(spreads: &[RankSpread]) -> String {
             ms(r.max_ns() as f64),
             r.imbalance_pct()
         );
+    }
+    s
+}
+
+/// The `metadata` key naming how a multi-rank file was written (`"parallel"` or `"relay"`).
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) const MPI_WRITE_KEY: &str = "mpi_write";
+
+/// How a multi-rank phase's file was written ([`Report::mpi_write`](crate::Report::mpi_write)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MpiWrite {
+    /// Every rank wrote its own rows through MPI-IO (feature `mpio`).
+    Parallel,
+    /// Rank 0 gathered every rank's part through the token relay.
+    Relay,
+}
+
+impl MpiWrite {
+    /// How the summary and `metadata/mpi_write` name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MpiWrite::Parallel => "parallel",
+            MpiWrite::Relay => "relay",
+        }
+    }
+}
+
+/// The "across ranks" table for rank 0's summary, and how the file was written ("" elsewhere).
+pub(crate) fn render_spread(report: &crate::Report) -> String {
+    let mut s = render(report.ranks());
+    if let (false, Some(how)) = (s.is_empty(), report.mpi_write()) {
+        s.push_str(match how {
+            MpiWrite::Parallel => "  file written by every rank in parallel (MPI-IO)\n",
+            MpiWrite::Relay => "  file gathered by rank 0 (token relay)\n",
+        });
     }
     s
 }

@@ -8,7 +8,7 @@
 //! formats (HDF5 file, text summary), which only read it, so both sides can change
 //! independently.
 
-use crate::flusher::stats::Stats;
+use crate::data::stats::Stats;
 
 /// Name of the synthetic region spanning each phase, which the Python reader's `% session`
 /// column is computed against. (If the program has a span of that name, its calls are written
@@ -249,7 +249,7 @@ pub(crate) struct PhaseData {
     /// Records lost so far (0 in a healthy run).
     pub dropped: u64,
     /// Calls dropped whole, backpressure waits and corrupt records so far.
-    pub losses: crate::finalize::report::Losses,
+    pub losses: crate::data::report::Losses,
     /// perf_event totals, when counters were configured.
     pub perf: Option<PerfTotals>,
     /// LIKWID results, when LIKWID markers were configured and results were found.
@@ -280,7 +280,7 @@ pub(crate) struct SpooledCalls {
     /// Row of each spool region id (`u32::MAX`: not written).
     pub row_of: Vec<u32>,
     /// How many task rows and polls the files hold (room reserved when they are read back).
-    pub lanes: crate::flusher::spool::LaneCounts,
+    pub lanes: crate::data::rows::LaneCounts,
     /// Where a phase too large to nest in memory sorts its calls (a temporary file): the
     /// output's directory. `None`: beside the first spool file, which is the output's
     /// directory for a finalize.
@@ -312,100 +312,18 @@ impl PhaseData {
             extra: Default::default(),
         }
     }
-
-    /// Hands every call to `f` with its row: first the calls held in memory, row by row, then
-    /// those in the spool files in spool order. Every pass over a phase sees the same order.
-    ///
-    /// # Errors
-    /// A spool file cannot be read (the error names it).
-    pub(crate) fn for_each_call(
-        &self,
-        mut f: impl FnMut(u32, &CallRecord),
-    ) -> Result<(), crate::Error> {
-        for (r, row) in self.regions.iter().enumerate() {
-            for c in &row.calls {
-                f(r as u32, c);
-            }
-        }
-        if let Some(sp) = &self.spooled {
-            for file in &sp.files {
-                let mut on_calls = |region: u32, calls: &[CallRecord]| {
-                    if let Some(&row) = sp.row_of.get(region as usize) {
-                        if row != u32::MAX {
-                            for c in calls {
-                                f(row, c);
-                            }
-                        }
-                    }
-                };
-                crate::flusher::spool::scan(file, false, Some(&mut on_calls))
-                    .map_err(|e| spool_error(file, e))?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Every task row and poll of the phase: those the spool files hold (retired and
-    /// streamed out during the phase), read in a pass of their own that skips the calls (a
-    /// finalize reads them on one thread while another reads the calls, see
-    /// [`crate::finalize::pipeline`]), then those still in memory; task rows in index order.
-    /// `follower` has read the first part of the (single) spool file already.
-    ///
-    /// # Errors
-    /// A spool file cannot be read (the error names it).
-    pub(crate) fn read_lanes(
-        &self,
-        follower: Option<crate::flusher::spool::LaneFollower>,
-    ) -> Result<(Vec<TaskRow>, Vec<PollRecord>), crate::Error> {
-        let (mut tasks, mut polls) = match &self.spooled {
-            None => (Vec::new(), Vec::new()),
-            Some(sp) => {
-                // Room for all of them at once: no copies while millions of rows come in.
-                let total = (
-                    sp.lanes.tasks as usize + self.tasks.len(),
-                    sp.lanes.polls as usize + self.polls.len(),
-                );
-                match follower.filter(|_| sp.files.len() == 1) {
-                    Some(f) => f.finish(total).map_err(|e| spool_error(&sp.files[0], e))?,
-                    None => {
-                        let mut out = crate::flusher::spool::SpoolContents::default();
-                        out.tasks.reserve(total.0);
-                        out.polls.reserve(total.1);
-                        for file in &sp.files {
-                            out = crate::flusher::spool::scan_into(file, true, None, out)
-                                .map_err(|e| spool_error(file, e))?;
-                        }
-                        (out.tasks, out.polls)
-                    }
-                }
-            }
-        };
-        tasks.extend_from_slice(&self.tasks);
-        polls.extend_from_slice(&self.polls);
-        TaskRow::order(&mut tasks);
-        Ok((tasks, polls))
-    }
-}
-
-/// A spool file could not be read back.
-fn spool_error(file: &std::path::Path, source: std::io::Error) -> crate::Error {
-    crate::Error::Io {
-        context: "reading this phase's calls back from the spool".into(),
-        path: file.to_path_buf(),
-        source,
-    }
 }
 
 /// What a phase carries besides the calls: captured sources, line profiles, self-measured
-/// overhead (see [`crate::output::source`], [`crate::flusher::lines`], [`crate::recording::overhead`]).
+/// overhead (see [`crate::output::source`], [`crate::flusher::lines`], [`crate::builder::overhead`]).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct PhaseExtra {
     /// Source text per region row (same order as `PhaseData::regions`); empty = none captured.
     pub source_texts: Vec<String>,
     /// Line profiles (`rank0/line_profile/<i>`).
-    pub line_profiles: Vec<crate::flusher::lines::LineProfile>,
+    pub line_profiles: Vec<crate::data::lines::LineProfile>,
     /// The profiler's cost measured at `build()`.
-    pub overhead: Option<crate::recording::overhead::SelfCost>,
+    pub overhead: Option<crate::data::report::SelfCost>,
     /// Subtracted from a parent's exclusive time per child call (0 = no compensation).
     pub child_overhead_ns: i64,
     /// Tokio's own instrumentation: spawn sites and counts.
@@ -416,16 +334,16 @@ pub(crate) struct PhaseExtra {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct TokioExtra {
     /// Spawn sites, site `id` at index `id - 1` (what [`TaskSched::site`] names).
-    pub sites: Vec<crate::recording::tokio::sites::SiteInfo>,
+    pub sites: Vec<crate::data::sites::SiteInfo>,
     /// Tasks, wakes and the like, since `build()`.
-    pub counts: crate::flusher::sched::SchedCounts,
+    pub counts: crate::data::rows::SchedCounts,
     /// Calls of Tokio's own spans left out since `build()` (not regions unless asked for).
     pub hidden_calls: u64,
 }
 
 impl TokioExtra {
     /// The spawn site `id` (`None`: 0 or unknown).
-    pub(crate) fn site(&self, id: u32) -> Option<&crate::recording::tokio::sites::SiteInfo> {
+    pub(crate) fn site(&self, id: u32) -> Option<&crate::data::sites::SiteInfo> {
         id.checked_sub(1).and_then(|i| self.sites.get(i as usize))
     }
 }
@@ -487,6 +405,117 @@ pub(crate) struct LikwidRegion {
     pub events: Vec<Vec<f64>>,
     /// Metric values, `metrics[m][t]`.
     pub metrics: Vec<Vec<f64>>,
+}
+
+/// A task's row, folded incrementally from its settled roots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TaskTotals {
+    /// Dense index in this phase (-1: none given yet).
+    pub index: i64,
+    /// Tokio's task id.
+    pub tokio_id: u64,
+    /// Thread of the latest poll.
+    pub thread_index: u32,
+    /// Start of the first root (`i64::MAX` = none yet).
+    pub created_ns: i64,
+    /// End of the last root (-1 = none yet).
+    pub done_ns: i64,
+    /// Polls of the roots.
+    pub steps: i64,
+    /// Busy time of the roots.
+    pub running_ns: i64,
+    /// Await time of the roots.
+    pub suspended_ns: i64,
+    /// Region of the first root (`u32::MAX` = none).
+    pub root_region: u32,
+    /// Its polls from Tokio's own instrumentation, if any.
+    pub polls: PollTotals,
+}
+
+/// A task's polls folded into one row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PollTotals {
+    /// The row's columns (`polls < 0`: no poll seen).
+    pub sched: TaskSched,
+    /// The spawn, when in this row (-1: not).
+    pub spawn_ns: i64,
+    /// Start of the row's first poll (-1: none).
+    pub first_ns: i64,
+    /// End of its last poll (-1: none).
+    pub last_ns: i64,
+    /// The task has ended.
+    pub ended: bool,
+}
+
+impl Default for PollTotals {
+    fn default() -> Self {
+        PollTotals {
+            sched: TaskSched::default(),
+            spawn_ns: -1,
+            first_ns: -1,
+            last_ns: -1,
+            ended: false,
+        }
+    }
+}
+
+impl PollTotals {
+    /// The values the spool keeps of them, in order (see [`Self::from_spool`]).
+    pub(crate) fn to_spool(self) -> [i64; 10] {
+        let s = &self.sched;
+        [
+            i64::from(s.site),
+            s.polls,
+            s.busy_ns,
+            s.idle_ns,
+            s.scheduled_ns,
+            s.first_poll_delay_ns,
+            self.spawn_ns,
+            self.first_ns,
+            self.last_ns,
+            i64::from(self.ended),
+        ]
+    }
+
+    /// Back from [`Self::to_spool`]'s values.
+    pub(crate) fn from_spool(v: &[i64; 10]) -> PollTotals {
+        PollTotals {
+            sched: TaskSched {
+                site: u32::try_from(v[0]).unwrap_or(0),
+                polls: v[1],
+                busy_ns: v[2],
+                idle_ns: v[3],
+                scheduled_ns: v[4],
+                first_poll_delay_ns: v[5],
+            },
+            spawn_ns: v[6],
+            first_ns: v[7],
+            last_ns: v[8],
+            ended: v[9] != 0,
+        }
+    }
+}
+
+/// How many task rows and polls a spool phase holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LaneCounts {
+    pub tasks: u64,
+    pub polls: u64,
+}
+
+/// Counts for the file's metadata.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SchedCounts {
+    /// Tasks spawned (with Tokio's instrumentation).
+    pub tasks: u64,
+    /// Wakes matched to a live task.
+    pub wakes: u64,
+    /// Wakes of tasks that had ended (or whose span id belonged to no task): ignored.
+    pub ended_wakes: u64,
+    /// Wakes that found their task already woken (or in a poll that was woken before).
+    pub extra_wakes: u64,
+    /// Suspensions that ended without a recorded wake (idle throughout).
+    pub unwoken: u64,
 }
 
 #[cfg(test)]

@@ -1,0 +1,30 @@
+//! Stage 1, plain data and helpers: what every stage above may use, and which uses none of
+//! them (only `crate::error`, `crate::config`, `crate::fasthash` and `crate::checkpoint`, which
+//! belong to this stage too).
+//!
+//! - `rows`: a phase's rows (regions, calls, threads, tasks, polls, perf and LIKWID results);
+//! - `stats`: exact per-region statistics (Welford, mergeable);
+//! - `report`: the [`Report`](crate::Report) a finalize returns, and its parts;
+//! - `scan`: what a finalize's first pass learns (counts, summary rows, nesting results);
+//! - `lines`: line-timing profiles;
+//! - `tasks`: Tokio tasks' figures ([`TaskStats`](crate::TaskStats)) and their summary;
+//! - `sites`: Tokio spawn sites, interned;
+//! - `spread`: a region's spread over MPI ranks, and how a multi-rank file was written;
+//! - `launcher`: an MPI launcher's environment (rank, size) without the `mpi` feature;
+//! - `metrics_options`: the live metrics' options and their checks;
+//! - `files`: creating, checking and publishing files safely;
+//! - `time`: the monotonic clock that names temporary files.
+
+pub(crate) mod files;
+pub(crate) mod launcher;
+pub(crate) mod lines;
+#[cfg(feature = "prometheus")]
+pub(crate) mod metrics_options;
+pub(crate) mod report;
+pub(crate) mod rows;
+pub(crate) mod scan;
+pub(crate) mod sites;
+pub(crate) mod spread;
+pub(crate) mod stats;
+pub(crate) mod tasks;
+pub(crate) mod time;
