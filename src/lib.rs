@@ -59,7 +59,7 @@
 //! 4. **Recording** (`recording/`: `layer`, `subscriber`, `lane`, `clock`, `pause`, `events`,
 //!    `tokio`, `region`, `shared`; and `fork`, which works on that state alone). The only
 //!    code on the program's threads. Each callback of [`ScopeLayer`] (or [`ScopeSubscriber`])
-//!    reads the TSC and appends one 24-byte record to its thread's *lane*: chunks of records
+//!    reads the TSC and appends one 16-byte record to its thread's *lane*: chunks of records
 //!    taken from one pool (the [buffer budget](Builder::buffer_budget)), handed to the flusher
 //!    when full, with no lock and no allocation in steady state. When the pool is empty the
 //!    thread waits for the flusher (bounded) or drops whole calls ([`Builder::lossy`]); a lost

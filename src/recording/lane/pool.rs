@@ -28,6 +28,7 @@ const TRIM_AFTER: usize = 8;
 const TRIM_PER_ROUND: usize = 512;
 
 /// Small (first) chunks kept ready, and at most a sixteenth of the budget.
+#[cfg_attr(scope_loom, allow(dead_code))]
 const SMALL_RESERVE: usize = 64;
 /// Free small chunks kept at most (more are freed: the budget goes back to full-size ones).
 const SMALL_FREE_MAX: usize = 4096;
@@ -106,6 +107,7 @@ impl Pool {
     }
 
     /// The largest number of full-size chunks the budget holds.
+    #[cfg_attr(scope_loom, allow(dead_code))]
     fn max_chunks(&self) -> usize {
         self.max_bytes / CHUNK_BYTES
     }
@@ -174,6 +176,7 @@ impl Pool {
     }
 
     /// Small chunks kept ready.
+    #[cfg_attr(scope_loom, allow(dead_code))]
     fn small_reserve(&self) -> usize {
         SMALL_RESERVE.min(self.max_bytes / 16 / SMALL_BYTES)
     }
