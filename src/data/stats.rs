@@ -188,7 +188,10 @@ mod tests {
             s.add(v);
         }
         let t = s.stats();
-        assert_eq!((t.count, t.total, t.min, t.max), (w.count, w.total, 1, 1 << 40));
+        assert_eq!(
+            (t.count, t.total, t.min, t.max),
+            (w.count, w.total, 1, 1 << 40)
+        );
         assert!((t.mean - w.mean).abs() <= 1e-12 * w.mean);
         assert!((t.m2 - w.m2).abs() <= 1e-9 * w.m2, "{} vs {}", t.m2, w.m2);
         assert_eq!(Sums::default().stats(), Stats::default());

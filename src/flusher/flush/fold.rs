@@ -162,7 +162,8 @@ impl Flusher {
         #[cfg(feature = "prometheus")]
         if LIVE {
             if let Some(m) = &mut self.metrics {
-                m.acc.add(c.region, dur_ns as u64, (dur_ns - busy_ns) as u64);
+                m.acc
+                    .add(c.region, dur_ns as u64, (dur_ns - busy_ns) as u64);
             }
         }
         if !self.keep_calls {
