@@ -526,6 +526,9 @@ impl Builder {
         };
         let mut shared = Shared::new(config, sinks);
         shared.overhead = overhead;
+        if front == FrontEnd::Subscriber {
+            shared.span_sites = Some(Arc::new(crate::recording::subscriber::SpanSites::new()));
+        }
         #[cfg(feature = "prometheus")]
         {
             shared.metrics = metrics.as_ref().map(|m| m.hub.clone());

@@ -87,7 +87,12 @@ fn probe_here(config: Config, front: crate::builder::FrontEnd) -> Option<SelfCos
             std::hint::black_box(clock.raw());
         }
     });
-    let shared = Arc::new(Shared::new(config, None));
+    let mut shared = Shared::new(config, None);
+    if front == crate::builder::FrontEnd::Subscriber {
+        // As `build_subscriber` does (see `Shared::span_sites`).
+        shared.span_sites = Some(Arc::new(crate::recording::subscriber::SpanSites::new()));
+    }
+    let shared = Arc::new(shared);
     // The probe is one process's: no MPI (`()` without the `mpi` feature).
     #[allow(clippy::let_unit_value)]
     let no_mpi = crate::mpi::Handle::default();

@@ -51,13 +51,16 @@ use crate::fasthash::FastMap;
 use crate::flusher::lines::LineAcc;
 use crate::flusher::sched::Sched;
 use crate::flusher::task::Tasks;
-use crate::recording::lane::record::{Record, AUX, CLOSE, ENTER, EVENT, EXIT, LOST, NEW, TASK};
+use crate::recording::lane::record::{Record, AUX, ENTER, EVENT, EXIT, LOST, NEW, TASK};
 use crate::recording::region::{Callsites, RegionTable};
 
+mod fast;
+mod implicit;
 mod insts;
 mod lanes;
 mod stash;
 mod tokio;
+pub(crate) use implicit::Implicit;
 use insts::{Insts, EXTRA, NONE, NOT_ENTERED, TAINTED, TASK_SPAN};
 use lanes::{Close, LaneState, Lanes, OpenPoll};
 
@@ -160,6 +163,9 @@ pub(crate) struct Assembler {
     pub(crate) sched: Sched,
     /// Whether a task span is also a call (`Builder::task_regions`).
     pub(crate) task_regions: bool,
+    /// `ScopeSubscriber`'s callsites: instances made at their span's first record (see
+    /// [`implicit`]); `None` for `ScopeLayer`, whose `NEW` records make them.
+    pub(crate) implicit: Option<Implicit>,
 }
 
 impl Assembler {
@@ -183,6 +189,7 @@ impl Assembler {
             tasks: Tasks::default(),
             sched: Sched::default(),
             task_regions: false,
+            implicit: None,
         }
     }
 
@@ -191,21 +198,10 @@ impl Assembler {
         let mut ls = self.lanes.take(lane);
         let mut i = 0;
         while i < records.len() {
-            // Fast path: a sync span created, entered once, exited and closed on this lane
-            // with nothing in between (`info_span!(..).in_scope(..)` in a loop).
-            if let [n, e, x, c, ..] = &records[i..] {
-                if n.kind() == NEW
-                    && e.kind() == ENTER
-                    && x.kind() == EXIT
-                    && c.kind() == CLOSE
-                    && n.id == e.id
-                    && e.id == x.id
-                    && x.id == c.id
-                {
-                    self.sync_call(lane, &mut ls, n, e.ticks(), x.ticks(), out);
-                    i += 4;
-                    continue;
-                }
+            let taken = self.sync_call_at(lane, &mut ls, &records[i..], out);
+            if taken > 0 {
+                i += taken;
+                continue;
             }
             let r = &records[i];
             if let Some((tick, site)) = tokio::spawn_at(&records[i..]) {
@@ -234,52 +230,6 @@ impl Assembler {
             i += 1;
         }
         self.lanes.put(lane, ls);
-    }
-
-    /// The fast path's call: `n` created it, entered at `start`, exited at `end`, closed.
-    fn sync_call(
-        &mut self,
-        lane: u32,
-        ls: &mut LaneState,
-        n: &Record,
-        start: u64,
-        end: u64,
-        out: &mut Vec<RawCall>,
-    ) {
-        let end = end.max(start);
-        ls.stamp(start);
-        let Some(region) = self.regions.region_of(n.callsite_addr()) else {
-            self.corrupt += 4;
-            return;
-        };
-        let task = ls.task;
-        if self.keep_polls {
-            self.polls.push(RawPoll {
-                region,
-                start,
-                end,
-                lane,
-                task,
-            });
-        }
-        out.push(RawCall {
-            region,
-            start,
-            end,
-            busy: end - start,
-            lane,
-            task,
-            polls: 1,
-            last_lane: lane,
-            extra: None,
-            close: end,
-            // Inside one poll: no suspension.
-            sched: if self.sched.active && task != 0 {
-                0
-            } else {
-                NO_SCHED
-            },
-        });
     }
 
     /// The instance record `r` of lane `lane` belongs to: the newest of its id, unless that
@@ -331,7 +281,7 @@ impl Assembler {
         }
         // An id is reused only after its span closed, so a record belongs to the instance of
         // its id created last (what `replay` keeps true for records that wait for their NEW).
-        let Some(k) = self.route(lane, r) else {
+        let Some(k) = self.route_or_create(lane, r) else {
             self.stash_record(lane, task, r);
             return;
         };

@@ -165,6 +165,10 @@ impl Flusher {
         asm.keep_polls = keep_calls && shared.config.track_async;
         asm.line_timing = shared.config.line_timing;
         asm.task_regions = shared.config.task_regions;
+        asm.implicit = shared
+            .span_sites
+            .clone()
+            .map(crate::flusher::assemble::Implicit::new);
         #[cfg(feature = "prometheus")]
         let metrics = shared.metrics.as_ref().map(|hub| hub.live());
         Flusher {

@@ -172,7 +172,7 @@ where
         }
         // The task id goes into the stream only when it changes on this lane.
         let task = self.track_async.then(record::current_task_id);
-        with_local(&self.shared, |l| l.push_enter(id.into_u64(), task));
+        with_local(&self.shared, |l| l.push_enter(id.into_u64(), task, false));
     }
 
     #[inline(always)]

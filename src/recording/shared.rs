@@ -31,6 +31,10 @@ pub(crate) struct Shared {
     pub pool: Arc<Pool>,
     /// Span callsites the layer was told about (what the flusher accepts in records).
     pub callsites: Arc<Callsites>,
+    /// `ScopeSubscriber`'s callsites by the index its span ids carry: with it, the subscriber
+    /// writes no creation record and the flusher creates a span's instance at its first
+    /// record (`None`: `ScopeLayer`, whose ids say nothing of their callsite).
+    pub span_sites: Option<Arc<crate::recording::subscriber::SpanSites>>,
     /// Records lost because the thread could not reach its lane (thread teardown).
     pub lost: AtomicU64,
     /// Why the flusher failed, once it has.
@@ -82,6 +86,7 @@ impl Shared {
             next_lane: AtomicU32::new(0),
             pool: Arc::new(pool),
             callsites: Arc::new(Callsites::default()),
+            span_sites: None,
             lost: AtomicU64::new(0),
             failure: Mutex::new(None),
             sinks,

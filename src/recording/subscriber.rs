@@ -16,6 +16,8 @@
 
 mod spans;
 
+pub(crate) use spans::{index_of_id, Callsites as SpanSites};
+
 use std::sync::Arc;
 
 use tracing_core::span::{Attributes, Current, Id, Record};
@@ -65,6 +67,9 @@ pub struct ScopeSubscriber {
     disabled: bool,
     track_async: bool,
     line_timing: bool,
+    /// Whether the flusher knows the callsites by index (`Shared::span_sites`): then no
+    /// creation record is written, the id says everything it would.
+    implicit: bool,
 }
 
 impl ScopeSubscriber {
@@ -74,7 +79,14 @@ impl ScopeSubscriber {
             shared.pause.disable();
         }
         ScopeSubscriber {
-            ids: spans::Ids::new(shared.uid),
+            ids: spans::Ids::new(
+                shared.uid,
+                shared
+                    .span_sites
+                    .clone()
+                    .unwrap_or_else(|| Arc::new(SpanSites::new())),
+            ),
+            implicit: shared.span_sites.is_some(),
             handles: spans::Handles::new(),
             max_level: if disabled {
                 LevelFilter::OFF
@@ -149,7 +161,7 @@ impl Subscriber for ScopeSubscriber {
     #[inline]
     fn new_span(&self, attrs: &Attributes<'_>) -> Id {
         let meta = attrs.metadata();
-        let Some(id) = self.ids.next(meta) else {
+        let Some((id, explicit)) = self.ids.next(meta) else {
             // Not a registered callsite (cannot happen through `tracing`'s macros): an id
             // that records nothing.
             return Id::from_u64(u64::MAX);
@@ -161,7 +173,9 @@ impl Subscriber for ScopeSubscriber {
         let spawn = self.track_async
             && self.shared.tokio.seen()
             && crate::recording::tokio::on_new_span(&self.shared, id, attrs);
-        if !spawn {
+        // No creation record when the flusher reads the callsite from the id (one record
+        // less per span on this thread and in the flusher); a task's spawn has its own.
+        if !spawn && (!self.implicit || explicit) {
             with_local(&self.shared, |l| l.push(Slot::new_span(id, meta)));
         }
         Id::from_u64(id)
@@ -214,7 +228,9 @@ impl Subscriber for ScopeSubscriber {
             }
         }
         let task = self.track_async.then(record::current_task_id);
-        with_local(&self.shared, |l| l.push_enter(id, task));
+        // Its first record, when this thread created it just before (the flusher's fast path).
+        let fresh = self.implicit && spans::created_last(self.shared.uid, id);
+        with_local(&self.shared, |l| l.push_enter(id, task, fresh));
     }
 
     #[inline]

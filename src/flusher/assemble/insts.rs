@@ -306,7 +306,7 @@ impl Insts {
     }
 
     /// Live instances.
-    #[cfg(test)]
+    #[inline]
     pub(super) fn live(&self) -> usize {
         self.live
     }

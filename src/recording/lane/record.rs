@@ -8,7 +8,7 @@
 //! | kind | `id` | payload |
 //! |---|---|---|
 //! | `NEW` | span id | address of the callsite's `&'static Metadata` (8-aligned, so the low bits are free; the flusher only looks it up, see `region::Callsites`) |
-//! | `ENTER` | span id | clock ticks |
+//! | `ENTER` | span id | clock ticks; bit 60 set: the span's first record, written by the thread that created it just before (`ScopeSubscriber`, which writes no `NEW`) |
 //! | `EXIT` | span id | clock ticks |
 //! | `CLOSE` | span id | nothing: a call ends at its last exit, so a close needs no time |
 //! | `AUX` | span id | a sink's 61-bit payload for the span (e.g. a CUDA event pair) |
@@ -23,8 +23,8 @@
 //!
 //! The task id is written only when it changes on a lane (`TASK`), not in every enter: a
 //! thread running one task's spans, or no task at all, pays nothing for it. Ticks are raw
-//! clock values ([`crate::recording::clock::ticks`]), below 2^61 (the TSC of a machine up for
-//! 24 years at 3 GHz).
+//! clock values ([`crate::recording::clock::ticks`]), below 2^60 (the TSC of a machine up for
+//! 12 years at 3 GHz).
 
 use tracing_core::Metadata;
 
@@ -49,6 +49,8 @@ pub(crate) const LOST: u64 = 6;
 pub(crate) const TASK: u64 = 7;
 const KIND_MASK: u64 = 7;
 const KIND_BITS: u32 = 3;
+/// An `ENTER`'s flag above its ticks: the span's first record, by its creator (see the table).
+const FRESH: u64 = 1 << 60;
 /// The largest payload a record holds (61 bits).
 pub(crate) const PAYLOAD_MAX: u64 = u64::MAX >> KIND_BITS;
 
@@ -87,6 +89,19 @@ impl Record {
     #[inline(always)]
     pub(crate) const fn enter(id: u64, ticks: u64) -> Record {
         Record::tagged(id, ticks, ENTER)
+    }
+
+    /// The enter record of a span its thread created just before, at `ticks`: its first
+    /// record anywhere (`ScopeSubscriber` writes no `NEW`; see `flusher::assemble::fast`).
+    #[inline(always)]
+    pub(crate) const fn enter_fresh(id: u64, ticks: u64) -> Record {
+        Record::tagged(id, ticks | FRESH, ENTER)
+    }
+
+    /// Whether this is the enter of a span its thread created just before.
+    #[inline(always)]
+    pub(crate) const fn is_fresh(&self) -> bool {
+        self.kind() == ENTER && self.payload() & FRESH != 0
     }
 
     /// An exit record at `ticks`.
@@ -170,7 +185,7 @@ impl Record {
     #[inline(always)]
     pub(crate) const fn ticks(&self) -> u64 {
         match self.kind() {
-            ENTER | EXIT | EVENT | TASK => self.payload(),
+            ENTER | EXIT | EVENT | TASK => self.payload() & (FRESH - 1),
             _ => 0,
         }
     }
@@ -239,8 +254,17 @@ mod tests {
         assert_eq!(std::mem::size_of::<Record>(), 16);
         let e = Record::enter(7, 100);
         assert_eq!((e.kind(), e.ticks(), e.id), (ENTER, 100, 7));
-        let x = Record::exit(1, PAYLOAD_MAX);
-        assert_eq!((x.kind(), x.ticks()), (EXIT, PAYLOAD_MAX));
+        assert!(!e.is_fresh());
+        let f = Record::enter_fresh(7, FRESH - 1);
+        assert_eq!(
+            (f.kind(), f.ticks(), f.is_fresh()),
+            (ENTER, FRESH - 1, true)
+        );
+        let x = Record::exit(1, FRESH - 1);
+        assert_eq!(
+            (x.kind(), x.ticks(), x.is_fresh()),
+            (EXIT, FRESH - 1, false)
+        );
         assert_eq!(
             (Record::close(1).kind(), Record::close(1).ticks()),
             (CLOSE, 0)

@@ -102,7 +102,7 @@ impl Writer {
     /// reading the clock only once its slots are secured, so a chunk handoff never falls
     /// inside the call it starts. False when it had to be dropped.
     #[inline(always)]
-    pub(crate) fn push_enter(&mut self, id: u64, task: Option<u64>) -> bool {
+    pub(crate) fn push_enter(&mut self, id: u64, task: Option<u64>, fresh: bool) -> bool {
         let switch = task.filter(|&t| t != self.task);
         if !self.room(1 + usize::from(switch.is_some())) {
             self.task = TASK_UNKNOWN;
@@ -114,7 +114,11 @@ impl Writer {
             self.task = t;
         }
         let ticks = crate::recording::clock::ticks();
-        self.write(Record::enter(id, ticks));
+        self.write(if fresh {
+            Record::enter_fresh(id, ticks)
+        } else {
+            Record::enter(id, ticks)
+        });
         self.publish();
         true
     }

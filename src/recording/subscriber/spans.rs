@@ -16,7 +16,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use tracing_core::Metadata;
 
@@ -24,22 +24,34 @@ use crate::fasthash::FastMap;
 
 /// Bits of an id's sequence number.
 const SEQ_BITS: u32 = 44;
+
+/// The callsite index an id of `ScopeSubscriber` carries (`None`: no callsite, e.g. the id of
+/// a span of an unregistered callsite). The flusher reads it to create a span's instance at
+/// its first record: the subscriber writes no creation record (see `crate::flusher::assemble`).
+#[inline]
+pub(crate) fn index_of_id(id: u64) -> Option<u32> {
+    (id >> SEQ_BITS).checked_sub(1).map(|k| k as u32)
+}
 const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
+/// A callsite's tag in the index: its spans need a creation record (Tokio's spawn spans,
+/// whose `NEW` carries the task's spawn; see `crate::flusher::assemble::implicit`).
+const EXPLICIT: u32 = 1 << 31;
 /// Sequence numbers a thread takes at once.
 const BLOCK: u64 = 4096;
 /// Callsites in one chunk of the table, and chunks.
 const CHUNK: usize = 1024;
 const CHUNKS: usize = 1024;
 
-/// The callsites of one subscriber, by dense index (at most [`CHUNK`] x [`CHUNKS`]).
-pub(super) struct Callsites {
+/// The callsites of one subscriber, by dense index (at most [`CHUNK`] x [`CHUNKS`]); shared
+/// with its flusher through `Shared::span_sites`.
+pub(crate) struct Callsites {
     chunks: [OnceLock<Box<[AtomicPtr<Metadata<'static>>]>>; CHUNKS],
     index: Mutex<HashMap<usize, u32>>,
     len: AtomicUsize,
 }
 
 impl Callsites {
-    pub(super) fn new() -> Callsites {
+    pub(crate) fn new() -> Callsites {
         Callsites {
             chunks: std::array::from_fn(|_| OnceLock::new()),
             index: Mutex::new(HashMap::new()),
@@ -48,11 +60,11 @@ impl Callsites {
     }
 
     /// The index of `meta`, given at its first registration; `None` beyond the table's size.
-    pub(super) fn register(&self, meta: &'static Metadata<'static>) -> Option<u32> {
+    pub(crate) fn register(&self, meta: &'static Metadata<'static>) -> Option<u32> {
         let key = meta as *const Metadata<'static> as usize;
         let mut index = self.index.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(&k) = index.get(&key) {
-            return Some(k);
+            return Some(k & !EXPLICIT);
         }
         let k = index.len();
         if k >= CHUNK * CHUNKS {
@@ -67,12 +79,18 @@ impl Callsites {
             meta as *const Metadata<'static> as *mut Metadata<'static>,
             Ordering::Release,
         );
-        index.insert(key, k as u32);
+        let tag = if crate::recording::tokio::is_spawn_callsite(meta) {
+            EXPLICIT
+        } else {
+            0
+        };
+        index.insert(key, k as u32 | tag);
         self.len.store(k + 1, Ordering::Release);
         Some(k as u32)
     }
 
-    /// The index of a registered callsite (a lookup; see [`Ids::index_of`] for the cached one).
+    /// The index of a registered callsite, with its [`EXPLICIT`] tag (a lookup; see
+    /// [`Ids::index_of`] for the cached one).
     fn lookup(&self, meta: &'static Metadata<'static>) -> Option<u32> {
         let key = meta as *const Metadata<'static> as usize;
         let index = self.index.lock().unwrap_or_else(|e| e.into_inner());
@@ -80,7 +98,7 @@ impl Callsites {
     }
 
     /// The callsite of index `k`.
-    pub(super) fn get(&self, k: u32) -> Option<&'static Metadata<'static>> {
+    pub(crate) fn get(&self, k: u32) -> Option<&'static Metadata<'static>> {
         let k = k as usize;
         let p = self.chunks.get(k / CHUNK)?.get()?[k % CHUNK].load(Ordering::Acquire);
         // SAFETY: every non-null pointer in the table was stored from a `&'static Metadata`
@@ -104,23 +122,25 @@ thread_local! {
 pub(super) struct Ids {
     uid: u64,
     next: AtomicU64,
-    pub(super) callsites: Callsites,
+    pub(super) callsites: Arc<Callsites>,
 }
 
 impl Ids {
-    pub(super) fn new(uid: u64) -> Ids {
+    pub(super) fn new(uid: u64, callsites: Arc<Callsites>) -> Ids {
         Ids {
             uid,
             next: AtomicU64::new(1),
-            callsites: Callsites::new(),
+            callsites,
         }
     }
 
     /// A new id for a span of callsite `meta`; `None` when the callsite is not registered
     /// (more than a million callsites).
     #[inline]
-    pub(super) fn next(&self, meta: &'static Metadata<'static>) -> Option<u64> {
-        let index = self.index_of(meta)?;
+    /// With it, whether its spans need a creation record (see [`EXPLICIT`]).
+    pub(super) fn next(&self, meta: &'static Metadata<'static>) -> Option<(u64, bool)> {
+        let entry = self.index_of(meta)?;
+        let index = entry & !EXPLICIT;
         let seq = BLOCK_OF.with(|b| {
             let (uid, next, end) = b.get();
             let (next, end) = if uid == self.uid && next < end {
@@ -132,10 +152,11 @@ impl Ids {
             b.set((self.uid, next + 1, end));
             next
         });
-        Some((u64::from(index) + 1) << SEQ_BITS | (seq & SEQ_MASK))
+        let id = (u64::from(index) + 1) << SEQ_BITS | (seq & SEQ_MASK);
+        Some((id, entry & EXPLICIT != 0))
     }
 
-    /// The callsite index of `meta`, through this thread's cache.
+    /// The callsite index of `meta` with its [`EXPLICIT`] tag, through this thread's cache.
     #[inline]
     fn index_of(&self, meta: &'static Metadata<'static>) -> Option<u32> {
         let key = meta as *const Metadata<'static> as usize;
@@ -212,6 +233,18 @@ impl Handles {
     }
 }
 
+/// Whether span `id` of subscriber `uid` is the one this thread created last: then its enter
+/// is, most likely, its first record anywhere (a hint for the flusher's fast path, which
+/// checks it has no instance yet). One read of the thread's block of ids, which creating the
+/// span has just written.
+#[inline]
+pub(super) fn created_last(uid: u64, id: u64) -> bool {
+    BLOCK_OF.with(|b| {
+        let (u, next, _) = b.get();
+        u == uid && next.wrapping_sub(1) & SEQ_MASK == id & SEQ_MASK
+    })
+}
+
 /// This thread entered span `id` of subscriber `uid`.
 #[inline]
 pub(super) fn push_entered(uid: u64, id: u64) {
@@ -268,18 +301,20 @@ mod tests {
 
     #[test]
     fn ids_are_unique_and_give_back_their_callsite() {
-        let ids = Ids::new(7);
+        let ids = Ids::new(7, Arc::new(Callsites::new()));
         let (a, b) = (meta("a"), meta("b"));
         assert_eq!(ids.callsites.register(a), Some(0));
         assert_eq!(ids.callsites.register(b), Some(1));
         assert_eq!(ids.callsites.register(a), Some(0), "once per callsite");
         let mut seen = std::collections::HashSet::new();
         for _ in 0..10_000 {
-            let id = ids.next(a).unwrap();
+            let (id, explicit) = ids.next(a).unwrap();
+            assert!(!explicit, "a plain span needs no creation record");
+            assert_eq!(index_of_id(id), Some(0));
             assert!(seen.insert(id));
             assert!(std::ptr::eq(ids.meta(id).unwrap(), a));
         }
-        let on_other = std::thread::scope(|s| s.spawn(|| ids.next(b).unwrap()).join().unwrap());
+        let on_other = std::thread::scope(|s| s.spawn(|| ids.next(b).unwrap().0).join().unwrap());
         assert!(seen.insert(on_other), "another thread's block");
         assert!(std::ptr::eq(ids.meta(on_other).unwrap(), b));
         assert!(ids.next(meta("never registered")).is_none());
