@@ -94,7 +94,9 @@
 //! is open, which `tracing_subscriber::Registry` guarantees (a slot is freed only after the
 //! span closes; its generation counter then gives the next span a new id, and the id comes
 //! back after 8 191 reuses of the slot). The assembler tells instances of a reused id apart
-//! by stream order (a record belongs to the newest instance of its id).
+//! by stream order (a record belongs to the newest instance of its id). [`ScopeSubscriber`]'s
+//! ids come from a counter and carry their callsite: never reused, they need no creation
+//! record, and the flusher makes a span's instance when it reads its first record.
 //!
 //! ## How it stays cheap
 //! The callbacks only read the TSC and append a 16-byte record to a thread-local buffer; a

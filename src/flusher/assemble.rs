@@ -8,6 +8,10 @@
 //! records of the creating lane that precede a `NEW` in that lane belong to an earlier
 //! instance (see `replay`).
 //!
+//! `ScopeSubscriber` writes no `NEW`: its ids carry their callsite and are never reused, so
+//! an instance is made when its span's first record is read, on whatever lane (see
+//! [`implicit`]); only its Tokio spawn spans still come with a `NEW`.
+//!
 //! A `LOST` marker (a record the owner could not buffer, see `lane::writer`) is routed like
 //! the record it replaces: its instance is dropped whole and counted in `dropped_calls`.
 //!
@@ -30,7 +34,7 @@
 //! time its lane shows after it: the tick of the next record of that lane that has one, or,
 //! when the lane has nothing more, the moment the flusher finished reading it. Only the
 //! commonest shape, a span created, entered once, exited and closed with nothing in between
-//! on one lane, is completed at once.
+//! on one lane, is completed at once ([`fast`]).
 //!
 //! A lane's `TASK` records say which Tokio task its following enters run in; the assembler
 //! keeps that per lane, so an enter record needs no task id of its own. Instances live in
