@@ -82,7 +82,10 @@ where
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
         // Never `never`: that would hide the callsite from every other layer of the
         // subscriber too. A disabled layer switches itself off through `max_level_hint`.
-        if !self.disabled {
+        // In a process forked from a profiled one (profiling is off there, see
+        // `crate::fork`), no registry lock is taken: another thread of the parent may have
+        // held it at the fork, and nobody would ever release it in the child.
+        if !self.disabled && !crate::fork::inherited() {
             if meta.is_span() {
                 // The flusher accepts creation records only for callsites registered here.
                 self.shared.callsites.register(meta);

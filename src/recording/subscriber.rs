@@ -126,7 +126,10 @@ impl std::fmt::Debug for ScopeSubscriber {
 
 impl Subscriber for ScopeSubscriber {
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
-        if self.disabled || *meta.level() > self.max_level {
+        // In a process forked from a profiled one, profiling is off (see `crate::fork`), and
+        // the registration locks below may have been held by another thread of the parent
+        // at the fork, for ever in the child: its new callsites are not recorded.
+        if self.disabled || *meta.level() > self.max_level || crate::fork::inherited() {
             return Interest::never();
         }
         if self.track_async {
