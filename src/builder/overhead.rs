@@ -69,18 +69,7 @@ fn probe_here(config: Config, front: crate::builder::FrontEnd) -> Option<SelfCos
             })
             .fold(f64::MAX, f64::min)
     };
-    let resolution = (0..1000)
-        .map(|_| {
-            let a = clock.raw();
-            let mut b = clock.raw();
-            while b == a {
-                b = clock.raw();
-            }
-            b.wrapping_sub(a)
-        })
-        .min()
-        .unwrap_or(1) as f64
-        * ns_per_tick;
+    let resolution = clock_resolution(clock, ns_per_tick);
     // One clock read: what lies inside a poll's own recorded interval on an empty body.
     let read = time(&|| {
         for _ in 0..BATCH {
@@ -97,14 +86,7 @@ fn probe_here(config: Config, front: crate::builder::FrontEnd) -> Option<SelfCos
     #[allow(clippy::let_unit_value)]
     let no_mpi = crate::mpi::Handle::default();
     let guard = crate::finalize::guard::FlushGuard::start(shared.clone(), no_mpi).ok()?;
-    let dispatch = match front {
-        crate::builder::FrontEnd::Layer => tracing::Dispatch::new(
-            tracing_subscriber::registry().with(crate::recording::layer::ScopeLayer::new(shared)),
-        ),
-        crate::builder::FrontEnd::Subscriber => {
-            tracing::Dispatch::new(crate::recording::subscriber::ScopeSubscriber::new(shared))
-        }
-    };
+    let dispatch = probe_dispatch(shared, front);
     let (span, poll) = tracing::dispatcher::with_default(&dispatch, || {
         // Inside a parent, as children are (the registry links a child to its parent).
         let _parent = tracing::info_span!("scope_profiler.probe_parent").entered();
@@ -134,6 +116,34 @@ fn probe_here(config: Config, front: crate::builder::FrontEnd) -> Option<SelfCos
         clock_resolution_ns: resolution.max(ns_per_tick),
         clock_source: clock_source(),
     })
+}
+
+/// The clock's resolution in ns: the smallest step between two differing reads, of 1000.
+fn clock_resolution(clock: &Clock, ns_per_tick: f64) -> f64 {
+    (0..1000)
+        .map(|_| {
+            let a = clock.raw();
+            let mut b = clock.raw();
+            while b == a {
+                b = clock.raw();
+            }
+            b.wrapping_sub(a)
+        })
+        .min()
+        .unwrap_or(1) as f64
+        * ns_per_tick
+}
+
+/// The probe's front end on `shared`: a layer on a bare registry, or a `ScopeSubscriber`.
+fn probe_dispatch(shared: Arc<Shared>, front: crate::builder::FrontEnd) -> tracing::Dispatch {
+    match front {
+        crate::builder::FrontEnd::Layer => tracing::Dispatch::new(
+            tracing_subscriber::registry().with(crate::recording::layer::ScopeLayer::new(shared)),
+        ),
+        crate::builder::FrontEnd::Subscriber => {
+            tracing::Dispatch::new(crate::recording::subscriber::ScopeSubscriber::new(shared))
+        }
+    }
 }
 
 /// Which counter the hot path reads (see [`crate::recording::clock::ticks`]); either way

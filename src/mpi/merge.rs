@@ -26,6 +26,7 @@ use crate::output::events::SummaryRow;
 use crate::Error;
 
 mod by_name;
+mod index;
 pub(crate) mod lanes;
 
 pub use by_name::merge_ranks;
@@ -305,104 +306,6 @@ impl Merger {
         self.copy_aux(&src, input.rank, &icx)?;
         self.ranks.push(input.rank);
         Ok(())
-    }
-
-    /// Index rows of one input; returns its event count.
-    fn append_index(
-        &mut self,
-        src: &File,
-        input: &Input<'_>,
-        base: usize,
-        icx: &Cx<'_>,
-    ) -> Result<usize, Error> {
-        let idx = icx.h5("rank_region_index", src.group("rank_region_index"))?;
-        let names = icx.h5("region_table", src.group("region_table"))?;
-        let names = read_strings(&names, "names", icx)?;
-        let region_ids = read_vec::<u32>(&idx, "region_ids", icx)?;
-        let ranks = read_vec::<u32>(&idx, "ranks", icx)?;
-        if ranks.iter().any(|&r| r != ranks[0]) {
-            return Err(Error::Hdf5 {
-                path: input.path.to_path_buf(),
-                context: "rank_region_index/ranks".into(),
-                message: "the file already holds several ranks; merge single-rank files".into(),
-            });
-        }
-        let offsets = read_vec::<u64>(&idx, "event_offsets", icx)?;
-        let counts = read_vec::<u64>(&idx, "event_counts", icx)?;
-        let r = region_ids.len();
-        let mut new_ids = Vec::with_capacity(r);
-        for &id in &region_ids {
-            let name = names.get(id as usize).ok_or_else(|| Error::Hdf5 {
-                path: input.path.to_path_buf(),
-                context: "rank_region_index/region_ids".into(),
-                message: format!("region id {id} is out of range"),
-            })?;
-            let next = self.names.len() as u32;
-            let new = *self.ids.entry(name.as_str().to_owned()).or_insert(next);
-            if new == next {
-                self.names.push(name.as_str().to_owned());
-            }
-            new_ids.push(new);
-        }
-        let cx = Cx { path: &self.target };
-        let shifted: Vec<u64> = offsets.iter().map(|o| o + base as u64).collect();
-        let ix = &mut self.index;
-        if let Some(c) = ix.get_mut("region_ids") {
-            c.append(&new_ids, &cx)?;
-        }
-        if let Some(c) = ix.get_mut("ranks") {
-            c.append(&vec![input.rank; r], &cx)?;
-        }
-        if let Some(c) = ix.get_mut("event_offsets") {
-            c.append(&shifted, &cx)?;
-        }
-        if let Some(c) = ix.get_mut("event_counts") {
-            c.append(&counts, &cx)?;
-        }
-        if let Some(c) = ix.get_mut("source_lines") {
-            c.append(&read_vec::<i64>(&idx, "source_lines", icx)?, &cx)?;
-        }
-        let excl = if idx.link_exists("exclusive_totals") {
-            read_vec::<i64>(&idx, "exclusive_totals", icx)?
-        } else {
-            vec![-1; r]
-        };
-        if let Some(c) = ix.get_mut("exclusive_totals") {
-            c.append(&excl, &cx)?;
-        }
-        for n in ["source_files", "source_texts", "tags"] {
-            let v = read_strings(&idx, n, icx)?;
-            if let Some(c) = ix.get_mut(n) {
-                c.append(&v, &cx)?;
-            }
-        }
-        if idx.link_exists("summary_statistics") {
-            let mut s = read_vec::<SummaryRow>(&idx, "summary_statistics", icx)?;
-            for (row, &n) in s.iter_mut().zip(&counts) {
-                if n > 0 {
-                    row.start_minimum -= input.clock_offset_ns;
-                    row.end_maximum -= input.clock_offset_ns;
-                }
-            }
-            if let Some(c) = self.summary.as_mut() {
-                c.append(&s, &cx)?;
-            }
-        } else {
-            // An input without summaries: the column cannot be complete, so it goes.
-            self.summary = None;
-        }
-        let ev = icx.h5("events", src.group("events"))?;
-        let n_in = icx.h5("events/durations", ev.dataset("durations"))?.size();
-        // Per-row starts to shift, sorted, for the chunked copy.
-        let mut firsts: Vec<usize> = offsets
-            .iter()
-            .zip(&counts)
-            .filter(|(_, &c)| c > 0)
-            .map(|(&o, _)| o as usize)
-            .collect();
-        firsts.sort_unstable();
-        self.row_firsts = firsts;
-        Ok(n_in)
     }
 
     /// Event columns of one input, copied in chunks of [`CHUNK`] elements.

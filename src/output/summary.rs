@@ -218,6 +218,21 @@ fn info_lines(report: &Report, title: &str, columns: &Columns<'_>) -> Vec<String
         report.wall_ns() as f64 / 1e9,
         n_regions
     ));
+    push_losses(&mut info, report);
+    if let Some(o) = &report.overhead {
+        info.push(format!(
+            "Profiler overhead: {:.1} ns per call, {:.1} ns per poll; clock {} ({:.1} ns \
+             resolution).",
+            o.ns_per_call, o.ns_per_poll, o.clock_source, o.clock_resolution_ns
+        ));
+    }
+    push_reading_notes(&mut info, report, columns);
+    info
+}
+
+/// Adds the "Info" lines on what was lost or waited for: dropped records and calls, lost
+/// detail, backpressure, calls still running, and the report's warnings.
+fn push_losses(info: &mut Vec<String>, report: &Report) {
     // Records lost on the way to the flusher; calls the spool could not take are the
     // "detail lost" line below.
     if report.dropped > 0 {
@@ -258,13 +273,12 @@ fn info_lines(report: &Report, title: &str, columns: &Columns<'_>) -> Vec<String
     for w in report.warnings() {
         info.push(format!("WARNING: {w}"));
     }
-    if let Some(o) = &report.overhead {
-        info.push(format!(
-            "Profiler overhead: {:.1} ns per call, {:.1} ns per poll; clock {} ({:.1} ns \
-             resolution).",
-            o.ns_per_call, o.ns_per_poll, o.clock_source, o.clock_resolution_ns
-        ));
-    }
+}
+
+/// Adds the "Info" lines on how to read the table: units, nesting, why it is flat, and what
+/// `% session` measures.
+fn push_reading_notes(info: &mut Vec<String>, report: &Report, columns: &Columns<'_>) {
+    let n_regions = columns.regions.len();
     info.push("Durations are in seconds.".to_owned());
     if n_regions > 1 {
         info.push("Regions may nest, so the summed total can exceed the wall-clock time.".into());
@@ -290,7 +304,6 @@ fn info_lines(report: &Report, title: &str, columns: &Columns<'_>) -> Vec<String
     if columns.session_ns.is_some() {
         info.push("% session uses wall-clock coverage; overlapping calls count once.".into());
     }
-    info
 }
 
 /// The lines in a titled box as wide as the longest.

@@ -11,7 +11,7 @@ use std::ops::Range;
 use ::hdf5::types::{FixedAscii, FixedUnicode, TypeDescriptor, VarLenAscii, VarLenUnicode};
 use ::hdf5::{Dataset, File, H5Type};
 
-use super::ReadError;
+use super::{EventColumns, ReadError};
 
 /// Longest fixed-length string read in full; longer ones are cut (region names are short).
 const FIXED_STR: usize = 1024;
@@ -68,6 +68,49 @@ impl H5<'_> {
                 describe(&other)
             ))),
         }
+    }
+
+    /// The event columns (schema 3's `start_deltas` and `durations`, or schema 2's
+    /// `start_times` and `end_times`, and the optional per-call columns) and their length,
+    /// checked to agree.
+    pub(super) fn event_columns(&self) -> Result<(EventColumns, u64), ReadError> {
+        let err = self.err;
+        let (deltas, starts_name, ends_name) = if self.exists("events/start_deltas") {
+            (true, "events/start_deltas", "events/durations")
+        } else if self.exists("events/start_times") {
+            (false, "events/start_times", "events/end_times")
+        } else {
+            return Err(err("dataset `events/start_deltas` is missing".into()));
+        };
+        let (starts, n) = self.int_dataset(starts_name)?;
+        let (ends, n_ends) = self.int_dataset(ends_name)?;
+        if n_ends != n {
+            return Err(err(format!(
+                "`{ends_name}` has {n_ends} elements but `{starts_name}` has {n}"
+            )));
+        }
+        let optional = |path: &str| -> Result<Option<Dataset>, ReadError> {
+            if !self.exists(path) {
+                return Ok(None);
+            }
+            let (ds, len) = self.int_dataset(path)?;
+            if len != n {
+                return Err(err(format!(
+                    "`{path}` has {len} elements, expected {n} (one per call)"
+                )));
+            }
+            Ok(Some(ds))
+        };
+        let columns = EventColumns {
+            starts,
+            deltas,
+            ends,
+            thread_ids: optional("events/thread_ids")?,
+            task_ids: optional("events/task_ids")?,
+            gpu: optional("events/gpu_durations")?,
+            scheduled: optional("scope_profiler_rs/call_scheduled_ns")?,
+        };
+        Ok((columns, n))
     }
 
     /// Reads the whole integer dataset `path` as `T` (it must have `expect` elements when set).

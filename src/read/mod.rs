@@ -311,41 +311,8 @@ impl Profile {
         } else {
             None
         };
-        let (deltas, starts_name, ends_name) = if h5.exists("events/start_deltas") {
-            (true, "events/start_deltas", "events/durations")
-        } else if h5.exists("events/start_times") {
-            (false, "events/start_times", "events/end_times")
-        } else {
-            return Err(err("dataset `events/start_deltas` is missing".into()));
-        };
-        let (starts, n) = h5.int_dataset(starts_name)?;
-        let (ends, n_ends) = h5.int_dataset(ends_name)?;
-        if n_ends != n {
-            return Err(err(format!(
-                "`{ends_name}` has {n_ends} elements but `{starts_name}` has {n}"
-            )));
-        }
-        let optional = |path: &str| -> Result<Option<Dataset>, ReadError> {
-            if !h5.exists(path) {
-                return Ok(None);
-            }
-            let (ds, len) = h5.int_dataset(path)?;
-            if len != n {
-                return Err(err(format!(
-                    "`{path}` has {len} elements, expected {n} (one per call)"
-                )));
-            }
-            Ok(Some(ds))
-        };
-        self.columns = Some(EventColumns {
-            starts,
-            deltas,
-            ends,
-            thread_ids: optional("events/thread_ids")?,
-            task_ids: optional("events/task_ids")?,
-            gpu: optional("events/gpu_durations")?,
-            scheduled: optional("scope_profiler_rs/call_scheduled_ns")?,
-        });
+        let (columns, n) = h5.event_columns()?;
+        self.columns = Some(columns);
         self.events = n;
         for (i, &id) in ids.iter().enumerate() {
             if id >= self.names.len() as u64 {
@@ -375,19 +342,7 @@ impl Profile {
                 exclusive_ns: exclusive.as_ref().map(|x| x[i]).filter(|&x| x >= 0),
             });
         }
-        let mut by_offset: Vec<&IndexRow> = self.rows.iter().filter(|r| r.count > 0).collect();
-        by_offset.sort_by_key(|r| r.offset);
-        for w in by_offset.windows(2) {
-            if w[0].offset + w[0].count > w[1].offset {
-                return Err(err(format!(
-                    "rank_region_index rows overlap: events {}..{} and {}..",
-                    w[0].offset,
-                    w[0].offset + w[0].count,
-                    w[1].offset
-                )));
-            }
-        }
-        Ok(())
+        check_no_overlap(&self.rows, err)
     }
 
     /// Reads `thread_table`, `task_table` and the shape of `/scope_profiler_rs/polls`.
@@ -566,4 +521,21 @@ fn read_aggregates(h5: &H5<'_>, names: usize) -> Result<Vec<AggregateRow>, ReadE
         });
     }
     Ok(out)
+}
+
+/// Checks that no two non-empty index `rows` share events.
+fn check_no_overlap(rows: &[IndexRow], err: &dyn Fn(String) -> ReadError) -> Result<(), ReadError> {
+    let mut by_offset: Vec<&IndexRow> = rows.iter().filter(|r| r.count > 0).collect();
+    by_offset.sort_by_key(|r| r.offset);
+    for w in by_offset.windows(2) {
+        if w[0].offset + w[0].count > w[1].offset {
+            return Err(err(format!(
+                "rank_region_index rows overlap: events {}..{} and {}..",
+                w[0].offset,
+                w[0].offset + w[0].count,
+                w[1].offset
+            )));
+        }
+    }
+    Ok(())
 }

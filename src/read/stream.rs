@@ -1,10 +1,12 @@
 //! Streaming the per-call and per-poll columns in bounded chunks, checking every value that
 //! later stages rely on (times in range, lane indices that a table row has, region ids).
 
+use std::ops::Range;
+
 use ::hdf5::Dataset;
 
 use super::columns::{read_range, H5};
-use super::{Call, IndexRow, Poll, Profile, ReadError};
+use super::{Call, EventColumns, IndexRow, Poll, Profile, ReadError};
 
 /// Largest lane index accepted in files without a lane table (a bit flip must not make the
 /// reader allocate per-lane state for a billion lanes).
@@ -55,7 +57,6 @@ impl Profile {
         let err = |p: String| self.err(p);
         let mut rows: Vec<&IndexRow> = self.rows.iter().filter(|r| r.count > 0).collect();
         rows.sort_by_key(|r| r.offset);
-        let threads_per_rank = self.threads.len();
         let mut buf: Vec<Call> = Vec::with_capacity(chunk);
         for row in rows {
             let mut previous = 0i64;
@@ -63,66 +64,65 @@ impl Profile {
             while done < row.count {
                 let len = (row.count - done).min(chunk as u64) as usize;
                 let a = (row.offset + done) as usize;
-                let range = a..a + len;
-                let starts: Vec<i64> =
-                    read_range(&cols.starts, "events/start_deltas", range.clone(), &err)?;
-                let ends: Vec<i64> =
-                    read_range(&cols.ends, "events/durations", range.clone(), &err)?;
-                let col =
-                    |ds: &Option<Dataset>, name: &str| -> Result<Option<Vec<i64>>, ReadError> {
-                        ds.as_ref()
-                            .map(|d| read_range(d, name, range.clone(), &err))
-                            .transpose()
-                    };
-                let threads = col(&cols.thread_ids, "events/thread_ids")?;
-                let tasks = col(&cols.task_ids, "events/task_ids")?;
-                let gpu = col(&cols.gpu, "events/gpu_durations")?;
-                let sched = col(&cols.scheduled, "scope_profiler_rs/call_scheduled_ns")?;
+                let read = ChunkColumns::read(cols, a..a + len, &err)?;
                 buf.clear();
-                for i in 0..len {
-                    let k = (a + i) as u64;
-                    let start = if cols.deltas {
-                        previous.checked_add(starts[i]).ok_or_else(|| {
-                            err(format!("events/start_deltas[{k}] overflows the start time"))
-                        })?
-                    } else {
-                        starts[i]
-                    };
-                    previous = start;
-                    let dur = if cols.deltas {
-                        ends[i]
-                    } else {
-                        ends[i].wrapping_sub(start)
-                    }
-                    .max(0);
-                    if !time_ok(start, dur) {
-                        return Err(err(format!(
-                            "event {k}: start {start} ns + duration {dur} ns is out of range \
-                             (times must stay below 2^61 ns)"
-                        )));
-                    }
-                    let thread = match &threads {
-                        Some(t) => {
-                            self.check_lane("events/thread_ids", t[i], threads_per_rank, k)?
-                        }
-                        None => -1,
-                    };
-                    let task = match &tasks {
-                        Some(t) => self.check_lane("events/task_ids", t[i], self.tasks.len(), k)?,
-                        None => -1,
-                    };
-                    buf.push(Call {
-                        start_ns: start,
-                        dur_ns: dur,
-                        thread,
-                        task,
-                        gpu_ns: gpu.as_ref().map_or(-1, |g| g[i].max(-1)),
-                        scheduled_ns: sched.as_ref().map_or(-1, |g| g[i].max(-1)),
-                    });
-                }
+                self.decode_calls(cols.deltas, &read, a, &mut previous, &mut buf)?;
                 f(row, &buf)?;
                 done += len as u64;
             }
+        }
+        Ok(())
+    }
+
+    /// Decodes one chunk of event columns (`c`, starting at event `a`) into `buf`, checking
+    /// every value; `previous` is the row's last start so far (`deltas`: starts are deltas).
+    fn decode_calls(
+        &self,
+        deltas: bool,
+        c: &ChunkColumns,
+        a: usize,
+        previous: &mut i64,
+        buf: &mut Vec<Call>,
+    ) -> Result<(), ReadError> {
+        let threads_per_rank = self.threads.len();
+        for i in 0..c.len {
+            let k = (a + i) as u64;
+            let start = if deltas {
+                previous.checked_add(c.starts[i]).ok_or_else(|| {
+                    self.err(format!("events/start_deltas[{k}] overflows the start time"))
+                })?
+            } else {
+                c.starts[i]
+            };
+            *previous = start;
+            let dur = if deltas {
+                c.ends[i]
+            } else {
+                c.ends[i].wrapping_sub(start)
+            }
+            .max(0);
+            if !time_ok(start, dur) {
+                return Err(self.err(format!(
+                    "event {k}: start {start} ns + duration {dur} ns is out of range \
+                     (times must stay below 2^61 ns)"
+                )));
+            }
+            let thread = match &c.threads {
+                Some(t) => self.check_lane("events/thread_ids", t[i], threads_per_rank, k)?,
+                None => -1,
+            };
+            let task = match &c.tasks {
+                Some(t) => self.check_lane("events/task_ids", t[i], self.tasks.len(), k)?,
+                None => -1,
+            };
+            buf.push(Call {
+                start_ns: start,
+                dur_ns: dur,
+                thread,
+                task,
+                gpu_ns: c.gpu.as_ref().map_or(-1, |g| g[i].max(-1)),
+                scheduled_ns: c.sched.as_ref().map_or(-1, |g| g[i].max(-1)),
+            });
         }
         Ok(())
     }
@@ -259,5 +259,43 @@ impl Profile {
             done += len as u64;
         }
         Ok(())
+    }
+}
+
+/// One chunk of the event columns, read for [`Profile::for_each_call`].
+struct ChunkColumns {
+    /// Events in the chunk.
+    len: usize,
+    /// Start deltas or start times.
+    starts: Vec<i64>,
+    /// Durations or end times.
+    ends: Vec<i64>,
+    threads: Option<Vec<i64>>,
+    tasks: Option<Vec<i64>>,
+    gpu: Option<Vec<i64>>,
+    sched: Option<Vec<i64>>,
+}
+
+impl ChunkColumns {
+    /// Reads the events `range` of every column of `cols` the file has.
+    fn read(
+        cols: &EventColumns,
+        range: Range<usize>,
+        err: &dyn Fn(String) -> ReadError,
+    ) -> Result<ChunkColumns, ReadError> {
+        let col = |ds: &Option<Dataset>, name: &str| -> Result<Option<Vec<i64>>, ReadError> {
+            ds.as_ref()
+                .map(|d| read_range(d, name, range.clone(), err))
+                .transpose()
+        };
+        Ok(ChunkColumns {
+            len: range.len(),
+            starts: read_range(&cols.starts, "events/start_deltas", range.clone(), err)?,
+            ends: read_range(&cols.ends, "events/durations", range.clone(), err)?,
+            threads: col(&cols.thread_ids, "events/thread_ids")?,
+            tasks: col(&cols.task_ids, "events/task_ids")?,
+            gpu: col(&cols.gpu, "events/gpu_durations")?,
+            sched: col(&cols.scheduled, "scope_profiler_rs/call_scheduled_ns")?,
+        })
     }
 }

@@ -2,8 +2,7 @@
 //! of any length is read in constant memory ([`scan`]); `read` collects everything (tests and
 //! small spools only).
 
-use std::fs::File;
-use std::io::{self, BufReader, Read};
+use std::io;
 use std::path::Path;
 
 use super::{
@@ -13,6 +12,10 @@ use super::{
 use crate::data::rows::{CallRecord, PollRecord, TaskRow, ThreadRow};
 use crate::data::sites::SiteInfo;
 use crate::data::stats::Stats;
+
+mod frames;
+
+use frames::{Frame, Frames};
 
 /// Reads a zigzag LEB128 varint.
 #[inline]
@@ -108,11 +111,7 @@ pub(crate) fn scan_into(
     mut out: SpoolContents,
 ) -> io::Result<SpoolContents> {
     let mut frame_calls: Vec<CallRecord> = Vec::new();
-    let file = File::open(path)?;
-    // What a skipped frame is checked against (a spool read back is no longer written to).
-    let file_len = file.metadata()?.len();
-    let mut input = BufReader::with_capacity(1 << 20, file);
-    let mut pos = 0u64;
+    let mut frames = Frames::open(path)?;
     let bad = |what: &str| {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -124,47 +123,25 @@ pub(crate) fn scan_into(
     let mut thread_at = std::collections::HashMap::new();
     out.torn_bytes = 0;
     let mut saw_header = false;
-    let mut payload = Vec::new();
+    let want_calls = on_calls.is_some();
     loop {
-        let mut head = [0u8; 5];
-        let got = read_full(&mut input, &mut head)?;
-        if got < 5 {
-            out.torn_bytes = got as u64;
-            break;
-        }
-        let tag = head[0];
-        let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]) as usize;
-        pos += 5;
-        // Frames this pass does not want are skipped unread (a finalize reads the calls and
-        // the lanes of one spool in two passes, each skipping the other's frames).
-        let skip = match tag {
-            TAG_CALLS | TAG_CALL_COLUMNS => on_calls.is_none(),
-            TAG_POLLS | TAG_POLL_RUNS | TAG_TASKS => !keep_lanes,
-            _ => false,
-        };
-        if skip {
-            if pos + len as u64 > file_len {
-                out.torn_bytes = 5 + file_len.saturating_sub(pos);
+        let tag = match frames.next(|tag| skips(tag, want_calls, keep_lanes))? {
+            Frame::Read(tag) => tag,
+            Frame::Skipped => continue,
+            Frame::Torn(bytes) => {
+                out.torn_bytes = bytes;
                 break;
             }
-            input.seek_relative(len as i64)?;
-            pos += len as u64;
-            continue;
-        }
-        payload.clear();
-        let got = (&mut input).take(len as u64).read_to_end(&mut payload)?;
-        if got < len {
-            out.torn_bytes = (5 + got) as u64;
-            break;
-        }
-        pos += len as u64;
-        let mut r = Cursor { d: &payload, at: 0 };
+        };
+        let mut r = Cursor {
+            d: &frames.payload,
+            at: 0,
+        };
         match tag {
             TAG_HEADER => {
                 out.header = header(&mut r).map_err(&bad)?;
                 saw_header = true;
             }
-            TAG_REGION => region(&mut r, &mut out.regions).ok_or_else(|| bad("region"))?,
             TAG_CALLS | TAG_CALL_COLUMNS => {
                 if let Some(on_calls) = on_calls.as_mut() {
                     let declared = out.regions.len();
@@ -177,18 +154,7 @@ pub(crate) fn scan_into(
                     on_calls(region, &frame_calls);
                 }
             }
-            TAG_POLLS if keep_lanes => polls(&mut r, &mut out.polls).ok_or_else(|| bad("polls"))?,
-            TAG_POLL_RUNS if keep_lanes => {
-                poll_runs(&mut r, &mut out.polls).ok_or_else(|| bad("polls"))?
-            }
-            TAG_TASKS if keep_lanes => tasks(&mut r, &mut out.tasks).ok_or_else(|| bad("tasks"))?,
-            TAG_THREADS => {
-                let rows = threads(&mut r).ok_or_else(|| bad("threads"))?;
-                merge_threads(&mut out.threads, &mut thread_at, rows);
-            }
-            TAG_AGGREGATE => out.aggregate = aggregate(&mut r).ok_or_else(|| bad("aggregate"))?,
-            TAG_SITES => sites(&mut r, &mut out.sites).ok_or_else(|| bad("sites"))?,
-            _ => return Err(bad(&format!("unknown frame tag {tag}"))),
+            _ => decode_frame(tag, &mut r, &mut out, &mut thread_at, keep_lanes, &bad)?,
         }
     }
     if !saw_header {
@@ -196,6 +162,43 @@ pub(crate) fn scan_into(
     }
     out.threads.sort_unstable_by_key(|t| t.index);
     Ok(out)
+}
+
+/// Whether a pass skips frames tagged `tag` unread: calls frames without `want_calls`, the
+/// lanes without `keep_lanes` (a finalize reads the calls and the lanes of one spool in two
+/// passes, each skipping the other's frames).
+fn skips(tag: u8, want_calls: bool, keep_lanes: bool) -> bool {
+    match tag {
+        TAG_CALLS | TAG_CALL_COLUMNS => !want_calls,
+        TAG_POLLS | TAG_POLL_RUNS | TAG_TASKS => !keep_lanes,
+        _ => false,
+    }
+}
+
+/// Decodes one frame other than the header and calls (`tag`, its payload in `r`) into `out`;
+/// `thread_at` indexes `out.threads` by thread id.
+fn decode_frame(
+    tag: u8,
+    r: &mut Cursor<'_>,
+    out: &mut SpoolContents,
+    thread_at: &mut std::collections::HashMap<u32, usize>,
+    keep_lanes: bool,
+    bad: &dyn Fn(&str) -> io::Error,
+) -> io::Result<()> {
+    match tag {
+        TAG_REGION => region(r, &mut out.regions).ok_or_else(|| bad("region"))?,
+        TAG_POLLS if keep_lanes => polls(r, &mut out.polls).ok_or_else(|| bad("polls"))?,
+        TAG_POLL_RUNS if keep_lanes => poll_runs(r, &mut out.polls).ok_or_else(|| bad("polls"))?,
+        TAG_TASKS if keep_lanes => tasks(r, &mut out.tasks).ok_or_else(|| bad("tasks"))?,
+        TAG_THREADS => {
+            let rows = threads(r).ok_or_else(|| bad("threads"))?;
+            merge_threads(&mut out.threads, thread_at, rows);
+        }
+        TAG_AGGREGATE => out.aggregate = aggregate(r).ok_or_else(|| bad("aggregate"))?,
+        TAG_SITES => sites(r, &mut out.sites).ok_or_else(|| bad("sites"))?,
+        _ => return Err(bad(&format!("unknown frame tag {tag}"))),
+    }
+    Ok(())
 }
 
 /// Frame 0: the magic, then the run's header.
@@ -505,20 +508,6 @@ pub(super) fn tasks(r: &mut Cursor<'_>, rows: &mut Vec<TaskRow>) -> Option<()> {
         rows.push(totals.row(false));
     }
     Some(())
-}
-
-/// Reads until `buf` is full or the input ends; returns the bytes read.
-fn read_full(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match input.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
 }
 
 /// A frame's payload being decoded.

@@ -8,8 +8,9 @@
 //! line naming the file; it exits 2 for every bad input.
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Child, ChildStderr, Command, ExitCode, ExitStatus, Stdio};
 use std::sync::mpsc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Set in the child's environment.
@@ -76,26 +77,47 @@ pub(crate) fn run_child(file: &str, stall: Duration, verdicts: &[u8]) -> ExitCod
         eprintln!("scopeprof: {file}: {msg}");
         ExitCode::from(BAD_INPUT)
     };
-    let exe = match std::env::current_exe() {
-        Ok(e) => e,
-        Err(e) => {
-            return fail(format!(
-                "cannot find the scopeprof executable to read in a child process: {e}"
-            ))
-        }
+    let mut child = match spawn_child() {
+        Ok(c) => c,
+        Err(msg) => return fail(msg),
     };
-    let mut child = match Command::new(exe)
+    let stderr = child.stderr.take().expect("piped by spawn_child");
+    let (rx, reader) = forward_lines(stderr);
+    let (lines, stalled) = watch_child(&mut child, &rx, stall);
+    let status = child.wait();
+    let _ = reader.join();
+    if stalled {
+        return fail(format!(
+            "reading made no progress for {} s and was stopped (the HDF5 library looped on what \
+             is probably a corrupt file)",
+            stall.as_secs()
+        ));
+    }
+    match status {
+        Ok(s) => child_outcome(s, &lines, verdicts).unwrap_or_else(fail),
+        Err(e) => fail(format!("lost the reading child process: {e}")),
+    }
+}
+
+/// Starts this executable again, with this process's arguments, as the reading child (stdin
+/// closed, stdout inherited, stderr piped); the error is the message for the user.
+fn spawn_child() -> Result<Child, String> {
+    let exe = std::env::current_exe().map_err(|e| {
+        format!("cannot find the scopeprof executable to read in a child process: {e}")
+    })?;
+    Command::new(exe)
         .args(std::env::args_os().skip(1))
         .env(CHILD_ENV, "1")
         .stdin(Stdio::null())
         .stdout(Stdio::inherit())
         .stderr(Stdio::piped())
         .spawn()
-    {
-        Ok(c) => c,
-        Err(e) => return fail(format!("cannot start the reading child process: {e}")),
-    };
-    let stderr = child.stderr.take().expect("piped above");
+        .map_err(|e| format!("cannot start the reading child process: {e}"))
+}
+
+/// Sends each line of the child's `stderr` through the returned channel from a reader
+/// thread, then `None` at its end.
+fn forward_lines(stderr: ChildStderr) -> (mpsc::Receiver<Option<String>>, JoinHandle<()>) {
     let (tx, rx) = mpsc::channel::<Option<String>>();
     let reader = std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines() {
@@ -110,6 +132,17 @@ pub(crate) fn run_child(file: &str, stall: Duration, verdicts: &[u8]) -> ExitCod
         }
         let _ = tx.send(None);
     });
+    (rx, reader)
+}
+
+/// Collects the child's stderr lines from `rx` (heartbeats dropped, the last 64 kept) until
+/// they end, or kills the child when no line came for `stall`; returns the lines and whether
+/// it stalled.
+fn watch_child(
+    child: &mut Child,
+    rx: &mpsc::Receiver<Option<String>>,
+    stall: Duration,
+) -> (Vec<String>, bool) {
     let mut lines: Vec<String> = Vec::new();
     let mut last = Instant::now();
     let stalled = loop {
@@ -132,34 +165,32 @@ pub(crate) fn run_child(file: &str, stall: Duration, verdicts: &[u8]) -> ExitCod
             }
         }
     };
-    let status = child.wait();
-    let _ = reader.join();
-    if stalled {
-        return fail(format!(
-            "reading made no progress for {} s and was stopped (the HDF5 library looped on what \
-             is probably a corrupt file)",
-            stall.as_secs()
-        ));
-    }
-    let status = match status {
-        Ok(s) => s,
-        Err(e) => return fail(format!("lost the reading child process: {e}")),
-    };
+    (lines, stalled)
+}
+
+/// The exit code for a child that ended with `status` after writing `lines` to stderr, or
+/// the failure message for the user: success and `verdicts` pass through with the lines, a
+/// signal is a crash, and a child's own `scopeprof:` error line is forwarded as it is.
+fn child_outcome(
+    status: ExitStatus,
+    lines: &[String],
+    verdicts: &[u8],
+) -> Result<ExitCode, String> {
     let verdict = status
         .code()
         .and_then(|c| u8::try_from(c).ok())
         .filter(|c| verdicts.contains(c));
     if status.success() || verdict.is_some() {
-        for l in &lines {
+        for l in lines {
             eprintln!("{l}");
         }
-        return ExitCode::from(verdict.unwrap_or(0));
+        return Ok(ExitCode::from(verdict.unwrap_or(0)));
     }
     #[cfg(unix)]
     {
         use std::os::unix::process::ExitStatusExt;
         if let Some(sig) = status.signal() {
-            return fail(format!(
+            return Err(format!(
                 "the HDF5 library crashed reading this file ({}); the file is corrupt",
                 signal_name(sig)
             ));
@@ -168,9 +199,9 @@ pub(crate) fn run_child(file: &str, stall: Duration, verdicts: &[u8]) -> ExitCod
     match (status.code(), lines.last()) {
         (Some(2), Some(l)) if l.starts_with("scopeprof: ") => {
             eprintln!("{l}");
-            ExitCode::from(BAD_INPUT)
+            Ok(ExitCode::from(BAD_INPUT))
         }
-        (code, last) => fail(format!(
+        (code, last) => Err(format!(
             "reading failed (exit status {}): {}",
             code.map_or_else(|| "?".into(), |c| c.to_string()),
             last.map_or("no message", String::as_str)

@@ -5,7 +5,9 @@ use std::sync::atomic::Ordering;
 
 use super::Flusher;
 use crate::data::rows::{PollRecord, RegionRow, TaskRow, ThreadRow};
+use crate::data::stats::Stats;
 use crate::recording::region::RegionInfo;
+use crate::spool::loss::Rotated;
 
 /// One region as seen at a finalize.
 #[derive(Clone, Debug)]
@@ -75,26 +77,7 @@ impl Flusher {
         self.publish_metrics(true);
         self.carry_metrics();
         let infos: Vec<RegionInfo> = self.asm.regions.regions().to_vec();
-        let mut regions = Vec::new();
-        for (id, (info, p)) in infos.iter().zip(self.phase.iter_mut()).enumerate() {
-            if p.lifetime == 0 {
-                continue;
-            }
-            regions.push(RegionSnapshot {
-                id: id as u32,
-                row: RegionRow {
-                    name: info.name.to_owned(),
-                    file: info.file.unwrap_or("").to_owned(),
-                    line: info.line.map_or(-1, i64::from),
-                    stats: p.stats.take(),
-                    calls: std::mem::take(&mut p.calls),
-                    gpu_count: std::mem::take(&mut p.gpu_count),
-                    gpu_total: std::mem::take(&mut p.gpu_total),
-                    exclusive_ns: -1,
-                },
-                lifetime_calls: p.lifetime,
-            });
-        }
+        let regions = self.take_regions(&infos);
         let region_names: Vec<String> = infos.iter().map(|i| i.name.to_owned()).collect();
         let clock = self.shared.clock;
         let mut tasks = self.asm.tasks.take_rows(clock.now_ns(), |t| clock.to_ns(t));
@@ -105,18 +88,7 @@ impl Flusher {
         let threads = self.threads();
         let agg = self.aggregate_stats();
         self.phase_no += 1;
-        let rotated = match &mut self.spool {
-            None => Default::default(),
-            Some(spool) => {
-                crate::checkpoint::reach("snapshot");
-                let r = spool.rotate(self.phase_no, &threads, &agg);
-                self.shared.fork.spool_fd(spool.raw_fd());
-                // The new phase's spool holds the whole thread table too.
-                self.exited.new_phase();
-                spool.thread_rows(&self.exited.take_unspooled());
-                r
-            }
-        };
+        let rotated = self.rotate_spool(&threads, &agg);
         self.kept_calls = 0;
         Snapshot {
             regions,
@@ -151,5 +123,46 @@ impl Flusher {
                 hidden_calls: self.hidden_calls,
             },
         }
+    }
+
+    /// Takes this phase's calls and statistics of every region (`infos`, by id) that has
+    /// ever completed a call.
+    fn take_regions(&mut self, infos: &[RegionInfo]) -> Vec<RegionSnapshot> {
+        let mut regions = Vec::new();
+        for (id, (info, p)) in infos.iter().zip(self.phase.iter_mut()).enumerate() {
+            if p.lifetime == 0 {
+                continue;
+            }
+            regions.push(RegionSnapshot {
+                id: id as u32,
+                row: RegionRow {
+                    name: info.name.to_owned(),
+                    file: info.file.unwrap_or("").to_owned(),
+                    line: info.line.map_or(-1, i64::from),
+                    stats: p.stats.take(),
+                    calls: std::mem::take(&mut p.calls),
+                    gpu_count: std::mem::take(&mut p.gpu_count),
+                    gpu_total: std::mem::take(&mut p.gpu_total),
+                    exclusive_ns: -1,
+                },
+                lifetime_calls: p.lifetime,
+            });
+        }
+        regions
+    }
+
+    /// Ends the spool's phase (`self.phase_no`, with the final `threads` and `agg`) and starts
+    /// the next one's with the whole thread table; nothing without a spool.
+    fn rotate_spool(&mut self, threads: &[ThreadRow], agg: &[(u32, Stats)]) -> Rotated {
+        let Some(spool) = &mut self.spool else {
+            return Rotated::default();
+        };
+        crate::checkpoint::reach("snapshot");
+        let r = spool.rotate(self.phase_no, threads, agg);
+        self.shared.fork.spool_fd(spool.raw_fd());
+        // The new phase's spool holds the whole thread table too.
+        self.exited.new_phase();
+        spool.thread_rows(&self.exited.take_unspooled());
+        r
     }
 }

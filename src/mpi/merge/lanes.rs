@@ -30,6 +30,33 @@ pub(crate) const TASK_I64: [(&str, bool); 7] = [
     ("suspended_ns", false),
 ];
 
+/// A lane table and its columns besides `ranks`.
+struct LaneTable {
+    name: &'static str,
+    /// Integer columns; `true` = a time relative to `start_time_ns`.
+    ints: &'static [(&'static str, bool)],
+    /// String columns.
+    strs: &'static [&'static str],
+    /// `i8` columns.
+    i8s: &'static [&'static str],
+}
+
+/// The lane tables, in the order they are merged.
+const LANE_TABLES: [LaneTable; 2] = [
+    LaneTable {
+        name: "thread_table",
+        ints: &THREAD_I64,
+        strs: &["name"],
+        i8s: &["daemon"],
+    },
+    LaneTable {
+        name: "task_table",
+        ints: &TASK_I64,
+        strs: &["kind", "name", "coro_name"],
+        i8s: &[],
+    },
+];
+
 /// Rows `at..end` of column `name` of `g`.
 fn read_rows<T: H5Type + Clone>(
     g: &Group,
@@ -42,6 +69,74 @@ fn read_rows<T: H5Type + Clone>(
     Ok(cx.h5(name, ds.read_slice_1d::<T, _>(at..end))?.to_vec())
 }
 
+/// Creates `table`'s group in the output `file`, with its empty columns.
+fn create_lane_cols(
+    file: &File,
+    table: &LaneTable,
+    cx: &Cx<'_>,
+) -> Result<HashMap<&'static str, Col>, Error> {
+    let out = cx.h5(table.name, file.create_group(table.name))?;
+    let mut cols = HashMap::new();
+    cols.insert("ranks", Col::create::<u32>(&out, "ranks", cx)?);
+    for (n, _) in table.ints {
+        cols.insert(*n, Col::create::<i64>(&out, n, cx)?);
+    }
+    for n in table.strs {
+        cols.insert(*n, Col::create::<VarLenUnicode>(&out, n, cx)?);
+    }
+    for n in table.i8s {
+        cols.insert(*n, Col::create::<i8>(&out, n, cx)?);
+    }
+    Ok(cols)
+}
+
+/// Appends the rows of an input's `table` (group `g`) to the output's `cols`, in chunks of
+/// [`CHUNK`] rows (a long-running service may have millions of tasks): `ranks` set to `rank`,
+/// relative times shifted by `rel_shift` (-1 stays).
+fn append_lane_rows(
+    g: &Group,
+    table: &LaneTable,
+    cols: &mut HashMap<&'static str, Col>,
+    rank: u32,
+    rel_shift: i64,
+    icx: &Cx<'_>,
+    cx: &Cx<'_>,
+) -> Result<(), Error> {
+    let rows = icx.h5(table.name, g.dataset("index"))?.size();
+    let mut at = 0;
+    while at < rows {
+        let end = (at + CHUNK).min(rows);
+        for (n, relative) in table.ints {
+            let mut v = read_rows::<i64>(g, n, at, end, icx)?;
+            if *relative {
+                v.iter_mut()
+                    .filter(|t| **t != -1)
+                    .for_each(|t| *t += rel_shift);
+            }
+            if let Some(c) = cols.get_mut(n) {
+                c.append(&v, cx)?;
+            }
+        }
+        for n in table.strs {
+            let v = read_rows::<VarLenUnicode>(g, n, at, end, icx)?;
+            if let Some(c) = cols.get_mut(n) {
+                c.append(&v, cx)?;
+            }
+        }
+        for n in table.i8s {
+            let v = read_rows::<i8>(g, n, at, end, icx)?;
+            if let Some(c) = cols.get_mut(n) {
+                c.append(&v, cx)?;
+            }
+        }
+        if let Some(c) = cols.get_mut("ranks") {
+            c.append(&vec![rank; end - at], cx)?;
+        }
+        at = end;
+    }
+    Ok(())
+}
+
 impl Merger {
     /// `thread_table` and `task_table` rows of one input.
     pub(super) fn append_lanes(
@@ -52,79 +147,22 @@ impl Merger {
         icx: &Cx<'_>,
     ) -> Result<(), Error> {
         let cx = Cx { path: &self.target };
-        for (table, ints, strs, i8s) in [
-            (
-                "thread_table",
-                &THREAD_I64[..],
-                &["name"][..],
-                &["daemon"][..],
-            ),
-            (
-                "task_table",
-                &TASK_I64[..],
-                &["kind", "name", "coro_name"][..],
-                &[][..],
-            ),
-        ] {
-            let Ok(g) = src.group(table) else {
+        for table in &LANE_TABLES {
+            let Ok(g) = src.group(table.name) else {
                 continue;
             };
-            let slot = if table == "thread_table" {
+            let slot = if table.name == "thread_table" {
                 &mut self.threads
             } else {
                 &mut self.tasks
             };
             if slot.is_none() {
-                let out = cx.h5(table, self.file.create_group(table))?;
-                let mut cols = HashMap::new();
-                cols.insert("ranks", Col::create::<u32>(&out, "ranks", &cx)?);
-                for (n, _) in ints {
-                    cols.insert(*n, Col::create::<i64>(&out, n, &cx)?);
-                }
-                for n in strs {
-                    cols.insert(*n, Col::create::<VarLenUnicode>(&out, n, &cx)?);
-                }
-                for n in i8s {
-                    cols.insert(*n, Col::create::<i8>(&out, n, &cx)?);
-                }
-                *slot = Some(cols);
+                *slot = Some(create_lane_cols(&self.file, table, &cx)?);
             }
             let Some(cols) = slot.as_mut() else {
                 continue;
             };
-            let rows = icx.h5(table, g.dataset("index"))?.size();
-            // In chunks: a long-running service may have millions of tasks.
-            let mut at = 0;
-            while at < rows {
-                let end = (at + CHUNK).min(rows);
-                for (n, relative) in ints {
-                    let mut v = read_rows::<i64>(&g, n, at, end, icx)?;
-                    if *relative {
-                        v.iter_mut()
-                            .filter(|t| **t != -1)
-                            .for_each(|t| *t += rel_shift);
-                    }
-                    if let Some(c) = cols.get_mut(n) {
-                        c.append(&v, &cx)?;
-                    }
-                }
-                for n in strs {
-                    let v = read_rows::<VarLenUnicode>(&g, n, at, end, icx)?;
-                    if let Some(c) = cols.get_mut(n) {
-                        c.append(&v, &cx)?;
-                    }
-                }
-                for n in i8s {
-                    let v = read_rows::<i8>(&g, n, at, end, icx)?;
-                    if let Some(c) = cols.get_mut(n) {
-                        c.append(&v, &cx)?;
-                    }
-                }
-                if let Some(c) = cols.get_mut("ranks") {
-                    c.append(&vec![rank; end - at], &cx)?;
-                }
-                at = end;
-            }
+            append_lane_rows(&g, table, cols, rank, rel_shift, icx, &cx)?;
         }
         Ok(())
     }
