@@ -104,7 +104,11 @@ impl Writer {
     #[inline(always)]
     pub(crate) fn push_enter(&mut self, id: u64, task: Option<u64>, fresh: bool) -> bool {
         let switch = task.filter(|&t| t != self.task);
-        if !self.room(1 + usize::from(switch.is_some())) {
+        // A fresh enter asks for room for its exit and close too, so a sync span's three
+        // records share one buffer and the flusher's one-step path sees them together (at
+        // most two slots of a buffer go unused).
+        let need = 1 + usize::from(switch.is_some()) + 2 * usize::from(fresh);
+        if !self.room(need) {
             self.task = TASK_UNKNOWN;
             self.note_lost(&Record::enter(id, 0));
             return false;
@@ -358,5 +362,50 @@ impl Drop for Writer {
         if !self.lane.exited.load(Ordering::Relaxed) {
             self.finish();
         }
+    }
+}
+
+#[cfg(all(test, not(scope_loom)))]
+mod tests {
+    use super::*;
+    use crate::recording::lane::chunk::{CHUNK_BYTES, SMALL_LEN};
+    use crate::recording::lane::pool::Policy;
+    use crate::recording::lane::DrainState;
+
+    #[test]
+    fn a_fresh_enter_keeps_its_sync_span_in_one_buffer() {
+        let pool = Arc::new(Pool::new(
+            8 * CHUNK_BYTES,
+            Policy {
+                lossy: false,
+                max_wait: std::time::Duration::from_millis(10),
+            },
+        ));
+        let lane = Arc::new(Lane::new(0, "t".into(), 0, 0));
+        let mut w = Writer::new(lane.clone(), pool.clone());
+        // Fill the first (small) buffer but for two slots.
+        for id in 0..(SMALL_LEN - 2) as u64 {
+            assert!(w.push(Record::exit(id + 1, 5)));
+        }
+        // A plain enter fits in one of them; a fresh one needs three.
+        assert!(w.push_enter(100, None, false));
+        assert!(w.push_enter(101, None, true));
+        assert!(w.push(Record::exit(101, 9)));
+        assert!(w.push(Record::close(101)));
+        w.finish();
+        let mut chunks = Vec::new();
+        let mut st = DrainState::default();
+        for _ in 0..4 {
+            lane.drain(&mut st, &pool, 16, |recs| chunks.push(recs.to_vec()));
+        }
+        assert_eq!(chunks[0].len(), SMALL_LEN - 1, "one slot left unused");
+        assert_eq!(chunks[0].last().map(|r| r.id), Some(100));
+        let next: Vec<u64> = chunks[1].iter().map(|r| r.id).collect();
+        assert_eq!(
+            next,
+            [101, 101, 101],
+            "the fresh span starts the next buffer"
+        );
+        assert!(chunks[1][0].is_fresh());
     }
 }
