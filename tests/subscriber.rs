@@ -177,3 +177,39 @@ fn a_disabled_subscriber_creates_no_span() {
     });
     assert!(guard.finalize().unwrap().regions().is_empty());
 }
+
+/// A callsite `tracing` never registered with anyone: what a span looks like to the
+/// subscriber when `new_span` comes before `register_callsite` (another thread is still
+/// registering the callsite).
+struct Unregistered;
+impl tracing_core::Callsite for Unregistered {
+    fn set_interest(&self, _: tracing_core::Interest) {}
+    fn metadata(&self) -> &tracing_core::Metadata<'_> {
+        &UNREGISTERED
+    }
+}
+static UNREGISTERED_CS: Unregistered = Unregistered;
+static UNREGISTERED: tracing_core::Metadata<'static> = tracing_core::metadata! {
+    name: "registered_late",
+    target: "subscriber_test",
+    level: tracing_core::Level::INFO,
+    fields: &[],
+    callsite: &UNREGISTERED_CS,
+    kind: tracing_core::Kind::SPAN,
+};
+
+#[test]
+fn a_span_created_before_its_callsite_is_registered_is_recorded() {
+    let (s, guard) = subscriber();
+    let values = UNREGISTERED.fields().value_set(&[]);
+    for _ in 0..3 {
+        let id = s.new_span(&tracing_core::span::Attributes::new(&UNREGISTERED, &values));
+        assert_ne!(id.into_u64(), u64::MAX, "an id that records");
+        s.enter(&id);
+        s.exit(&id);
+        assert!(s.try_close(id));
+    }
+    let r = guard.finalize().unwrap();
+    assert_eq!(calls(&r, "registered_late"), 3);
+    assert_eq!((r.dropped(), r.dropped_calls()), (0, 0));
+}

@@ -30,6 +30,9 @@ use crate::recording::lane::record::{self, Record as Slot};
 use crate::recording::shared::Shared;
 use crate::Mode;
 
+/// The id of a span that records nothing (see `new_span`).
+const NO_ID: u64 = u64::MAX;
+
 /// The profiler as a [`tracing::Subscriber`]: what [`ScopeLayer`](crate::ScopeLayer)
 /// records, in the same file, for what bare `tracing` costs.
 ///
@@ -105,6 +108,41 @@ impl ScopeSubscriber {
         self.shared.config.mode
     }
 
+    /// Registers span callsite `meta` with the flusher and the id table; false beyond a
+    /// million span callsites.
+    fn register_span_site(&self, meta: &'static Metadata<'static>) -> bool {
+        // The flusher accepts creation records only for callsites registered here.
+        self.shared.callsites.register(meta);
+        self.ids.callsites.register(meta).is_some()
+    }
+
+    /// A new span's id, and whether it needs a creation record.
+    #[inline]
+    fn next_id(&self, meta: &'static Metadata<'static>) -> Option<(u64, bool)> {
+        match self.ids.next(meta) {
+            Some(next) => Some(next),
+            None => self.next_id_unregistered(meta),
+        }
+    }
+
+    /// `tracing` may create a span of a callsite whose `register_callsite` with this
+    /// subscriber has not run yet: another thread is registering it, or the callsite's
+    /// interest was cached before this subscriber existed. It is registered here, so its
+    /// calls are recorded like any other (before, they got an id that recorded nothing and
+    /// their records were counted lost: about one run in 25 of a test that creates a span on
+    /// two Tokio workers at once).
+    #[cold]
+    #[inline(never)]
+    fn next_id_unregistered(&self, meta: &'static Metadata<'static>) -> Option<(u64, bool)> {
+        if crate::fork::inherited() || !self.register_span_site(meta) {
+            return None;
+        }
+        if self.track_async {
+            self.shared.tokio.register(meta);
+        }
+        self.ids.next(meta)
+    }
+
     /// Whether to skip this callback: paused or disabled. One relaxed load.
     #[inline(always)]
     fn skip(&self) -> bool {
@@ -137,9 +175,7 @@ impl Subscriber for ScopeSubscriber {
             self.shared.tokio.register(meta);
         }
         if meta.is_span() {
-            // The flusher accepts creation records only for callsites registered here.
-            self.shared.callsites.register(meta);
-            if self.ids.callsites.register(meta).is_none() {
+            if !self.register_span_site(meta) {
                 return Interest::never(); // beyond a million span callsites
             }
         } else if self.track_async && crate::recording::tokio::is_waker_callsite(meta) {
@@ -164,10 +200,10 @@ impl Subscriber for ScopeSubscriber {
     #[inline]
     fn new_span(&self, attrs: &Attributes<'_>) -> Id {
         let meta = attrs.metadata();
-        let Some((id, explicit)) = self.ids.next(meta) else {
-            // Not a registered callsite (cannot happen through `tracing`'s macros): an id
-            // that records nothing.
-            return Id::from_u64(u64::MAX);
+        let Some((id, explicit)) = self.next_id(meta) else {
+            // Beyond a million span callsites, or in a forked child: an id that records
+            // nothing (every callback checks for it).
+            return Id::from_u64(NO_ID);
         };
         if self.skip() {
             return Id::from_u64(id);
@@ -215,14 +251,16 @@ impl Subscriber for ScopeSubscriber {
         } else {
             return;
         };
-        crate::recording::events::record_checkpoint(&self.shared, id, event.metadata());
+        if id != NO_ID {
+            crate::recording::events::record_checkpoint(&self.shared, id, event.metadata());
+        }
     }
 
     #[inline]
     fn enter(&self, span: &Id) {
         let id = span.into_u64();
         spans::push_entered(self.shared.uid, id);
-        if self.skip() {
+        if self.skip() || id == NO_ID {
             return;
         }
         if let Some(sinks) = &self.shared.sinks {
@@ -242,7 +280,7 @@ impl Subscriber for ScopeSubscriber {
         let t = ticks();
         let id = span.into_u64();
         spans::pop_entered(self.shared.uid, id);
-        if self.skip() {
+        if self.skip() || id == NO_ID {
             return;
         }
         if let Some(sinks) = &self.shared.sinks {
@@ -269,7 +307,7 @@ impl Subscriber for ScopeSubscriber {
         if !self.handles.release(id) {
             return false;
         }
-        if !self.skip() {
+        if !self.skip() && id != NO_ID {
             if let Some(sinks) = &self.shared.sinks {
                 sinks.close(id, &mut |payload| {
                     with_local(&self.shared, |l| l.push(Slot::aux(id, payload)));
