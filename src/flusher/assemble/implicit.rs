@@ -10,6 +10,13 @@
 //! watermark as always. Ids are unique, so a record of a known id always belongs to its one
 //! instance, even one closed on the record's own lane.
 //!
+//! The one-step path for sync spans (`super::fast`) takes an enter flagged *fresh* (its thread
+//! created the span just before) with its exit and close when no instance of the id exists
+//! yet. A span that another thread entered between its creation and its creator's first enter,
+//! and whose records on that other lane are read only after the creator's, is then two calls,
+//! the other thread's part left open (in flight at the finalize): a span shared before its
+//! creator entered it, read in that order within one drain.
+//!
 //! Tokio's spawn spans are the exception: their spawn record (`NEW`, wake, site) carries the
 //! task's spawn, so their other records wait for it as `ScopeLayer`'s do (the stash).
 
