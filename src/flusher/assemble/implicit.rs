@@ -97,26 +97,11 @@ impl Assembler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::flusher::assemble::RawCall;
     use crate::recording::region::Callsites;
-    use tracing_core::{callsite::Callsite, Kind, Level, Metadata};
+    // The other assembler tests' callsite (`r`), and their drain to the end.
+    use crate::flusher::assemble::tests::{next_drain as drain, CS, META};
+    use tracing_core::{Kind, Level, Metadata};
 
-    struct Cs;
-    impl Callsite for Cs {
-        fn set_interest(&self, _: tracing_core::Interest) {}
-        fn metadata(&self) -> &Metadata<'_> {
-            &META
-        }
-    }
-    static CS: Cs = Cs;
-    static META: Metadata<'static> = tracing_core::metadata! {
-        name: "r",
-        target: "t",
-        level: Level::INFO,
-        fields: &[],
-        callsite: &CS,
-        kind: Kind::SPAN,
-    };
     static SPAWN_META: Metadata<'static> = tracing_core::metadata! {
         name: "runtime.spawn",
         target: "tokio::task",
@@ -142,13 +127,6 @@ mod tests {
     /// A subscriber's id of callsite index `index` (see `recording::subscriber::spans`).
     fn id(index: u64, seq: u64) -> u64 {
         (index + 1) << 44 | seq
-    }
-
-    fn drain(a: &mut Assembler, out: &mut Vec<RawCall>) {
-        for lane in 0..4 {
-            a.caught_up(lane, u64::MAX - 1);
-        }
-        a.complete(u64::MAX, out);
     }
 
     #[test]

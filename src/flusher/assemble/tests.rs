@@ -1,15 +1,15 @@
 use super::*;
 use tracing_core::{callsite::Callsite, Kind, Level, Metadata};
 
-struct Cs;
+pub(super) struct Cs;
 impl Callsite for Cs {
     fn set_interest(&self, _: tracing_core::Interest) {}
     fn metadata(&self) -> &Metadata<'_> {
         &META
     }
 }
-static CS: Cs = Cs;
-static META: Metadata<'static> = tracing_core::metadata! {
+pub(super) static CS: Cs = Cs;
+pub(super) static META: Metadata<'static> = tracing_core::metadata! {
     name: "r",
     target: "t",
     level: Level::INFO,
@@ -20,7 +20,7 @@ static META: Metadata<'static> = tracing_core::metadata! {
 
 /// Every lane read to the end, the watermark past everything: completes every closed
 /// call.
-fn next_drain(a: &mut Assembler, out: &mut Vec<RawCall>) {
+pub(super) fn next_drain(a: &mut Assembler, out: &mut Vec<RawCall>) {
     for lane in 0..4 {
         a.caught_up(lane, u64::MAX - 1);
     }
