@@ -43,7 +43,13 @@ pub(crate) struct Writer {
     stalled: Option<u64>,
     /// Spans that lost records since the last chunk, in order, waiting for their markers.
     lost: Vec<Lost>,
+    /// Span callsites this thread knows to be registered with the flusher (a direct-mapped
+    /// cache by address; see [`Writer::known_callsite`]).
+    known: [usize; KNOWN],
 }
+
+/// Entries of [`Writer::known`].
+const KNOWN: usize = 64;
 
 /// A pending lost marker: span `id` lost records here; `closed` if its close was among them;
 /// `whole` while every record of it on this lane so far was lost, starting with its creation.
@@ -73,6 +79,24 @@ impl Writer {
             next_seq: 0,
             stalled: None,
             lost: Vec::new(),
+            known: [0; KNOWN],
+        }
+    }
+
+    /// Whether span callsite `addr` is known to be registered with the flusher; if not,
+    /// `register` makes it so and it is remembered. `tracing` may create a span of a callsite
+    /// while another thread is still inside the subscriber's `register_callsite` for it (the
+    /// flusher would count the span's creation record as corrupt and lose the call): a
+    /// thread registers such a callsite itself, before it writes the record. One load and a
+    /// compare per span once known (the thread's first span of each callsite, or one evicted
+    /// from this small cache, takes the registry's lock).
+    #[inline(always)]
+    pub(crate) fn known_callsite(&mut self, addr: usize, register: impl FnOnce()) {
+        // Callsites are statics at least 8 bytes apart: the bits above the alignment spread.
+        let slot = (addr >> 4) % KNOWN;
+        if self.known[slot] != addr {
+            register();
+            self.known[slot] = addr;
         }
     }
 
