@@ -409,7 +409,9 @@ mod tests {
         )));
         let shared = Arc::new(Shared::new(config, None));
         Watch::arm(&shared);
-        WATCHED.set(*shared.fork.node.get().expect("armed")).unwrap();
+        WATCHED
+            .set(*shared.fork.node.get().expect("armed"))
+            .unwrap();
         drop(shared);
         let status = seen.lock().unwrap().take().expect("the writer forked");
         assert!(libc::WIFEXITED(status), "child status {status:#x}");

@@ -106,7 +106,7 @@ fn the_spool_is_private() {
 fn umask_child() {
     let out = std::env::var_os("SP_UMASK_OUT").expect("run by its parent test");
     let mut b = ScopeLayer::builder().output(&out);
-    if let Some(m) = std::env::var("SP_MODE").ok() {
+    if let Ok(m) = std::env::var("SP_MODE") {
         b = b.file_mode(u32::from_str_radix(&m, 8).unwrap());
     }
     let (d, guard) = dispatch(b);
@@ -126,9 +126,10 @@ fn profiles_are_private_whatever_the_umask() {
         ("000", Some("640"), 0o640),
     ];
     for (umask, file_mode, want) in cases {
-        let out = dir
-            .path()
-            .join(format!("umask-{umask}-{}.h5", file_mode.unwrap_or("default")));
+        let out = dir.path().join(format!(
+            "umask-{umask}-{}.h5",
+            file_mode.unwrap_or("default")
+        ));
         let exe = std::env::current_exe().unwrap();
         let mut cmd = Command::new("sh");
         cmd.arg("-c")
@@ -157,7 +158,13 @@ fn a_file_mode_beyond_the_permission_bits_is_an_error() {
         .build()
         .unwrap_err();
     assert!(
-        matches!(err, Error::InvalidOption { option: "file_mode", .. }),
+        matches!(
+            err,
+            Error::InvalidOption {
+                option: "file_mode",
+                ..
+            }
+        ),
         "{err:?}"
     );
 }

@@ -560,15 +560,16 @@ fn the_drop_does_not_wait_for_scrapers() {
     let _idle = idle_clients(addr, 30);
     // A client that asked and never reads its answer (the kernel buffers take part of it).
     let mut greedy = TcpStream::connect(addr).unwrap();
-    greedy
-        .write_all(b"GET /metrics HTTP/1.1\r\n\r\n")
-        .unwrap();
+    greedy.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
     std::thread::sleep(Duration::from_millis(100));
     let t = std::time::Instant::now();
     drop(guard);
     let dropped = t.elapsed();
     eprintln!("drop with 30 idle clients and one that does not read: {dropped:?}");
-    assert!(dropped < Duration::from_secs(5), "the drop took {dropped:?}");
+    assert!(
+        dropped < Duration::from_secs(5),
+        "the drop took {dropped:?}"
+    );
     assert!(
         TcpStream::connect(addr).is_err(),
         "served after the guard dropped"

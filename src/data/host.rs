@@ -132,8 +132,14 @@ mod tests {
         };
         assert!(!tag_alive(&reused), "this pid with another start time");
         for other in [
-            ProcTag { boot: here.boot ^ 1, ..gone },
-            ProcTag { ns: here.ns ^ 1, ..gone },
+            ProcTag {
+                boot: here.boot ^ 1,
+                ..gone
+            },
+            ProcTag {
+                ns: here.ns ^ 1,
+                ..gone
+            },
         ] {
             assert!(tag_alive(&other), "another host or namespace: {other:?}");
         }
@@ -141,7 +147,15 @@ mod tests {
 
     #[test]
     fn malformed_tags_do_not_parse() {
-        for s in ["", "12", "12-1-2", "12-1-2-3-4", "x-1-2-3", "12-g-2-3", "-1-2-3"] {
+        for s in [
+            "",
+            "12",
+            "12-1-2",
+            "12-1-2-3-4",
+            "x-1-2-3",
+            "12-g-2-3",
+            "-1-2-3",
+        ] {
             assert_eq!(ProcTag::parse(s), None, "{s}");
         }
     }

@@ -191,7 +191,11 @@ impl<'a> Loop<'a> {
             revents: 0,
         };
         self.fds.clear();
-        let accept = if self.paused.is_some() { 0 } else { libc::POLLIN };
+        let accept = if self.paused.is_some() {
+            0
+        } else {
+            libc::POLLIN
+        };
         self.fds.push(pollfd(self.listener.as_raw_fd(), accept));
         self.fds.push(pollfd(self.woken.as_raw_fd(), libc::POLLIN));
         for c in &self.conns {
@@ -201,7 +205,12 @@ impl<'a> Loop<'a> {
             };
             self.fds.push(pollfd(c.stream.as_raw_fd(), events));
         }
-        let next = self.conns.iter().map(|c| c.deadline).chain(self.paused).min();
+        let next = self
+            .conns
+            .iter()
+            .map(|c| c.deadline)
+            .chain(self.paused)
+            .min();
         let timeout = next.map_or(-1, |d| {
             // Rounded up, so a deadline is past when poll returns.
             let ms = d.saturating_duration_since(now).as_micros().div_ceil(1000);

@@ -153,10 +153,12 @@ pub(crate) fn publish(
             crate::output::hdf5::DEFAULT_MODE => Ok(()),
             mode => crate::data::files::set_mode(tmp, mode),
         };
-        let renamed = moded.and_then(|()| if opts.no_replace {
-            crate::data::files::rename_noreplace(tmp, candidate)
-        } else {
-            std::fs::rename(tmp, candidate)
+        let renamed = moded.and_then(|()| {
+            if opts.no_replace {
+                crate::data::files::rename_noreplace(tmp, candidate)
+            } else {
+                std::fs::rename(tmp, candidate)
+            }
         });
         let synced = renamed.and_then(|()| match opts.durable {
             true => crate::data::files::sync_dir(candidate),

@@ -529,7 +529,10 @@ fn only_temporaries_of_dead_processes_here_go() {
             boot: here.boot ^ 1,
             ..gone
         }),
-        name(&ProcTag { ns: here.ns ^ 1, ..gone }),
+        name(&ProcTag {
+            ns: here.ns ^ 1,
+            ..gone
+        }),
         dir.path().join(format!(".p.h5.{dead}.0.tmp")),
         dir.path().join(".p.h5.spool"),
     ];
