@@ -207,7 +207,10 @@ fn kill_with_neighbours(t: &mut Table, name: &str) -> Row {
     let out = dir.path().join("out.h5");
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").expect("a boot id");
     let boot: String = boot.trim().chars().filter(|c| *c != '-').take(16).collect();
-    let planted: Vec<String> = NEIGHBOURS.iter().map(|n| n.replace("{boot}", &boot)).collect();
+    let planted: Vec<String> = NEIGHBOURS
+        .iter()
+        .map(|n| n.replace("{boot}", &boot))
+        .collect();
     for n in &planted {
         std::fs::write(dir.path().join(n), b"a neighbour's").expect("planted");
     }
