@@ -10,7 +10,8 @@
 //! and per host; containers of one host share it, hence the namespace).
 //!
 //! [`tag_alive`] judges a tag: only a tag of this boot and this pid namespace can be found
-//! dead (no such process, or a process of that id that started at another time). Anything
+//! dead (no such process, or a process of that id that started at another time; and only when
+//! `/proc` shows this namespace's process ids). Anything
 //! else — another host or container, a part this process could not read, a name in the old
 //! format with a bare pid, a name that does not parse — counts as alive, so its file is left
 //! alone: a stale file left by a crash elsewhere costs disk space, never a live run's output.
@@ -67,7 +68,7 @@ pub(crate) fn tag_alive(tag: &ProcTag) -> bool {
     if here.boot == 0 || here.ns == 0 || tag.boot != here.boot || tag.ns != here.ns {
         return true;
     }
-    if tag.pid == 0 || tag.pid > i32::MAX as u32 {
+    if tag.pid == 0 || tag.pid > i32::MAX as u32 || !proc_is_ours() {
         return true;
     }
     // SAFETY: signal 0 only checks that the process exists; nothing is sent.
@@ -81,6 +82,15 @@ pub(crate) fn tag_alive(tag: &ProcTag) -> bool {
         Some(start) if tag.start != 0 => start == tag.start,
         _ => true,
     }
+}
+
+/// Whether `/proc` shows this pid namespace (a container may see its host's `/proc`, whose
+/// numbers are not the ones `kill` takes here).
+fn proc_is_ours() -> bool {
+    std::fs::read_link("/proc/self")
+        .ok()
+        .and_then(|p| p.to_str()?.parse::<u32>().ok())
+        == Some(std::process::id())
 }
 
 /// Field 22 (`starttime`) of `/proc/<pid>/stat`.
