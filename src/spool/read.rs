@@ -219,17 +219,29 @@ fn header(r: &mut Cursor<'_>) -> Result<Header, &'static str> {
     read().ok_or("header")
 }
 
-/// Frame 1: one region declared at its id.
+/// Frame 1: one region declared at its id. The writer declares a file's regions densely, from
+/// 0 (a later frame may repeat an id), so an id past the next one is malformed: an id read
+/// from a file never sizes an allocation by itself (a planted `u32::MAX` would otherwise ask
+/// for hundreds of gigabytes).
 fn region(r: &mut Cursor<'_>, regions: &mut Vec<SpoolRegion>) -> Option<()> {
     let id = r.u32()? as usize;
     let line = r.i64()?;
     let name = r.str()?;
     let file = r.str()?;
-    if regions.len() <= id {
-        regions.resize(id + 1, Default::default());
+    let region = SpoolRegion { name, file, line };
+    match id.cmp(&regions.len()) {
+        std::cmp::Ordering::Less => regions[id] = region,
+        std::cmp::Ordering::Equal => regions.push(region),
+        std::cmp::Ordering::Greater => return None,
     }
-    regions[id] = SpoolRegion { name, file, line };
     Some(())
+}
+
+/// Room to reserve for `n` records declared by a frame whose records take at least
+/// `min_bytes` each of the `left` payload bytes: never more than the payload can hold, so a
+/// declared count read from a file cannot size an allocation beyond the file's own size.
+fn room(n: usize, left: usize, min_bytes: usize) -> usize {
+    n.min(left / min_bytes)
 }
 
 /// Frame 2: calls of one declared region, start times delta-coded; returns the region.
@@ -246,7 +258,8 @@ fn calls(
     let (d, mut at) = (r.d, r.at);
     let mut previous = 0i64;
     out.clear();
-    out.reserve(n);
+    // Six varints of at least a byte each per call.
+    out.reserve(room(n, d.len().saturating_sub(at), 6));
     for _ in 0..n {
         let mut next = || get_varint(d, &mut at);
         let c = (|| {
@@ -291,7 +304,8 @@ fn call_columns(
     }
     let mut previous = 0i64;
     out.clear();
-    out.reserve(n);
+    // A start and a duration of at least a byte each per call.
+    out.reserve(room(n, d.len().saturating_sub(at), 2));
     for _ in 0..n {
         let c = (|| {
             let start_ns = previous.wrapping_add(get_varint(d, &mut at)?);
@@ -327,7 +341,7 @@ fn call_columns(
     Ok(region)
 }
 
-/// Frame 9: Tokio spawn sites, each at its id.
+/// Frame 9: Tokio spawn sites, each at its id (from 1).
 fn sites(r: &mut Cursor<'_>, all: &mut Vec<SiteInfo>) -> Option<()> {
     let n = r.u32()?;
     for _ in 0..n {
@@ -338,13 +352,13 @@ fn sites(r: &mut Cursor<'_>, all: &mut Vec<SiteInfo>) -> Option<()> {
             name: r.str()?,
             file: r.str()?,
         };
-        if id == 0 || id > 1 << 20 {
-            return None;
+        // Sites are declared densely from 1 (a later frame may repeat one): an id past the
+        // next one is malformed, and never sizes an allocation.
+        match id.checked_sub(1)? {
+            at if at < all.len() => all[at] = site,
+            at if at == all.len() => all.push(site),
+            _ => return None,
         }
-        if all.len() < id {
-            all.resize(id, SiteInfo::default());
-        }
-        all[id - 1] = site;
     }
     Some(())
 }
@@ -410,7 +424,8 @@ pub(super) fn polls(r: &mut Cursor<'_>, out: &mut Vec<PollRecord>) -> Option<()>
     let n = r.u32()?;
     let (d, mut at) = (r.d, r.at);
     let mut previous = 0i64;
-    out.reserve(n as usize);
+    // Five varints of at least a byte each per poll.
+    out.reserve(room(n as usize, d.len().saturating_sub(at), 5));
     for _ in 0..n {
         let mut next = || get_varint(d, &mut at);
         let region = u32::try_from(next()?).ok()?;
@@ -434,7 +449,8 @@ pub(super) fn poll_runs(r: &mut Cursor<'_>, out: &mut Vec<PollRecord>) -> Option
     let n = r.u32()? as usize;
     let (d, mut at) = (r.d, r.at);
     let (mut previous, mut task) = (0i64, 0i64);
-    out.reserve(n);
+    // A start and a duration of at least a byte each per poll.
+    out.reserve(room(n, d.len().saturating_sub(at), 2));
     let first = out.len();
     let mut read = 0usize;
     while read < n {
