@@ -553,10 +553,10 @@ mod tests {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id();
         child.wait().unwrap();
-        let stale = dir.path().join(format!(".p.h5.{dead}.0.tmp"));
-        let live = dir
-            .path()
-            .join(format!(".p.h5.{}.0.tmp", std::process::id()));
+        let here = crate::data::host::ProcTag::here();
+        let gone = crate::data::host::ProcTag { pid: dead, ..here };
+        let stale = dir.path().join(format!(".p.h5.{}.0.tmp", gone.render()));
+        let live = dir.path().join(format!(".p.h5.{}.0.tmp", here.render()));
         let other = dir.path().join(".p.h5.spool");
         for f in [&stale, &live, &other] {
             std::fs::write(f, b"x").unwrap();
