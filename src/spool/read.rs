@@ -186,16 +186,16 @@ fn decode_frame(
     bad: &dyn Fn(&str) -> io::Error,
 ) -> io::Result<()> {
     match tag {
-        TAG_REGION => region(r, &mut out.regions).ok_or_else(|| bad("region"))?,
-        TAG_POLLS if keep_lanes => polls(r, &mut out.polls).ok_or_else(|| bad("polls"))?,
-        TAG_POLL_RUNS if keep_lanes => poll_runs(r, &mut out.polls).ok_or_else(|| bad("polls"))?,
-        TAG_TASKS if keep_lanes => tasks(r, &mut out.tasks).ok_or_else(|| bad("tasks"))?,
+        TAG_REGION => region(r, &mut out.regions).ok_or_else(|| bad("a malformed region frame"))?,
+        TAG_POLLS if keep_lanes => polls(r, &mut out.polls).ok_or_else(|| bad("a malformed polls frame"))?,
+        TAG_POLL_RUNS if keep_lanes => poll_runs(r, &mut out.polls).ok_or_else(|| bad("a malformed polls frame"))?,
+        TAG_TASKS if keep_lanes => tasks(r, &mut out.tasks).ok_or_else(|| bad("a malformed tasks frame"))?,
         TAG_THREADS => {
-            let rows = threads(r).ok_or_else(|| bad("threads"))?;
+            let rows = threads(r).ok_or_else(|| bad("a malformed threads frame"))?;
             merge_threads(&mut out.threads, thread_at, rows);
         }
-        TAG_AGGREGATE => out.aggregate = aggregate(r).ok_or_else(|| bad("aggregate"))?,
-        TAG_SITES => sites(r, &mut out.sites).ok_or_else(|| bad("sites"))?,
+        TAG_AGGREGATE => out.aggregate = aggregate(r).ok_or_else(|| bad("a malformed aggregate frame"))?,
+        TAG_SITES => sites(r, &mut out.sites).ok_or_else(|| bad("a malformed sites frame"))?,
         _ => return Err(bad(&format!("unknown frame tag {tag}"))),
     }
     Ok(())
@@ -244,16 +244,19 @@ fn room(n: usize, left: usize, min_bytes: usize) -> usize {
     n.min(left / min_bytes)
 }
 
+/// What a calls frame that cannot be decoded is called.
+const MALFORMED_CALLS: &str = "a malformed calls frame";
+
 /// Frame 2: calls of one declared region, start times delta-coded; returns the region.
 fn calls(
     r: &mut Cursor<'_>,
     declared: usize,
     out: &mut Vec<CallRecord>,
 ) -> Result<u32, &'static str> {
-    let region = r.u32().ok_or("calls")?;
-    let n = r.u32().ok_or("calls")? as usize;
+    let region = r.u32().ok_or(MALFORMED_CALLS)?;
+    let n = r.u32().ok_or(MALFORMED_CALLS)? as usize;
     if region as usize >= declared {
-        return Err("calls of an undeclared region");
+        return Err("a calls frame of an undeclared region");
     }
     let (d, mut at) = (r.d, r.at);
     let mut previous = 0i64;
@@ -276,7 +279,7 @@ fn calls(
                 sched_ns: -1,
             })
         })()
-        .ok_or("calls")?;
+        .ok_or(MALFORMED_CALLS)?;
         previous = c.start_ns;
         out.push(c);
     }
@@ -289,17 +292,17 @@ fn call_columns(
     declared: usize,
     out: &mut Vec<CallRecord>,
 ) -> Result<u32, &'static str> {
-    let region = r.u32().ok_or("calls")?;
-    let n = r.u32().ok_or("calls")? as usize;
-    let varying = r.u8().ok_or("calls")?;
+    let region = r.u32().ok_or(MALFORMED_CALLS)?;
+    let n = r.u32().ok_or(MALFORMED_CALLS)? as usize;
+    let varying = r.u8().ok_or(MALFORMED_CALLS)?;
     if region as usize >= declared {
-        return Err("calls of an undeclared region");
+        return Err("a calls frame of an undeclared region");
     }
     let (d, mut at) = (r.d, r.at);
     let mut fixed = [0i64; 4];
     for (bit, v) in fixed.iter_mut().enumerate() {
         if varying & (1 << bit) == 0 {
-            *v = get_varint(d, &mut at).ok_or("calls")?;
+            *v = get_varint(d, &mut at).ok_or(MALFORMED_CALLS)?;
         }
     }
     let mut previous = 0i64;
@@ -328,14 +331,14 @@ fn call_columns(
                 sched_ns: -1,
             })
         })()
-        .ok_or("calls")?;
+        .ok_or(MALFORMED_CALLS)?;
         previous = c.start_ns;
         out.push(c);
     }
     if at < d.len() {
         // Scheduled time of calls in Tokio tasks.
         for c in out.iter_mut() {
-            c.sched_ns = get_varint(d, &mut at).ok_or("calls")?;
+            c.sched_ns = get_varint(d, &mut at).ok_or(MALFORMED_CALLS)?;
         }
     }
     Ok(region)
