@@ -140,6 +140,10 @@ pub(crate) struct Assembler {
     replayed: BinaryHeap<Reverse<Close>>,
     /// The closes a `complete` found due (kept for its capacity).
     due: Vec<Close>,
+    /// The held one-step calls a `complete` found due (kept for its capacity).
+    held_due: Vec<(u64, lanes::Held)>,
+    /// One-step calls held on all lanes (see [`fast`]).
+    held: usize,
     /// Records that arrived before their instance's `NEW`, by span id.
     stash: FastMap<u64, Vec<Stashed>>,
     /// At most the earliest, over the ids in `stash`, of the newest tick of each (`u64::MAX`
@@ -180,6 +184,8 @@ impl Assembler {
             lanes: Lanes::default(),
             replayed: BinaryHeap::new(),
             due: Vec::new(),
+            held_due: Vec::new(),
+            held: 0,
             stash: FastMap::default(),
             stash_min: u64::MAX,
             replaying: None,
@@ -434,11 +440,14 @@ impl Assembler {
     /// theirs has been read), and gives up on stashed records it has passed without bringing
     /// their `NEW`. Work: O(log n) per completed instance.
     pub(crate) fn complete(&mut self, wm: u64, out: &mut Vec<RawCall>) {
+        // Held one-step calls first: records of theirs from other lanes may be stashed, and
+        // would expire below.
+        self.release_due_held(wm, out);
+        let mut due = std::mem::take(&mut self.due);
+        self.lanes.due(wm, &mut due);
         if wm >= self.stash_min {
             self.expire_stash(wm);
         }
-        let mut due = std::mem::take(&mut self.due);
-        self.lanes.due(wm, &mut due);
         while let Some(&Reverse(c)) = self.replayed.peek() {
             if c.0 > wm {
                 break;
@@ -519,6 +528,9 @@ impl Assembler {
         if self.due.capacity() > KEEP_CAPACITY {
             self.due = Vec::new();
         }
+        if self.held_due.capacity() > KEEP_CAPACITY {
+            self.held_due = Vec::new();
+        }
     }
 
     /// Calls started and not yet closed (in flight).
@@ -554,6 +566,8 @@ impl Assembler {
     }
 }
 
+#[cfg(test)]
+mod model_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -187,14 +187,22 @@ fn decode_frame(
 ) -> io::Result<()> {
     match tag {
         TAG_REGION => region(r, &mut out.regions).ok_or_else(|| bad("a malformed region frame"))?,
-        TAG_POLLS if keep_lanes => polls(r, &mut out.polls).ok_or_else(|| bad("a malformed polls frame"))?,
-        TAG_POLL_RUNS if keep_lanes => poll_runs(r, &mut out.polls).ok_or_else(|| bad("a malformed polls frame"))?,
-        TAG_TASKS if keep_lanes => tasks(r, &mut out.tasks).ok_or_else(|| bad("a malformed tasks frame"))?,
+        TAG_POLLS if keep_lanes => {
+            polls(r, &mut out.polls).ok_or_else(|| bad("a malformed polls frame"))?
+        }
+        TAG_POLL_RUNS if keep_lanes => {
+            poll_runs(r, &mut out.polls).ok_or_else(|| bad("a malformed polls frame"))?
+        }
+        TAG_TASKS if keep_lanes => {
+            tasks(r, &mut out.tasks).ok_or_else(|| bad("a malformed tasks frame"))?
+        }
         TAG_THREADS => {
             let rows = threads(r).ok_or_else(|| bad("a malformed threads frame"))?;
             merge_threads(&mut out.threads, thread_at, rows);
         }
-        TAG_AGGREGATE => out.aggregate = aggregate(r).ok_or_else(|| bad("a malformed aggregate frame"))?,
+        TAG_AGGREGATE => {
+            out.aggregate = aggregate(r).ok_or_else(|| bad("a malformed aggregate frame"))?
+        }
         TAG_SITES => sites(r, &mut out.sites).ok_or_else(|| bad("a malformed sites frame"))?,
         _ => return Err(bad(&format!("unknown frame tag {tag}"))),
     }

@@ -12,10 +12,10 @@
 //!
 //! The one-step path for sync spans (`super::fast`) takes an enter flagged *fresh* (its thread
 //! created the span just before) with its exit and close when no instance of the id exists
-//! yet. A span that another thread entered between its creation and its creator's first enter,
-//! and whose records on that other lane are read only after the creator's, is then two calls,
-//! the other thread's part left open (in flight at the finalize): a span shared before its
-//! creator entered it, read in that order within one drain.
+//! yet, and holds the call until the watermark has passed its close: records of the span
+//! that another thread wrote meanwhile (entered before, between or after the creator's
+//! enter, and read after the creator's records) have made an instance of their own by then,
+//! and the held call joins it (`super::fast`), so the span is one call.
 //!
 //! Tokio's spawn spans are the exception: their spawn record (`NEW`, wake, site) carries the
 //! task's spawn, so their other records wait for it as `ScopeLayer`'s do (the stash).

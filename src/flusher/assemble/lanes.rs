@@ -26,6 +26,78 @@ pub(super) struct OpenPoll {
 /// A close with its tick: (tick, instance, span id).
 pub(super) type Close = (u64, u32, u64);
 
+/// Capacity a lane's queues of held calls keep however few are held.
+const HELD_KEEP: usize = 1024;
+
+/// A FIFO of held calls: a `Vec` read from a head index (a push is a `Vec` push; what was
+/// read is dropped in bulk).
+#[derive(Debug, Default)]
+pub(super) struct HeldQueue {
+    items: Vec<Held>,
+    head: usize,
+}
+
+impl HeldQueue {
+    #[inline]
+    fn push(&mut self, h: Held) {
+        self.items.push(h);
+    }
+
+    #[inline]
+    fn front(&self) -> Option<&Held> {
+        self.items.get(self.head)
+    }
+
+    /// The one after the front.
+    #[inline]
+    fn second(&self) -> Option<&Held> {
+        self.items.get(self.head + 1)
+    }
+
+    #[inline]
+    fn pop_front(&mut self) -> Option<Held> {
+        let h = *self.items.get(self.head)?;
+        self.head += 1;
+        Some(h)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.head == self.items.len()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Held> {
+        self.items[self.head..].iter()
+    }
+
+    /// Drops what was read; a burst's queue gives its memory back once it has drained.
+    fn compact(&mut self) {
+        if self.is_empty() {
+            self.items.clear();
+            self.head = 0;
+        } else if self.head > 4096 && self.head * 2 > self.items.len() {
+            self.items.drain(..self.head);
+            self.head = 0;
+        }
+        let len = self.items.len();
+        if self.items.capacity() > HELD_KEEP.max(8 * len) {
+            self.items.shrink_to(HELD_KEEP.max(2 * len));
+        }
+    }
+}
+
+/// A call the one-step path assembled (see [`super::fast`]), held until the watermark has
+/// passed its close: then no other lane can still hold a poll of its span. 40 bytes: the
+/// rest of its call follows from its one poll.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Held {
+    pub id: u64,
+    pub start: u64,
+    pub end: u64,
+    pub task: u64,
+    pub region: u32,
+    pub lane: u32,
+}
+
 /// The assembler's state of one lane.
 #[derive(Debug, Default)]
 pub(super) struct LaneState {
@@ -37,6 +109,12 @@ pub(super) struct LaneState {
     pub untimed: Vec<(u32, u64)>,
     /// Closes with their tick, in tick order, waiting for the watermark.
     pub closing: VecDeque<Close>,
+    /// One-step calls read on it, oldest first, waiting for the watermark to pass their
+    /// close. A call's close comes before the next one's start on the lane, so that start
+    /// bounds it; the last one's is bounded by `held_tick`, the lane's first tick after it.
+    pub held: HeldQueue,
+    /// The lane's first tick after its last held call (0: none yet).
+    pub held_tick: u64,
     /// Its thread exited and everything was read: the state goes once empty.
     gone: bool,
 }
@@ -45,11 +123,13 @@ impl LaneState {
     /// The lane shows time `tick`: the closes read on it before happened no later.
     #[inline]
     pub(super) fn stamp(&mut self, tick: u64) {
-        if self.untimed.is_empty() {
-            return;
+        if !self.untimed.is_empty() {
+            for (k, id) in self.untimed.drain(..) {
+                self.closing.push_back((tick, k, id));
+            }
         }
-        for (k, id) in self.untimed.drain(..) {
-            self.closing.push_back((tick, k, id));
+        if self.held_tick == 0 && !self.held.is_empty() {
+            self.held_tick = tick;
         }
     }
 
@@ -59,8 +139,42 @@ impl LaneState {
         self.polls.iter().rev().find(|p| p.inst == k)
     }
 
+    /// The oldest held call of this lane, taken out (see [`super::fast`]'s cap).
+    pub(super) fn oldest_held(&mut self) -> Option<Held> {
+        self.held.pop_front()
+    }
+
+    /// Holds one-step call `h` (the lane's latest record).
+    #[inline]
+    pub(super) fn hold(&mut self, h: Held) {
+        self.held.push(h);
+        self.held_tick = 0;
+    }
+
+    /// Takes the held calls whose close is bounded by `wm` (see [`LaneState::held`]), oldest
+    /// first, each with that bound as its close's tick.
+    #[inline]
+    fn held_due(&mut self, wm: u64, mut f: impl FnMut(u64, Held)) {
+        while let Some(&h) = self.held.front() {
+            let bound = match self.held.second() {
+                Some(next) => next.start,
+                None if self.held_tick != 0 => self.held_tick,
+                None => break,
+            };
+            if bound > wm {
+                break;
+            }
+            self.held.pop_front();
+            f(bound, h);
+        }
+        self.held.compact();
+    }
+
     fn is_empty(&self) -> bool {
-        self.polls.is_empty() && self.untimed.is_empty() && self.closing.is_empty()
+        self.polls.is_empty()
+            && self.untimed.is_empty()
+            && self.closing.is_empty()
+            && self.held.is_empty()
     }
 }
 
@@ -92,6 +206,14 @@ impl Lanes {
         self.put(lane, s);
     }
 
+    /// Hands the held one-step calls whose close the watermark `wm` has passed to `f`, lane
+    /// by lane.
+    pub(super) fn held_due(&mut self, wm: u64, mut f: impl FnMut(u64, Held)) {
+        for s in self.by_lane.values_mut() {
+            s.held_due(wm, &mut f);
+        }
+    }
+
     /// Moves the closes whose tick is at most `wm` into `due`, lane by lane.
     pub(super) fn due(&mut self, wm: u64, due: &mut Vec<Close>) {
         for s in self.by_lane.values_mut() {
@@ -104,6 +226,13 @@ impl Lanes {
             }
         }
         self.by_lane.retain(|_, s| !(s.gone && s.is_empty()));
+    }
+
+    /// The span ids of the one-step calls held on every lane (see [`Held`]).
+    pub(super) fn held_ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.by_lane
+            .values()
+            .flat_map(|s| s.held.iter().map(|h| h.id))
     }
 
     /// Forgets the polls of instance `k` on every lane (their exits were lost).

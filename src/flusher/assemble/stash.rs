@@ -34,9 +34,29 @@ impl Assembler {
         let (now, earlier): (Vec<_>, Vec<_>) =
             stashed.into_iter().partition(|s| s.lane != created_on);
         self.orphaned(earlier.iter().map(|s| &s.rec));
-        for s in now {
-            // A stashed record is not where its lane stands now: it shows no time of that lane,
-            // and a close among them takes the tick it was stashed with.
+        // A stashed record is not where its lane stands now: it shows no time of that lane,
+        // and a close among them takes the tick it was stashed with.
+        self.replay_into(now, out);
+    }
+
+    /// Takes the stashed records of span `id` read up to `tick` (the close of a held one-step
+    /// call of it; later ones belong to a newer span of the reused id); `None` when there are
+    /// none.
+    pub(super) fn take_stashed_until(&mut self, id: u64, tick: u64) -> Option<Vec<Stashed>> {
+        let v = self.stash.get_mut(&id)?;
+        let (mine, later): (Vec<_>, Vec<_>) = v.drain(..).partition(|s| s.tick <= tick);
+        if later.is_empty() {
+            self.stash.remove(&id);
+        } else {
+            *v = later;
+        }
+        (!mine.is_empty()).then_some(mine)
+    }
+
+    /// Feeds stashed records to their instance, each on its own lane at the tick it was
+    /// stashed with.
+    pub(super) fn replay_into(&mut self, stashed: Vec<Stashed>, out: &mut Vec<RawCall>) {
+        for s in stashed {
             self.replaying = Some(s.tick);
             let mut ls = self.lanes.take(s.lane);
             self.feed_one(s.lane, &mut ls, s.task, &s.rec, out);
@@ -73,10 +93,19 @@ impl Assembler {
         // records of one span are counted as one dropped call, not one per batch.
         let mut expired = Vec::new();
         let mut min = u64::MAX;
-        self.stash.retain(|_, v| {
+        // Records of a span whose creation a held one-step call took wait for its release
+        // (see `fast`): looked for only when something would expire, which is rare.
+        let mut held: Option<crate::fasthash::FastMap<u64, ()>> = None;
+        let lanes = &self.lanes;
+        self.stash.retain(|&id, v| {
             let newest = v.iter().map(|s| s.tick).max().unwrap_or(0);
             if newest > wm {
                 min = min.min(newest);
+                return true;
+            }
+            let held = held.get_or_insert_with(|| lanes.held_ids().map(|id| (id, ())).collect());
+            if held.contains_key(&id) {
+                min = min.min(wm.saturating_add(1));
                 return true;
             }
             expired.push(std::mem::take(v));

@@ -163,7 +163,7 @@ fn a_replayed_close_completes_without_its_lane() {
 }
 
 #[test]
-fn the_contiguous_shape_completes_at_once() {
+fn the_contiguous_shape_is_one_step_held_until_the_watermark_passes_its_close() {
     let mut a = assembler();
     let mut out = vec![];
     a.feed(
@@ -171,8 +171,46 @@ fn the_contiguous_shape_completes_at_once() {
         &[new(3, 1), enter(3, 2), exit(3, 4), close(3, 5)],
         &mut out,
     );
+    assert_eq!(a.open_instances(), 0, "no instance");
+    // Its close has no tick until the lane shows one; then the watermark must pass it.
+    a.caught_up(0, 6);
+    a.complete(5, &mut out);
+    assert!(out.is_empty(), "another lane may still hold a poll of it");
+    a.complete(6, &mut out);
     assert_eq!(out.len(), 1);
-    assert_eq!((out[0].start, out[0].end, out[0].busy), (2, 4, 2));
+    assert_eq!(
+        (out[0].start, out[0].end, out[0].busy, out[0].close),
+        (2, 4, 2, 6)
+    );
+}
+
+#[test]
+fn a_poll_on_another_lane_between_the_exit_and_the_close_joins_the_one_step_call() {
+    // A span entered on lane 0 and, before lane 0 closes it, on lane 1 (a scoped thread);
+    // lane 0's four records are contiguous and read first.
+    let mut a = assembler();
+    let mut out = vec![];
+    a.feed(
+        0,
+        &[new(3, 1), enter(3, 2), exit(3, 4), close(3, 0)],
+        &mut out,
+    );
+    a.caught_up(0, 20);
+    a.feed(1, &[enter(3, 6), exit(3, 9)], &mut out);
+    a.caught_up(1, 20);
+    a.complete(20, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        (
+            out[0].start,
+            out[0].end,
+            out[0].busy,
+            out[0].polls,
+            out[0].last_lane
+        ),
+        (2, 9, 5, 2, 1)
+    );
+    assert_eq!((a.orphans, a.in_flight(), a.open_instances()), (0, 0, 0));
 }
 
 #[test]
@@ -234,6 +272,7 @@ fn a_call_with_a_lost_record_is_dropped_whole() {
         &[new(5, 20), enter(5, 21), exit(5, 22), close(5, 23)],
         &mut out,
     );
+    next_drain(&mut a, &mut out);
     assert_eq!(out.len(), 2);
 }
 
@@ -416,4 +455,27 @@ fn a_nested_re_enter_and_a_poll_on_another_lane_keep_the_general_path() {
         ),
         (1, 80, 4, 1 + 30 + 10 + 30, 1)
     );
+}
+
+#[test]
+fn held_one_step_calls_are_bounded_and_every_call_still_comes() {
+    let mut a = assembler();
+    let mut out = vec![];
+    let n = (1u64 << 15) + 1000;
+    let mut recs = Vec::new();
+    for k in 0..n {
+        let t = 10 + 4 * k;
+        recs.extend([new(7, t), enter(7, t + 1), exit(7, t + 2), close(7, t + 3)]);
+    }
+    a.feed(0, &recs, &mut out);
+    // Nothing read on the other lanes yet: the watermark has not moved, and the oldest
+    // beyond the cap are final at once.
+    assert_eq!(out.len() as u64, n - (1 << 15));
+    assert!(
+        out.windows(2).all(|w| w[0].start < w[1].start),
+        "oldest first"
+    );
+    next_drain(&mut a, &mut out);
+    assert_eq!(out.len() as u64, n);
+    assert_eq!(a.held, 0);
 }
