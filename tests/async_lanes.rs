@@ -477,3 +477,40 @@ fn a_late_phase_with_tasks_is_written_whole_at_its_own_name() {
     names.sort();
     assert_eq!(names, ["app.h5", "app.late.h5"]);
 }
+
+/// A sync span entered by its creator, then by a scoped thread, then closed by its creator:
+/// one call, whose time covers both polls, whichever lane the flusher happens to read first
+/// (read creator-first, the creator's four records look like a whole one-poll call).
+#[test]
+fn a_span_shared_with_a_scoped_thread_is_one_call_with_both_polls() {
+    for run in 0..10 {
+        let builder = ScopeLayer::builder().no_output();
+        // With the test hook, the flusher reads nothing until the finalize, and then the
+        // creator's lane (registered first) before the scoped thread's: the order that cut
+        // the call short.
+        #[cfg(feature = "testing")]
+        let builder = builder.__hold_flusher();
+        let (d, guard) = dispatch(builder);
+        tracing::dispatcher::with_default(&d, || {
+            let span = tracing::info_span!("shared");
+            span.in_scope(|| std::hint::black_box(1));
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    tracing::dispatcher::with_default(&d, || {
+                        span.in_scope(|| std::thread::sleep(std::time::Duration::from_millis(3)))
+                    })
+                });
+            });
+            drop(span);
+        });
+        let r = guard.finalize().unwrap();
+        let st = r.region("shared").expect("the shared span's region");
+        assert_eq!(st.calls, 1, "run {run}");
+        assert!(st.total_ns >= 3_000_000, "run {run}: {} ns", st.total_ns);
+        assert_eq!(
+            (r.dropped(), r.dropped_calls(), r.in_flight()),
+            (0, 0, 0),
+            "run {run}"
+        );
+    }
+}
