@@ -41,24 +41,61 @@ fn huge_names(dir: &Path) -> PathBuf {
     p
 }
 
+/// A copy of a real profile whose `thread_table/ranks` holds 2^25 zeros, deflated: a few
+/// hundred KiB on disk, which the reader's declared-size check lets through (deflate's own
+/// ratio), and 256 MiB once read: what only the data limit stops.
+fn huge_ranks(dir: &Path) -> PathBuf {
+    let src = tokio_profile(dir);
+    let p = dir.join("ranks.h5");
+    std::fs::copy(&src, &p).unwrap();
+    let f = hdf5::File::open_rw(&p).unwrap();
+    f.unlink("thread_table/ranks").unwrap();
+    f.new_dataset::<u64>()
+        .chunk(1 << 20)
+        .deflate(9)
+        .shape(1usize << 25)
+        .create("thread_table/ranks")
+        .unwrap()
+        .write_raw(&vec![0u64; 1 << 25])
+        .unwrap();
+    f.close().unwrap();
+    assert!(std::fs::metadata(&p).unwrap().len() < 4 << 20);
+    p
+}
+
 #[test]
-fn a_huge_declared_dataset_stops_at_the_data_limit() {
+fn a_dataset_declaring_more_than_it_stores_is_refused_before_reading() {
     let dir = tempfile::tempdir().unwrap();
     let file = huge_names(dir.path());
     let f = file.to_str().unwrap();
     let t = Instant::now();
-    let out = scopeprof(&["inspect", "--data-limit-mib", "256", f]);
+    let out = scopeprof(&["inspect", f]);
     let err = assert_one_line(&out, f);
-    eprintln!("--data-limit-mib 256: {:?}: {err}", t.elapsed());
-    assert!(err.contains("data limit of 256 MiB"), "{err}");
+    eprintln!("declared 2^27 names, stored none: {:?}: {err}", t.elapsed());
+    assert!(
+        err.contains("region_table/names") && err.contains("declares 134217728 elements"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_huge_declared_dataset_stops_at_the_data_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = huge_ranks(dir.path());
+    let f = file.to_str().unwrap();
+    let t = Instant::now();
+    let out = scopeprof(&["inspect", "--data-limit-mib", "128", f]);
+    let err = assert_one_line(&out, f);
+    eprintln!("--data-limit-mib 128: {:?}: {err}", t.elapsed());
+    assert!(err.contains("data limit of 128 MiB"), "{err}");
     // The environment variable sets it too; the option wins over it.
     let via_env = Command::new(env!("CARGO_BIN_EXE_scopeprof"))
         .args(["inspect", f])
-        .env("SCOPEPROF_DATA_LIMIT_MIB", "128")
+        .env("SCOPEPROF_DATA_LIMIT_MIB", "96")
         .output()
         .unwrap();
     let err = assert_one_line(&via_env, f);
-    assert!(err.contains("data limit of 128 MiB"), "{err}");
+    assert!(err.contains("data limit of 96 MiB"), "{err}");
     let bad = Command::new(env!("CARGO_BIN_EXE_scopeprof"))
         .args(["inspect", f])
         .env("SCOPEPROF_DATA_LIMIT_MIB", "lots")

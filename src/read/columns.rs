@@ -55,7 +55,9 @@ impl H5<'_> {
                 shape.len()
             )));
         }
-        Ok((ds, shape[0] as u64))
+        let n = shape[0] as u64;
+        check_declared(&ds, path, n, self.err)?;
+        Ok((ds, n))
     }
 
     /// The integer dataset `path`: checks that its element type is an integer.
@@ -239,6 +241,35 @@ fn descriptor(
             short(&e)
         ))
     })
+}
+
+/// How many times its stored bytes a dataset may declare. Deflate compresses at most ~1 032
+/// to 1; other filters a file may use (zstd, blosc) go further on constant data, so the
+/// bound is wide: it is there for the few-KB file that declares 2^40 elements, and the
+/// reading child's data limit (`scopeprof --data-limit-mib`) covers what lies between.
+const MAX_EXPANSION: u64 = 100_000;
+/// Declared bytes accepted whatever is stored (small tables, empty chunked datasets).
+const FREE_BYTES: u64 = 1 << 20;
+
+/// A dataset's declared size must be one its stored bytes can hold: a few-KB file that
+/// declares 2^40 elements would otherwise size the reader's allocation (whole tables are
+/// read at once; the event columns in chunks). Errors name the dataset and both sizes.
+fn check_declared(
+    ds: &Dataset,
+    path: &str,
+    n: u64,
+    err: &dyn Fn(String) -> ReadError,
+) -> Result<(), ReadError> {
+    let elem = ds.dtype().map_or(1, |t| t.size() as u64).max(1);
+    let declared = n.saturating_mul(elem);
+    let stored = ds.storage_size();
+    if declared > FREE_BYTES && declared / MAX_EXPANSION > stored {
+        return Err(err(format!(
+            "dataset `{path}` declares {n} elements ({declared} bytes) but stores {stored} \
+             bytes: the file is damaged or not a profile"
+        )));
+    }
+    Ok(())
 }
 
 /// Reads elements `range` of the one-dimensional dataset `ds` (named `path` in errors).
