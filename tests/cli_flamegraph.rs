@@ -103,6 +103,12 @@ fn reference_file_folded_and_svg() {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            said.starts_with(&format!("wrote {} (flamegraph SVG, ", svg.display()))
+                && said.trim_end().ends_with("KiB)"),
+            "{said}"
+        );
         let text = std::fs::read_to_string(&svg).unwrap();
         assert!(
             text.starts_with("<?xml") && text.contains("<svg"),
@@ -113,4 +119,49 @@ fn reference_file_folded_and_svg() {
         assert_eq!(out.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&out.stderr).contains("--folded"));
     }
+}
+
+/// `flamegraph` without `-o` on a terminal is an error (SVG there is only noise); into a pipe,
+/// or as folded stacks, it still goes to stdout. `script` gives the command a terminal.
+#[test]
+fn svg_is_not_written_to_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = reference_file(&ref_python(), dir.path(), true);
+    let bin = env!("CARGO_BIN_EXE_scopeprof");
+    let on_tty = |args: &str| {
+        let cmd = format!("{bin} flamegraph {args} {}", file.display());
+        std::process::Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .output()
+            .expect("`script` (util-linux) runs a command on a terminal")
+    };
+    let out = on_tty("");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("not writing SVG to a terminal") && text.contains("-o flame.svg"),
+        "{text}"
+    );
+    assert!(!text.contains("<svg"), "{text}");
+    let out = on_tty("--folded");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("outer;inner"));
+    // Written to a file: the file's name and size, on stdout.
+    let folded = dir.path().join("f.folded");
+    let said = scopeprof_ok(&[
+        "flamegraph",
+        "--folded",
+        file.to_str().unwrap(),
+        "-o",
+        folded.to_str().unwrap(),
+    ]);
+    let bytes = std::fs::metadata(&folded).unwrap().len();
+    assert_eq!(
+        said,
+        format!("wrote {} (folded stacks, {bytes} B)\n", folded.display())
+    );
 }

@@ -61,7 +61,7 @@ fn reference_rows(file: &Path) -> Vec<Row> {
         }
         let tokens: Vec<&str> = l
             .split_whitespace()
-            .filter(|t| !matches!(*t, "│" | "└─"))
+            .filter(|t| !matches!(*t, "│" | "└─" | "├─"))
             .collect();
         let num = |s: &str| s.parse::<f64>().unwrap_or_else(|_| panic!("{s} in {line}"));
         let name = tokens[0].to_owned();
@@ -192,6 +192,15 @@ fn aggregate_files_have_a_flat_summary_and_no_timeline() {
     let out = scopeprof_ok(&["inspect", "--json", path.to_str().unwrap()]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["nested"], false, "{out}");
+    // `file` is the path as given (scripts open it), the label is in `title`.
+    assert_eq!(v["file"], path.to_str().unwrap(), "{out}");
+    assert!(
+        v["title"]
+            .as_str()
+            .unwrap()
+            .ends_with(path.to_str().unwrap()),
+        "{out}"
+    );
     let agg = v["rows"]
         .as_array()
         .unwrap()

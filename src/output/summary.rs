@@ -78,7 +78,7 @@ impl<'a> Columns<'a> {
         if gpu {
             headers.extend(["gpu total [s]".to_owned(), "gpu avg [s]".to_owned()]);
         }
-        headers.extend(perf_names.iter().cloned());
+        headers.extend(perf_names.iter().map(|n| perf_header(n)));
         Columns {
             regions,
             gpu,
@@ -119,13 +119,9 @@ impl<'a> Columns<'a> {
         for (i, t) in tree.iter().enumerate().filter(|(_, t)| !t.own) {
             first_row.entry(t.name.as_str()).or_insert(i);
         }
+        let prefixes = tree_prefixes(tree.iter().map(|t| t.depth));
         let mut rows = Vec::with_capacity(tree.len());
-        for (i, t) in tree.iter().enumerate() {
-            let prefix = if t.depth == 0 {
-                String::new()
-            } else {
-                format!("{}└─ ", "│ ".repeat(t.depth - 1))
-            };
+        for (i, (t, prefix)) in tree.iter().zip(prefixes).enumerate() {
             let mut row = vec![
                 format!("{prefix}{}{}", t.name, if t.recursive { " ↻" } else { "" }),
                 if t.own { "-".into() } else { compact(t.calls) },
@@ -175,6 +171,51 @@ impl<'a> Columns<'a> {
     }
 }
 
+/// A perf counter's column header with its unit: the clocks count nanoseconds, every other
+/// event counts occurrences.
+fn perf_header(event: &str) -> String {
+    if event.ends_with("-clock") {
+        format!("{event} [ns]")
+    } else {
+        format!("{event} [count]")
+    }
+}
+
+/// The tree's drawing before each row's name, from the rows' depths in preorder: `├─ ` for a
+/// child with a later sibling, `└─ ` for the last child, and under each ancestor `│  ` while
+/// that ancestor has a later sibling, else blanks.
+fn tree_prefixes(depths: impl Iterator<Item = usize>) -> Vec<String> {
+    let depths: Vec<usize> = depths.collect();
+    // last[i]: no later sibling (a later row at the same depth before one shallower).
+    let mut last = vec![true; depths.len()];
+    let mut seen_at: Vec<bool> = Vec::new(); // per depth: a later row at that depth was seen
+    for (i, &d) in depths.iter().enumerate().rev() {
+        seen_at.resize(seen_at.len().max(d + 1), false);
+        last[i] = !seen_at[d];
+        seen_at[d] = true;
+        seen_at.truncate(d + 1); // deeper rows after this one belong to other parents
+    }
+    let mut open: Vec<bool> = Vec::new(); // per depth >= 1: whether that ancestor is not last
+    depths
+        .iter()
+        .zip(&last)
+        .map(|(&d, &is_last)| {
+            if d == 0 {
+                open.clear();
+                return String::new();
+            }
+            open.truncate(d - 1);
+            let mut p: String = open
+                .iter()
+                .map(|&o| if o { "│  " } else { "   " })
+                .collect();
+            p += if is_last { "└─ " } else { "├─ " };
+            open.push(!is_last);
+            p
+        })
+        .collect()
+}
+
 /// The rounded box: headers, a rule, then the rows; the first column left-aligned, the
 /// others right-aligned.
 pub(crate) fn boxed(headers: &[String], rows: &[Vec<String>]) -> String {
@@ -211,12 +252,11 @@ pub(crate) fn boxed(headers: &[String], rows: &[Vec<String>]) -> String {
 /// The "Info" box's lines: wall clock, losses, waits, warnings, the profiler's own cost and
 /// how to read the table.
 fn info_lines(report: &Report, title: &str, columns: &Columns<'_>) -> Vec<String> {
-    let n_regions = columns.regions.len();
     let mut info = vec![format!("Summary: {title}"), String::new()];
     info.push(format!(
-        "Wall clock {:.6} s; {} region(s).",
+        "Wall clock {:.6} s; {}.",
         report.wall_ns() as f64 / 1e9,
-        n_regions
+        region_count(columns)
     ));
     push_losses(&mut info, report);
     if let Some(o) = &report.overhead {
@@ -226,8 +266,49 @@ fn info_lines(report: &Report, title: &str, columns: &Columns<'_>) -> Vec<String
             o.ns_per_call, o.ns_per_poll, o.clock_source, o.clock_resolution_ns
         ));
     }
+    info.extend(debug_build_note(OPT_LEVEL, report.overhead.as_ref()));
     push_reading_notes(&mut info, report, columns);
     info
+}
+
+/// This crate's optimization level as cargo built it (`0` in a debug build).
+const OPT_LEVEL: &str = env!("SCOPE_PROFILER_OPT_LEVEL");
+
+/// The "Info" line saying the profiler was built without optimization (its hot path then
+/// costs about ten times more, and the program's own code is usually unoptimized too), with
+/// the cost measured at `build()`; `None` for an optimized build.
+fn debug_build_note(
+    opt_level: &str,
+    cost: Option<&crate::data::report::SelfCost>,
+) -> Option<String> {
+    if opt_level != "0" {
+        return None;
+    }
+    let measured = cost.map_or(String::new(), |o| {
+        format!(" ({:.0} ns per call here)", o.ns_per_call)
+    });
+    Some(format!(
+        "WARNING: debug build: scope-profiler (and usually the program) is unoptimized, so \
+         calls cost more{measured} and times are not a release build's; profile with \
+         `cargo run --release`."
+    ))
+}
+
+/// The regions with calls, the same count at finalize and in `scopeprof inspect`: the
+/// session's own row (`scope_profiler.session`, in every file) is not counted.
+fn region_count(columns: &Columns<'_>) -> String {
+    let session =
+        columns.regions.iter().any(|r| r.name == SESSION_REGION) || columns.session_ns.is_some();
+    let n = columns
+        .regions
+        .iter()
+        .filter(|r| r.name != SESSION_REGION)
+        .count();
+    if session {
+        format!("{n} region(s), not counting the {SESSION_REGION} row")
+    } else {
+        format!("{n} region(s)")
+    }
 }
 
 /// Adds the "Info" lines on what was lost or waited for: dropped records and calls, lost
@@ -415,6 +496,26 @@ mod tests {
     }
 
     #[test]
+    fn the_session_row_is_not_counted_as_a_region() {
+        let with = Report {
+            regions: vec![
+                region(SESSION_REGION, 1, 10),
+                region("a", 1, 5),
+                region("b", 2, 4),
+            ],
+            ..Report::default()
+        };
+        let without = Report {
+            regions: vec![region("a", 1, 5), region("b", 2, 4)],
+            ..Report::default()
+        };
+        assert!(
+            render(&with, "t").contains("2 region(s), not counting the scope_profiler.session row")
+        );
+        assert!(render(&without, "t").contains("Wall clock 0.000000 s; 2 region(s)."));
+    }
+
+    #[test]
     fn the_overlap_note_is_only_printed_for_overlaps() {
         let two = vec![region("a", 1, 10), region("b", 1, 10)];
         let note = "Flat table: calls overlap";
@@ -436,6 +537,72 @@ mod tests {
             ..Report::default()
         };
         assert!(render(&report, "t").contains("only part of this phase's calls"));
+    }
+
+    #[test]
+    fn a_debug_build_says_so_with_its_measured_cost() {
+        let cost = crate::data::report::SelfCost {
+            ns_per_call: 2012.4,
+            ns_per_poll: 900.0,
+            clock_resolution_ns: 0.4,
+            clock_source: "tsc".into(),
+        };
+        let note = debug_build_note("0", Some(&cost)).expect("a note for opt-level 0");
+        assert!(
+            note.contains("debug build") && note.contains("2012 ns per call"),
+            "{note}"
+        );
+        assert!(note.contains("--release"), "{note}");
+        assert!(debug_build_note("0", None).is_some());
+        for opt in ["1", "2", "3", "s", "z"] {
+            assert_eq!(debug_build_note(opt, Some(&cost)), None, "{opt}");
+        }
+        // This test binary is the library's own build: the table says what it is.
+        let report = Report {
+            regions: vec![region("a", 1, 10)],
+            ..Report::default()
+        };
+        assert_eq!(
+            render(&report, "t").contains("debug build"),
+            cfg!(debug_assertions) && OPT_LEVEL == "0"
+        );
+    }
+
+    #[test]
+    fn perf_columns_have_units() {
+        let mut r = region("solve", 2, 100);
+        r.perf = vec![("task-clock".into(), 90), ("page-faults".into(), 3)];
+        let report = Report {
+            regions: vec![r],
+            ..Report::default()
+        };
+        let s = render(&report, "t");
+        assert!(
+            s.contains("task-clock [ns]") && s.contains("page-faults [count]"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn tree_draws_siblings_and_last_children() {
+        // session > {serve, solve > {timestep > {crunch, exchange}}}, then another root.
+        let p = tree_prefixes([0, 1, 1, 2, 3, 3, 0, 1].into_iter());
+        assert_eq!(
+            p,
+            [
+                "",
+                "├─ ",
+                "└─ ",
+                "   └─ ",
+                "      ├─ ",
+                "      └─ ",
+                "",
+                "└─ "
+            ],
+            "{p:#?}"
+        );
+        let p = tree_prefixes([0, 1, 2, 1].into_iter());
+        assert_eq!(p, ["", "├─ ", "│  └─ ", "└─ "]);
     }
 
     #[test]

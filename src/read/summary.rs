@@ -17,6 +17,8 @@ use crate::finalize::nesting::{call_tree, nest, TreeRow};
 pub struct Summary {
     report: Report,
     title: String,
+    /// The file's path, as given.
+    path: String,
 }
 
 impl Summary {
@@ -30,10 +32,11 @@ impl Summary {
         crate::output::summary::render(&self.report, &self.title)
     }
 
-    /// The table's rows as JSON: `{"file", "wall_ns", "nested", "rows": [{"depth", "name",
+    /// The table's rows as JSON: `{"file", "title", "wall_ns", "nested", "rows": [{"depth", "name",
     /// "own", "recursive", "calls", "total_ns", "mean_ns", "min_ns", "max_ns", "std_ns"}]}`.
     /// With nesting, rows are the call tree in display order (`own` rows carry the exclusive
-    /// time in `total_ns`); without, one flat row per region.
+    /// time in `total_ns`); without, one flat row per region. `file` is the file's path, `title`
+    /// the summary's title (the run's label and the path).
     pub fn to_json(&self) -> String {
         let mut rows = Vec::new();
         match &self.report.tree {
@@ -73,7 +76,8 @@ impl Summary {
             }
         }
         format!(
-            "{{\"file\":{},\"wall_ns\":{},\"nested\":{},\"rows\":[{}]}}\n",
+            "{{\"file\":{},\"title\":{},\"wall_ns\":{},\"nested\":{},\"rows\":[{}]}}\n",
+            json_str(&self.path),
             json_str(&self.title),
             self.report.wall_ns,
             self.report.tree.is_some(),
@@ -144,6 +148,7 @@ pub struct Calls {
     data: Option<PhaseData>,
     aggregate: Option<Summary>,
     title: String,
+    path: String,
     /// The file's tasks box (Tokio's own instrumentation).
     tasks: Option<crate::output::tasks::TaskSummary>,
 }
@@ -161,6 +166,7 @@ impl Calls {
                     ..Report::default()
                 },
                 title: self.title,
+                path: self.path,
             };
         };
         let tree: Option<Vec<TreeRow>> = nest(&mut data, 0).ok().map(|_| call_tree(&data));
@@ -185,6 +191,7 @@ impl Calls {
         Summary {
             report,
             title: self.title,
+            path: self.path,
         }
     }
 }
@@ -209,17 +216,20 @@ impl Profile {
             |l| format!("{l} - {}", self.path().display()),
         );
         let tasks = self.task_summary();
+        let path = self.path().display().to_string();
         match self.layout() {
             StorageLayout::Aggregate => Ok(Calls {
                 data: None,
-                aggregate: Some(self.aggregate_summary(title.clone())),
+                aggregate: Some(self.aggregate_summary(title.clone(), path.clone())),
                 title,
+                path,
                 tasks,
             }),
             StorageLayout::Columnar => Ok(Calls {
                 data: Some(self.phase_data(progress)?),
                 aggregate: None,
                 title,
+                path,
                 tasks,
             }),
         }
@@ -302,7 +312,7 @@ impl Profile {
     }
 
     /// The flat summary of an aggregate file.
-    fn aggregate_summary(&self, title: String) -> Summary {
+    fn aggregate_summary(&self, title: String, path: String) -> Summary {
         let mut by_name: HashMap<&str, Stats> = HashMap::new();
         for a in self.aggregates() {
             let s = by_name.entry(self.region_name(a.region)).or_default();
@@ -330,6 +340,7 @@ impl Profile {
                 ..Report::default()
             },
             title,
+            path,
         }
     }
 }

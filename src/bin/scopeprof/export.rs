@@ -201,6 +201,11 @@ fn timeline(file: &Path, format: Format, output: &Path, run_items: usize) -> Res
         }
     };
     tmp.publish(w)?;
+    let what = match format {
+        Format::Perfetto => "Perfetto trace",
+        Format::Chrome => "Chrome trace JSON",
+    };
+    wrote(output, what);
     if overlapping > 0 {
         eprintln!(
             "scopeprof: note: {overlapping} slice(s) overlapped another on their track without \
@@ -278,7 +283,41 @@ fn flamegraph(
                 svg(&title, &lines, w)
             }
         })
-    })
+    })?;
+    if output.as_os_str() != "-" {
+        wrote(
+            output,
+            if folded {
+                "folded stacks"
+            } else {
+                "flamegraph SVG"
+            },
+        );
+    }
+    Ok(())
+}
+
+/// Tells the user what a command wrote (on stdout, which holds nothing else then): the
+/// path, what it is, and its size.
+fn wrote(output: &Path, what: &str) {
+    let bytes = std::fs::metadata(output).map_or(0, |m| m.len());
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "wrote {} ({what}, {})", output.display(), size(bytes));
+}
+
+/// A size for people: `812 B`, `19.4 KiB`, `2.0 GiB`.
+pub(crate) fn size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut v = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
 }
 
 #[cfg(feature = "flamegraph")]

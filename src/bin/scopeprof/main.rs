@@ -158,6 +158,10 @@ fn main() -> ExitCode {
         _ => {}
     }
     if !supervise::is_child() {
+        if let Err(msg) = refuse_svg_to_terminal(&cli.command) {
+            eprintln!("scopeprof: {msg}");
+            return ExitCode::from(supervise::BAD_INPUT);
+        }
         let files = files_read(&cli.command);
         // `check` exits 1 (regressed) or 3 (inconclusive, --strict) as a result.
         let verdicts: &[u8] = if matches!(cli.command, Cmd::Check(_)) {
@@ -180,6 +184,24 @@ fn main() -> ExitCode {
             eprintln!("scopeprof: {msg}");
             ExitCode::from(supervise::BAD_INPUT)
         }
+    }
+}
+
+/// `flamegraph` without `-o` writes to stdout: an SVG there is only useful in a pipe, so a
+/// terminal gets an error instead of kilobytes of XML (folded stacks are text, and go there).
+fn refuse_svg_to_terminal(cmd: &Cmd) -> Result<(), String> {
+    use std::io::IsTerminal;
+    match cmd {
+        Cmd::Flamegraph {
+            output,
+            folded: false,
+            ..
+        } if output.as_os_str() == "-" && std::io::stdout().is_terminal() => Err(
+            "flamegraph: not writing SVG to a terminal; give `-o flame.svg`, pipe it, or use \
+             --folded for text"
+                .into(),
+        ),
+        _ => Ok(()),
     }
 }
 
