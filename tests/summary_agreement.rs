@@ -110,14 +110,15 @@ fn pct(s: &str) -> f64 {
     s.trim_end_matches('%').parse().unwrap()
 }
 
-/// Our summary: region, calls, % session, total, avg, min, max, std.
+/// Our summary: region, calls, % session, total, busy (async profiles), avg, min, max, std.
 fn ours(text: &str) -> Vec<Row> {
+    let numeric = if text.contains("busy [s]") { 8 } else { 7 };
     text.lines()
         .skip_while(|l| !l.contains("% session"))
         .skip(2)
         .take_while(|l| !l.trim_start().starts_with('╰'))
         .map(|l| {
-            let (depth, name, c) = cells(l, 7, true).unwrap_or_else(|| panic!("row {l:?}"));
+            let (depth, name, c) = cells(l, numeric, true).unwrap_or_else(|| panic!("row {l:?}"));
             Row {
                 depth,
                 name,

@@ -51,6 +51,8 @@ struct Columns<'a> {
     gpu: bool,
     /// perf counter names (one column each).
     perf_names: Vec<String>,
+    /// Whether the tree has calls that awaited (a `busy [s]` column beside the total).
+    busy: bool,
     /// The session's wall-clock coverage, when the tree has a session root (`% session`).
     session_ns: Option<i64>,
     headers: Vec<String>,
@@ -70,11 +72,20 @@ impl<'a> Columns<'a> {
                 .find(|r| r.depth == 0 && r.name == SESSION_REGION)
                 .map(|r| r.coverage_ns)
         });
+        let busy = report
+            .tree
+            .iter()
+            .flatten()
+            .any(|t| !t.own && t.busy_ns < t.total_ns);
         let mut headers: Vec<String> = vec!["region".into(), "calls".into()];
         if session_ns.is_some() {
             headers.push("% session".into());
         }
-        headers.extend(["total [s]", "avg [s]", "min [s]", "max [s]", "std [s]"].map(String::from));
+        headers.push("total [s]".into());
+        if busy {
+            headers.push("busy [s]".into());
+        }
+        headers.extend(["avg [s]", "min [s]", "max [s]", "std [s]"].map(String::from));
         if gpu {
             headers.extend(["gpu total [s]".to_owned(), "gpu avg [s]".to_owned()]);
         }
@@ -83,6 +94,7 @@ impl<'a> Columns<'a> {
             regions,
             gpu,
             perf_names,
+            busy,
             session_ns,
             headers,
         }
@@ -131,6 +143,9 @@ impl<'a> Columns<'a> {
                 row.push(format!("{pct:.2}%"));
             }
             row.push(format!("{:.6}", secs(t.total_ns as f64)));
+            if self.busy {
+                row.push(format!("{:.6}", secs(t.busy_ns as f64)));
+            }
             if t.own {
                 row.extend(std::iter::repeat_n("-".to_owned(), 4));
                 row.extend(std::iter::repeat_n("-".to_owned(), self.extras(None).len()));
@@ -385,6 +400,15 @@ fn push_reading_notes(info: &mut Vec<String>, report: &Report, columns: &Columns
     if columns.session_ns.is_some() {
         info.push("% session uses wall-clock coverage; overlapping calls count once.".into());
     }
+    if report.tree.iter().flatten().any(|t| t.own) {
+        info.push("(own): a path's time outside its child calls (await time included).".into());
+    }
+    if columns.busy {
+        info.push(
+            "busy [s]: time spent polling, on a CPU; total [s] adds the time suspended in .await."
+                .into(),
+        );
+    }
 }
 
 /// The lines in a titled box as wide as the longest.
@@ -566,6 +590,58 @@ mod tests {
             render(&report, "t").contains("debug build"),
             cfg!(debug_assertions) && OPT_LEVEL == "0"
         );
+    }
+
+    #[test]
+    fn async_paths_get_a_busy_column_and_the_notes_define_it() {
+        let row = |depth, name: &str, own, total_ns, busy_ns| TreeRow {
+            depth,
+            name: name.into(),
+            recursive: false,
+            calls: 4,
+            stats: crate::data::stats::Stats::default(),
+            coverage_ns: total_ns,
+            total_ns,
+            busy_ns,
+            own,
+        };
+        let tree = vec![
+            row(0, "handle_request", false, 4_000_000_000, 1_000_000_000),
+            row(1, "(own)", true, 3_500_000_000, 600_000_000),
+            row(1, "parse", false, 500_000_000, 400_000_000),
+        ];
+        let report = Report {
+            regions: vec![
+                region("handle_request", 4, 4_000_000_000),
+                region("parse", 4, 500_000_000),
+            ],
+            tree: Some(tree.clone()),
+            ..Report::default()
+        };
+        let s = render(&report, "t");
+        assert!(s.contains("total [s]   busy [s]"), "{s}");
+        assert!(
+            s.contains("4.000000   1.000000") && s.contains("3.500000   0.600000"),
+            "{s}"
+        );
+        assert!(
+            s.contains("(own): a path's time outside its child calls"),
+            "{s}"
+        );
+        assert!(s.contains("busy [s]: time spent polling"), "{s}");
+        // Calls that never awaited: no busy column (it would repeat the total).
+        let sync: Vec<TreeRow> = tree
+            .into_iter()
+            .map(|t| TreeRow {
+                busy_ns: t.total_ns,
+                ..t
+            })
+            .collect();
+        let report = Report {
+            tree: Some(sync),
+            ..report
+        };
+        assert!(!render(&report, "t").contains("busy"));
     }
 
     #[test]

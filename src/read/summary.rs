@@ -33,7 +33,8 @@ impl Summary {
     }
 
     /// The table's rows as JSON: `{"file", "title", "wall_ns", "nested", "rows": [{"depth", "name",
-    /// "own", "recursive", "calls", "total_ns", "mean_ns", "min_ns", "max_ns", "std_ns"}]}`.
+    /// "own", "recursive", "calls", "total_ns", "busy_ns", "mean_ns", "min_ns", "max_ns", "std_ns"}]}`
+    /// (`busy_ns`: the polls' time, `null` in a flat table).
     /// With nesting, rows are the call tree in display order (`own` rows carry the exclusive
     /// time in `total_ns`); without, one flat row per region. `file` is the file's path, `title`
     /// the summary's title (the run's label and the path).
@@ -48,7 +49,7 @@ impl Summary {
                         t.own,
                         t.recursive,
                         t.calls,
-                        t.total_ns,
+                        (t.total_ns, Some(t.busy_ns)),
                         &t.stats,
                     ));
                 }
@@ -69,7 +70,7 @@ impl Summary {
                         false,
                         false,
                         r.calls,
-                        r.total_ns as i64,
+                        (r.total_ns as i64, None),
                         &st,
                     ));
                 }
@@ -92,9 +93,10 @@ fn json_row(
     own: bool,
     rec: bool,
     calls: u64,
-    total: i64,
+    (total, busy): (i64, Option<i64>),
     st: &Stats,
 ) -> String {
+    let busy = busy.map_or_else(|| "null".to_owned(), |b| b.to_string());
     let (mean, min, max, std) = if own {
         ("null".into(), "null".into(), "null".into(), "null".into())
     } else {
@@ -107,7 +109,7 @@ fn json_row(
     };
     format!(
         "{{\"depth\":{depth},\"name\":{},\"own\":{own},\"recursive\":{rec},\"calls\":{calls},\
-         \"total_ns\":{total},\"mean_ns\":{mean},\"min_ns\":{min},\"max_ns\":{max},\"std_ns\":{std}}}",
+         \"total_ns\":{total},\"busy_ns\":{busy},\"mean_ns\":{mean},\"min_ns\":{min},\"max_ns\":{max},\"std_ns\":{std}}}",
         json_str(name)
     )
 }
@@ -296,7 +298,7 @@ impl Profile {
                     dur_ns: c.dur_ns,
                     thread,
                     task,
-                    await_ns: 0,
+                    await_ns: c.await_ns,
                     gpu_ns: c.gpu_ns,
                     call_id: -1,
                     parent_id: -1,
