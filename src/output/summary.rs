@@ -300,12 +300,10 @@ fn debug_build_note(
         return None;
     }
     let measured = cost.map_or(String::new(), |o| {
-        format!(" ({:.0} ns per call here)", o.ns_per_call)
+        format!(", {:.0} ns per call here", o.ns_per_call)
     });
     Some(format!(
-        "WARNING: debug build: scope-profiler (and usually the program) is unoptimized, so \
-         calls cost more{measured} and times are not a release build's; profile with \
-         `cargo run --release`."
+        "WARNING: debug build (unoptimized{measured}): profile a release build (--release)."
     ))
 }
 
