@@ -35,6 +35,26 @@ fn exclusive_totals(file: &Path) -> BTreeMap<String, i64> {
     m
 }
 
+/// Per region name: its calls' busy time, duration less `events/await_ns`.
+fn busy_totals(file: &Path) -> BTreeMap<String, i64> {
+    let names = strings(file, "region_table/names");
+    let ids = column(file, "rank_region_index/region_ids");
+    let counts = column(file, "rank_region_index/event_counts");
+    let offsets = column(file, "rank_region_index/event_offsets");
+    let (durs, awaits) = (
+        column(file, "events/durations"),
+        column(file, "events/await_ns"),
+    );
+    let mut m = BTreeMap::new();
+    for ((id, n), at) in ids.iter().zip(&counts).zip(&offsets) {
+        let busy: i64 = (*at..at + n)
+            .map(|i| durs[i as usize] - awaits[i as usize])
+            .sum();
+        *m.entry(names[*id as usize].clone()).or_insert(0) += busy;
+    }
+    m
+}
+
 #[test]
 fn folded_weights_are_the_files_exclusive_totals() {
     let dir = tempfile::tempdir().unwrap();
@@ -46,7 +66,7 @@ fn folded_weights_are_the_files_exclusive_totals() {
         "{want:?}"
     );
 
-    let plain = scopeprof_ok(&["flamegraph", "--folded", f]);
+    let plain = scopeprof_ok(&["flamegraph", "--wall", "--folded", f]);
     assert_eq!(leaf_totals(&plain), want, "{plain}");
     // Stacks follow the call tree: steps inside handlers, handlers at the task lane roots.
     assert!(
@@ -58,7 +78,7 @@ fn folded_weights_are_the_files_exclusive_totals() {
         "{plain}"
     );
 
-    let per_task = scopeprof_ok(&["flamegraph", "--folded", "--per-task", f]);
+    let per_task = scopeprof_ok(&["flamegraph", "--wall", "--folded", "--per-task", f]);
     assert_eq!(leaf_totals(&per_task), want);
     let tasks = per_task
         .lines()
@@ -66,21 +86,50 @@ fn folded_weights_are_the_files_exclusive_totals() {
         .count();
     assert_eq!(tasks as u64, TASKS, "{per_task}");
 
-    let per_thread = scopeprof_ok(&["flamegraph", "--folded", "--per-thread", f]);
+    let per_thread = scopeprof_ok(&["flamegraph", "--wall", "--folded", "--per-thread", f]);
     assert_eq!(leaf_totals(&per_thread), want);
     assert!(
         per_thread.lines().all(|l| l.starts_with("thread ")),
         "{per_thread}"
     );
 
-    let rank0 = scopeprof_ok(&["flamegraph", "--folded", "--rank", "0", f]);
+    let rank0 = scopeprof_ok(&["flamegraph", "--wall", "--folded", "--rank", "0", f]);
     assert_eq!(leaf_totals(&rank0), want);
-    let rank1 = scopeprof_ok(&["flamegraph", "--folded", "--rank", "1", f]);
+    let rank1 = scopeprof_ok(&["flamegraph", "--wall", "--folded", "--rank", "1", f]);
     assert!(rank1.is_empty(), "no rank 1 in this file: {rank1}");
 
     // The spill-and-merge path gives the same stacks.
-    let spilled = scopeprof_ok(&["flamegraph", "--folded", "--sort-run-items", "5", f]);
+    let spilled = scopeprof_ok(&[
+        "flamegraph",
+        "--wall",
+        "--folded",
+        "--sort-run-items",
+        "5",
+        f,
+    ]);
     assert_eq!(spilled, plain);
+
+    // By default the stacks are the polls': each region's weight is its busy time less its
+    // children's, from the file's own columns (a sync `step` is busy all through).
+    let busy = leaf_totals(&scopeprof_ok(&["flamegraph", "--folded", f]));
+    let polled = busy_totals(&file);
+    assert_eq!(busy["step"], polled["step"], "{busy:?}");
+    assert_eq!(busy["query"], polled["query"], "{busy:?}");
+    let handler_own = polled["handler"] - polled["step"] - polled["query"];
+    // Each call's busy time and its polls are rounded on their own: 1 ns per poll.
+    let polls = (TASKS * (2 * STEPS + 4)) as i64;
+    assert!(
+        (busy["handler"] - handler_own).abs() <= polls,
+        "{busy:?} {polled:?}"
+    );
+    assert!(
+        busy["handler"] < want["handler"] / 2,
+        "the handlers mostly sleep: {busy:?}"
+    );
+    assert_eq!(
+        busy["main_work"], want["main_work"],
+        "sync: busy all through"
+    );
 }
 
 #[test]

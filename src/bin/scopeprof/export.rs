@@ -35,6 +35,7 @@ pub(crate) fn run(cmd: Cmd) -> Result<(), String> {
             file,
             output,
             folded,
+            wall,
             per_thread,
             per_task,
             rank,
@@ -45,7 +46,11 @@ pub(crate) fn run(cmd: Cmd) -> Result<(), String> {
                 per_task,
                 per_rank: false,
             };
-            flamegraph(&file, &output, folded, group, rank, sort_run_items)
+            let weigh = Weigh {
+                polls: !wall,
+                folded,
+            };
+            flamegraph(&file, &output, weigh, group, rank, sort_run_items)
         }
         _ => Err("this subcommand is not run here".into()),
     }
@@ -215,10 +220,19 @@ fn timeline(file: &Path, format: Format, output: &Path, run_items: usize) -> Res
     Ok(())
 }
 
+/// What a flamegraph weighs and writes.
+#[derive(Clone, Copy)]
+struct Weigh {
+    /// Busy time from the polls, when the file has them (else wall-clock time from the calls).
+    polls: bool,
+    /// Folded text instead of SVG.
+    folded: bool,
+}
+
 fn flamegraph(
     file: &Path,
     output: &Path,
-    folded: bool,
+    weigh: Weigh,
     mut group: Grouping,
     rank: Option<u32>,
     run_items: usize,
@@ -241,9 +255,10 @@ fn flamegraph(
         output.to_path_buf()
     };
     let mut sorter = Sorter::new(run_items, spill_path(&spill));
-    let mut keep =
-        move |r: u32, it: &Item| it.kind == Kind::Call && rank.is_none_or(|want| r == want);
-    collect(&p, &mut tracks, &mut sorter, false, &mut keep)?;
+    let polls = weigh.polls && p.poll_count() > 0;
+    let kind = if polls { Kind::Poll } else { Kind::Call };
+    let mut keep = move |r: u32, it: &Item| it.kind == kind && rank.is_none_or(|want| r == want);
+    collect(&p, &mut tracks, &mut sorter, polls, &mut keep)?;
     let mut sink = Folded::new(&tracks, group);
     let mut walker = Walker::new();
     let mut hb = Heartbeat::new();
@@ -271,7 +286,12 @@ fn flamegraph(
         );
     }
     let lines = crate::supervise::busy(|| sink.lines());
-    let title = file.display().to_string();
+    let title = if polls {
+        format!("{} (busy time)", file.display())
+    } else {
+        format!("{} (wall-clock time)", file.display())
+    };
+    let folded = weigh.folded;
     crate::supervise::busy(|| {
         write_out(output, |w| {
             if folded {
@@ -323,7 +343,7 @@ pub(crate) fn size(bytes: u64) -> String {
 #[cfg(feature = "flamegraph")]
 fn svg(title: &str, lines: &[String], w: &mut dyn Write) -> std::io::Result<()> {
     let mut opt = inferno::flamegraph::Options::default();
-    opt.title = format!("{title} (exclusive time)");
+    opt.title = title.to_owned();
     opt.count_name = "ns".into();
     if lines.is_empty() {
         return Err(std::io::Error::other("the file has no calls to draw"));

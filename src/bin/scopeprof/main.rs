@@ -72,7 +72,8 @@ enum Cmd {
         #[arg(long, default_value_t = sort::DEFAULT_RUN_ITEMS, hide = true)]
         sort_run_items: usize,
     },
-    /// Write a flamegraph (SVG) of exclusive time per call path, or its folded stacks.
+    /// Write a flamegraph (SVG) of exclusive busy time per call path (the polls: where the CPU
+    /// went), or of wall-clock time with --wall, or its folded stacks.
     Flamegraph {
         /// The profile.
         file: PathBuf,
@@ -82,6 +83,9 @@ enum Cmd {
         /// Write folded stacks (`a;b;c <ns>`) instead of SVG.
         #[arg(long)]
         folded: bool,
+        /// Weigh wall-clock time (calls, `.await` included) instead of busy time (polls).
+        #[arg(long)]
+        wall: bool,
         /// One stack root per thread.
         #[arg(long, conflicts_with = "per_task")]
         per_thread: bool,
