@@ -291,19 +291,18 @@ const OPT_LEVEL: &str = env!("SCOPE_PROFILER_OPT_LEVEL");
 
 /// The "Info" line saying the profiler was built without optimization (its hot path then
 /// costs about ten times more, and the program's own code is usually unoptimized too), with
-/// the cost measured at `build()`; `None` for an optimized build.
+/// the cost measured at `build()`; `None` for an optimized build or a file read back.
 fn debug_build_note(
     opt_level: &str,
     cost: Option<&crate::data::report::SelfCost>,
 ) -> Option<String> {
-    if opt_level != "0" {
-        return None;
-    }
-    let measured = cost.map_or(String::new(), |o| {
-        format!(", {:.0} ns per call here", o.ns_per_call)
-    });
+    // Only a report of this process's own profiler (it measured its cost at `build()`): a
+    // file read back says nothing of the build that wrote it.
+    let cost = cost.filter(|_| opt_level == "0")?;
     Some(format!(
-        "WARNING: debug build (unoptimized{measured}): profile a release build (--release)."
+        "WARNING: debug build (unoptimized, {:.0} ns per call here): profile a release build \
+         (--release).",
+        cost.ns_per_call
     ))
 }
 

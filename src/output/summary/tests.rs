@@ -123,13 +123,14 @@ fn a_debug_build_says_so_with_its_measured_cost() {
         "{note}"
     );
     assert!(note.contains("--release"), "{note}");
-    assert!(debug_build_note("0", None).is_some());
+    assert_eq!(debug_build_note("0", None), None, "a file read back");
     for opt in ["1", "2", "3", "s", "z"] {
         assert_eq!(debug_build_note(opt, Some(&cost)), None, "{opt}");
     }
     // This test binary is the library's own build: the table says what it is.
     let report = Report {
         regions: vec![region("a", 1, 10)],
+        overhead: Some(cost),
         ..Report::default()
     };
     assert_eq!(
