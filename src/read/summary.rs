@@ -34,7 +34,8 @@ impl Summary {
 
     /// The table's rows as JSON: `{"file", "title", "wall_ns", "nested", "rows": [{"depth", "name",
     /// "own", "recursive", "calls", "total_ns", "busy_ns", "mean_ns", "min_ns", "max_ns", "std_ns"}]}`
-    /// (`busy_ns`: the polls' time, `null` in a flat table).
+    /// (`busy_ns`: the time its calls were polled, for `own` rows less their children's;
+    /// `null` in a flat table).
     /// With nesting, rows are the call tree in display order (`own` rows carry the exclusive
     /// time in `total_ns`); without, one flat row per region. `file` is the file's path, `title`
     /// the summary's title (the run's label and the path).
