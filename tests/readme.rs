@@ -230,7 +230,6 @@ fn every_command(readme: &str, dir: &Path, program: &Path) {
     std::fs::copy(dir.join("profiling_data.h5"), dir.join("run.rank1.h5")).unwrap();
     run("merge", &["merged.h5", "run.rank0.h5", "run.rank1.h5"]);
     assert!(run("inspect", &["merged.h5"]).contains("handle_request"));
-    ran.push("flamegraph".into());
     for cmd in readme_commands(readme) {
         assert!(
             ran.contains(&cmd),
@@ -282,10 +281,7 @@ fn the_readme_tokio_example_as_a_new_project() {
             every_command(&readme, dir.path(), &program);
             return;
         }
-        eprintln!(
-            "busy {busy:.3} s, CPU {:.3} s\n{summary}",
-            cpu.as_secs_f64()
-        );
+        eprintln!("{summary}");
     }
     panic!("busy / CPU time {ratios:.3?} is never within 10 % (real-time priority: {realtime})");
 }
