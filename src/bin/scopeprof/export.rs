@@ -291,28 +291,30 @@ fn flamegraph(
     } else {
         format!("{} (wall-clock time)", file.display())
     };
-    let folded = weigh.folded;
+    write_flame(output, &title, &lines, weigh.folded)
+}
+
+/// Writes folded stacks or their SVG to `output` (`-`: stdout), then says what it wrote.
+fn write_flame(output: &Path, title: &str, lines: &[String], folded: bool) -> Result<(), String> {
     crate::supervise::busy(|| {
         write_out(output, |w| {
             if folded {
-                for l in &lines {
+                for l in lines {
                     writeln!(w, "{l}")?;
                 }
                 Ok(())
             } else {
-                svg(&title, &lines, w)
+                svg(title, lines, w)
             }
         })
     })?;
     if output.as_os_str() != "-" {
-        wrote(
-            output,
-            if folded {
-                "folded stacks"
-            } else {
-                "flamegraph SVG"
-            },
-        );
+        let what = if folded {
+            "folded stacks"
+        } else {
+            "flamegraph SVG"
+        };
+        wrote(output, what);
     }
     Ok(())
 }
