@@ -257,6 +257,28 @@ impl Builder {
         self
     }
 
+    /// The permission bits of the profiles this profiler publishes (default `0o600`: only
+    /// the owner reads them, as `perf record` creates `perf.data`, since a profile holds
+    /// source text and the program's names; see "What a profile contains" in docs/guide.md).
+    /// `0o644` shares them with everyone on the machine. The bits are set exactly, after the
+    /// file is complete and before it is published (the umask does not apply); the file is
+    /// `0600` while it is written. The spool stays `0600` whatever this says.
+    ///
+    /// `build()` fails with [`Error::InvalidOption`] for bits beyond `0o777` (set-id, sticky).
+    ///
+    /// ```no_run
+    /// # use scope_profiler::ScopeLayer;
+    /// let (layer, guard) = ScopeLayer::builder()
+    ///     .output("shared/profile.h5")
+    ///     .file_mode(0o644)
+    ///     .build()?;
+    /// # Ok::<(), scope_profiler::Error>(())
+    /// ```
+    pub fn file_mode(mut self, mode: u32) -> Self {
+        self.config.file_mode = mode;
+        self
+    }
+
     /// With `true`, every spool write is fsynced, and each published profile and its directory
     /// are fsynced before and after the rename, so power loss keeps everything up to the last
     /// flush (default `false`: a killed process loses nothing flushed, power loss may).

@@ -69,6 +69,8 @@ pub(crate) struct Config {
     pub max_files: Option<usize>,
     /// fsync the spool and published files.
     pub durable: bool,
+    /// Permission bits of published profiles (`Builder::file_mode`).
+    pub file_mode: u32,
     /// Events inside spans are line-timing checkpoints.
     pub line_timing: bool,
     /// Whether finalize reads each region's source text.
@@ -122,6 +124,15 @@ impl Config {
                 ),
             });
         }
+        if config.file_mode & !0o777 != 0 {
+            return Err(Error::InvalidOption {
+                option: "file_mode",
+                reason: format!(
+                    "{:#o} has bits beyond the permission bits 0o777",
+                    config.file_mode
+                ),
+            });
+        }
         if config.cuda_sync_on_exit && !config.cuda_timing {
             return Err(Error::InvalidOption {
                 option: "cuda_sync_on_exit",
@@ -159,6 +170,7 @@ impl Default for Config {
             rotate_every: None,
             max_files: None,
             durable: false,
+            file_mode: 0o600,
             line_timing: false,
             capture_source: true,
             source_roots: Vec::new(),

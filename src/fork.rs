@@ -184,11 +184,19 @@ impl Watch {
     }
 }
 
-impl Drop for Watch {
-    fn drop(&mut self) {
+impl Watch {
+    /// Takes the profiler off the child handler's list (idempotent). [`Shared`]'s drop calls
+    /// it first, before any of its fields is dropped, and the watch's own drop again.
+    pub(crate) fn disarm(&self) {
         if let Some(node) = self.node.get() {
             node.target.store(std::ptr::null_mut(), Ordering::SeqCst);
         }
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        self.disarm();
     }
 }
 
@@ -354,6 +362,64 @@ mod tests {
         watch.node.set(node).expect("unset");
         drop(watch);
         assert!(node.target.load(Ordering::SeqCst).is_null());
+    }
+
+    /// The node of the profiler under test, for the writer's drop to look at.
+    static WATCHED: OnceLock<&'static Node> = OnceLock::new();
+
+    /// A summary writer (a field of `Shared`, dropped with it) whose drop forks a real child
+    /// in the middle of the `Shared`'s teardown; it keeps the child's exit status: 0 when the
+    /// child, after its fork handler ran, found the profiler off the handler's list.
+    struct ForkOnDrop(Arc<std::sync::Mutex<Option<i32>>>);
+
+    impl std::io::Write for ForkOnDrop {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Drop for ForkOnDrop {
+        fn drop(&mut self) {
+            let Some(node) = WATCHED.get() else {
+                return;
+            };
+            // SAFETY: the child makes async-signal-safe calls only (an atomic load, _exit).
+            let child = unsafe { libc::fork() };
+            if child == 0 {
+                let listed = !node.target.load(Ordering::SeqCst).is_null();
+                // SAFETY: as above.
+                unsafe { libc::_exit(i32::from(listed)) };
+            }
+            let mut status = 0;
+            // SAFETY: reaps our own child into `status`.
+            unsafe { libc::waitpid(child, &mut status, 0) };
+            *self.0.lock().unwrap() = Some(status);
+        }
+    }
+
+    #[test]
+    fn a_fork_during_the_teardown_does_not_reach_the_dropped_profiler() {
+        let seen = Arc::new(std::sync::Mutex::new(None));
+        let mut config = crate::config::Config::default();
+        config.summary_to = Some(crate::config::SummaryWriter(Arc::new(
+            std::sync::Mutex::new(Box::new(ForkOnDrop(seen.clone()))),
+        )));
+        let shared = Arc::new(Shared::new(config, None));
+        Watch::arm(&shared);
+        WATCHED
+            .set(*shared.fork.node.get().expect("armed"))
+            .unwrap();
+        drop(shared);
+        let status = seen.lock().unwrap().take().expect("the writer forked");
+        assert!(libc::WIFEXITED(status), "child status {status:#x}");
+        assert_eq!(
+            libc::WEXITSTATUS(status),
+            0,
+            "in the child, the fork handler's list still held the profiler being dropped"
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Files are created safely in a directory others may write to: a symbolic link planted at the
 //! spool's name (dangling, or to an existing file) is never followed, the spool is private
 //! (0600), the published profile replaces a link at its name instead of writing through it,
-//! and it gets the mode the process umask gives (no forced 0644).
+//! and it is 0600 whatever the umask unless `Builder::file_mode` asks for other bits.
 
 mod common;
 
@@ -99,33 +99,72 @@ fn the_spool_is_private() {
     drop(guard);
 }
 
-/// Child of `the_profile_respects_the_umask`: writes one profile and exits.
+/// Child of `profiles_are_private_whatever_the_umask`: writes one profile (with
+/// `file_mode(SP_MODE)` when set) and exits.
 #[test]
-#[ignore = "child process of the_profile_respects_the_umask"]
+#[ignore = "child process of profiles_are_private_whatever_the_umask"]
 fn umask_child() {
     let out = std::env::var_os("SP_UMASK_OUT").expect("run by its parent test");
-    let (d, guard) = dispatch(ScopeLayer::builder().output(&out));
+    let mut b = ScopeLayer::builder().output(&out);
+    if let Ok(m) = std::env::var("SP_MODE") {
+        b = b.file_mode(u32::from_str_radix(&m, 8).unwrap());
+    }
+    let (d, guard) = dispatch(b);
     tracing::dispatcher::with_default(&d, || info_span!("x").in_scope(|| ()));
     guard.finalize().unwrap();
 }
 
+/// Profiles embed source text: they are 0600 whatever the umask, like `perf.data`; with
+/// `file_mode` they get exactly the bits asked for.
 #[test]
-fn the_profile_respects_the_umask() {
+fn profiles_are_private_whatever_the_umask() {
     let dir = tempfile::tempdir().unwrap();
-    for (umask, want) in [("077", 0o600), ("022", 0o644), ("002", 0o664)] {
-        let out = dir.path().join(format!("umask-{umask}.h5"));
+    let cases = [
+        ("000", None, 0o600),
+        ("022", None, 0o600),
+        ("077", Some("644"), 0o644),
+        ("000", Some("640"), 0o640),
+    ];
+    for (umask, file_mode, want) in cases {
+        let out = dir.path().join(format!(
+            "umask-{umask}-{}.h5",
+            file_mode.unwrap_or("default")
+        ));
         let exe = std::env::current_exe().unwrap();
-        let status = Command::new("sh")
-            .arg("-c")
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
             .arg(format!(
                 "umask {umask} && exec \"$0\" --exact umask_child --ignored --quiet"
             ))
             .arg(&exe)
             .env("SP_UMASK_OUT", &out)
-            .stdout(std::process::Stdio::null())
-            .status()
-            .unwrap();
-        assert!(status.success());
-        assert_eq!(mode(&out), want, "umask {umask}");
+            .stdout(std::process::Stdio::null());
+        if let Some(m) = file_mode {
+            cmd.env("SP_MODE", m);
+        }
+        assert!(cmd.status().unwrap().success());
+        assert_eq!(mode(&out), want, "umask {umask}, file_mode {file_mode:?}");
     }
+    // Only the profiles are left (no temporary file, no private directory).
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), cases.len());
+}
+
+#[test]
+fn a_file_mode_beyond_the_permission_bits_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = ScopeLayer::builder()
+        .output(dir.path().join("x.h5"))
+        .file_mode(0o4755)
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::InvalidOption {
+                option: "file_mode",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }

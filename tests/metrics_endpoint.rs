@@ -1,8 +1,9 @@
 //! The live-metrics endpoint (feature `prometheus`) over real loopback sockets: exact counts
 //! that survive finalize (from `ScopeLayer` and from `ScopeSubscriber`), the region limit,
 //! labels, perf and await series; 100 concurrent scrapes; garbage, oversized and silent
-//! clients; no growth of heap, descriptors or threads under repeated load; a failed bind; a
-//! disabled profiler binds nothing; a forked child does not keep the port.
+//! clients; idle and slow clients delay neither a scrape nor the guard's drop, and a connection
+//! beyond the limit gets 503 at once; no growth of heap, descriptors or threads under repeated
+//! load; a failed bind; a disabled profiler binds nothing; a forked child does not keep the port.
 //!
 //! Tests take one lock: the memory test counts the whole process's live heap bytes.
 
@@ -487,4 +488,117 @@ fn a_forked_child_does_not_keep_the_listener() {
         TcpStream::connect(addr).is_err(),
         "served after the guard dropped"
     );
+}
+
+/// Connects `n` clients that send nothing.
+fn idle_clients(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+    (0..n)
+        .map(|_| TcpStream::connect(addr).expect("connect"))
+        .collect()
+}
+
+/// Whether the server closes `s` (end of file or reset) within `limit`.
+fn closed_within(s: &mut TcpStream, limit: Duration) -> bool {
+    use std::io::ErrorKind::{TimedOut, WouldBlock};
+    s.set_read_timeout(Some(limit)).unwrap();
+    match s.read(&mut [0u8; 64]) {
+        Ok(n) => n == 0,
+        Err(e) => !matches!(e.kind(), WouldBlock | TimedOut),
+    }
+}
+
+#[test]
+fn idle_and_slow_clients_delay_neither_a_scrape_nor_the_drop() {
+    let _s = serial();
+    let (d, guard, addr) = endpoint();
+    calls(&d, "a", 3);
+    let mut idle = idle_clients(addr, 30);
+    // A slow client: one byte of its request every 200 ms, never done within the 5 s limit.
+    let slow = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).unwrap();
+        let start = std::time::Instant::now();
+        for b in b"GET /metrics HTTP/1.1\r\nHost: a-very-slow-client\r\n\r\n" {
+            if s.write_all(&[*b]).is_err() {
+                return Some(start.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        None
+    });
+    let t = std::time::Instant::now();
+    let body = scrape(addr);
+    let scrape_time = t.elapsed();
+    let seen = calls_of(&body, "a");
+    assert!(seen.is_none_or(|c| c == 3.0), "{seen:?}: {body}");
+    // The idle clients still hold their slots; a scrape after the slow one started is served.
+    let t = std::time::Instant::now();
+    guard.finalize().unwrap();
+    let again = scrape(addr);
+    assert_eq!(calls_of(&again, "a"), Some(3.0), "{again}");
+    eprintln!(
+        "30 idle clients: scrape {scrape_time:?}, scrape after finalize {:?}",
+        t.elapsed()
+    );
+    assert!(scrape_time < Duration::from_secs(5), "{scrape_time:?}");
+    // Idle clients are closed at the read limit (5 s).
+    assert!(
+        closed_within(&mut idle[0], Duration::from_secs(20)),
+        "an idle client was never closed"
+    );
+    let cut = slow.join().unwrap();
+    assert!(
+        cut.is_some_and(|c| c < Duration::from_secs(20)),
+        "the slow client was not cut off: {cut:?}"
+    );
+}
+
+#[test]
+fn the_drop_does_not_wait_for_scrapers() {
+    let _s = serial();
+    let (d, guard, addr) = endpoint();
+    calls(&d, "a", 1);
+    let _idle = idle_clients(addr, 30);
+    // A client that asked and never reads its answer (the kernel buffers take part of it).
+    let mut greedy = TcpStream::connect(addr).unwrap();
+    greedy.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let t = std::time::Instant::now();
+    drop(guard);
+    let dropped = t.elapsed();
+    eprintln!("drop with 30 idle clients and one that does not read: {dropped:?}");
+    assert!(
+        dropped < Duration::from_secs(5),
+        "the drop took {dropped:?}"
+    );
+    assert!(
+        TcpStream::connect(addr).is_err(),
+        "served after the guard dropped"
+    );
+    drop(d);
+}
+
+#[test]
+fn a_connection_beyond_the_limit_gets_503_at_once() {
+    let _s = serial();
+    let (_d, guard, addr) = endpoint();
+    // The endpoint serves 256 connections at once (docs/fleet-metrics.md).
+    let _idle = idle_clients(addr, 256);
+    let t = std::time::Instant::now();
+    let (status, body) = exchange(addr, b"GET /metrics HTTP/1.1\r\n\r\n");
+    let took = t.elapsed();
+    eprintln!("the 257th connection: {status} in {took:?}");
+    assert_eq!((status, body.as_str()), (503, "too many connections\n"));
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    drop(_idle);
+    // Once the idle clients are gone, scrapes are served again.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, _) = exchange(addr, b"GET /metrics HTTP/1.1\r\n\r\n");
+        if status == 200 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "still {status}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(guard);
 }

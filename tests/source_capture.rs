@@ -128,3 +128,73 @@ fn a_source_root_finds_files_elsewhere() {
         t["missing_source"]
     );
 }
+
+/// A span callsite made at run time, naming `file` (leaked: callsites live for the program).
+struct Dynamic(std::sync::OnceLock<&'static Metadata<'static>>);
+
+impl Callsite for Dynamic {
+    fn set_interest(&self, _: tracing_core::Interest) {}
+    fn metadata(&self) -> &Metadata<'_> {
+        self.0.get().expect("set at creation")
+    }
+}
+
+fn span_site(name: &'static str, file: &std::path::Path) -> &'static Metadata<'static> {
+    let file: &'static str = Box::leak(file.to_str().unwrap().to_owned().into_boxed_str());
+    let cs: &'static Dynamic = Box::leak(Box::new(Dynamic(std::sync::OnceLock::new())));
+    let meta: &'static Metadata<'static> = Box::leak(Box::new(Metadata::new(
+        name,
+        "source_capture",
+        Level::INFO,
+        Some(file),
+        Some(1),
+        None,
+        tracing_core::field::FieldSet::new(&[], tracing_core::identify_callsite!(cs)),
+        Kind::SPAN,
+    )));
+    cs.0.set(meta).unwrap();
+    tracing_core::callsite::register(cs);
+    meta
+}
+
+/// A FIFO, `/dev/zero`, a 2 MiB file and a link at a callsite's path give no text, and the
+/// finalize neither hangs nor reads them; a small regular file beside them is captured.
+#[test]
+fn only_small_regular_files_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo.rs");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let big = dir.path().join("big.rs");
+    std::fs::write(&big, "fn big() {\n".repeat(200_000)).unwrap();
+    let secret = dir.path().join("secret.txt");
+    std::fs::write(&secret, "fn secret() {}\n").unwrap();
+    let link = dir.path().join("link.rs");
+    std::os::unix::fs::symlink(&secret, &link).unwrap();
+    let plain = dir.path().join("plain.rs");
+    std::fs::write(&plain, "fn plain() {\n    work();\n}\n").unwrap();
+    let sites = [
+        span_site("from_fifo", &fifo),
+        span_site("from_dev_zero", std::path::Path::new("/dev/zero")),
+        span_site("from_big", &big),
+        span_site("from_link", &link),
+        span_site("from_plain", &plain),
+    ];
+    let path = dir.path().join("hostile.h5");
+    let (d, guard) = common::dispatch(ScopeLayer::builder().output(&path));
+    tracing::dispatcher::with_default(&d, || {
+        for meta in sites {
+            tracing::Span::new(meta, &meta.fields().value_set(&[])).in_scope(|| ());
+        }
+    });
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(guard.finalize().map(drop)));
+    let done = rx.recv_timeout(std::time::Duration::from_secs(120));
+    assert!(matches!(done, Ok(Ok(()))), "finalize: {done:?}");
+    let t = texts(&path);
+    for name in ["from_fifo", "from_dev_zero", "from_big", "from_link"] {
+        assert_eq!(t[name], "", "{name}");
+    }
+    assert!(t["from_plain"].starts_with("fn plain() {"), "{t:?}");
+}

@@ -5,7 +5,8 @@
 //! never followed, and the error names the path. Profiles are published by `rename(2)`, which
 //! replaces a link at the target instead of writing through it; names that must not replace
 //! anything (numbered, late and recovered files) are published with `RENAME_NOREPLACE`.
-//! Files get mode `0666 & !umask` (the spool `0600`), like any file the program creates.
+//! Profiles and the spool are `0600` (profiles: unless `Builder::file_mode` says otherwise; see
+//! the HDF5 writer's `create_temp`).
 
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
@@ -119,6 +120,27 @@ pub(crate) fn open_nofollow(path: &Path) -> io::Result<File> {
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
+}
+
+/// Sets the permission bits of the regular file at `path` to `mode` (exactly: the umask does
+/// not apply), without following a link there.
+pub(crate) fn set_mode(path: &Path, mode: u32) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    // SAFETY: fchmod on a descriptor we own; no memory is involved.
+    if unsafe { libc::fchmod(f.as_raw_fd(), mode as libc::mode_t) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Checks that a file can be created at `path` (by creating and removing a probe beside it).

@@ -13,9 +13,11 @@
 //! - `launcher`: an MPI launcher's environment (rank, size) without the `mpi` feature;
 //! - `metrics_options`: the live metrics' options and their checks;
 //! - `files`: creating, checking and publishing files safely;
+//! - `host`: which process on which host made a temporary file, and whether it still runs;
 //! - `time`: the monotonic clock that names temporary files.
 
 pub(crate) mod files;
+pub(crate) mod host;
 pub(crate) mod launcher;
 pub(crate) mod lines;
 #[cfg(feature = "prometheus")]

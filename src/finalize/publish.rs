@@ -46,6 +46,7 @@ pub(super) fn publish(
         gzip: config.gzip,
         durable: config.durable,
         no_replace: false,
+        mode: config.file_mode,
     };
     let taken = state.published.iter().any(|(p, _)| p == path);
     let written = if taken {

@@ -143,16 +143,25 @@ pub(crate) fn recover_stale(output: &Path) -> Result<(), Error> {
     if let Ok(m) = std::fs::symlink_metadata(&main) {
         if m.file_type().is_file() {
             let f = crate::data::files::open_nofollow(&main).map_err(|e| read_error(&main, e))?;
-            if !crate::data::files::try_lock(&f).unwrap_or(true) {
+            // A lock that cannot be taken for any reason counts as held: on a file system
+            // without locks, recovering (and deleting) a live run's spool would lose its calls.
+            let held = match crate::data::files::try_lock(&f) {
+                Ok(true) => None,
+                Ok(false) => Some(format!(
+                    "another process is writing this output (its spool {} is locked)",
+                    main.display()
+                )),
+                Err(e) => Some(format!(
+                    "cannot tell whether another process is writing this output: locking its \
+                     spool {} failed ({e}); if no run is writing it, `scopeprof recover` it or \
+                     remove it",
+                    main.display()
+                )),
+            };
+            if let Some(why) = held {
                 return Err(Error::OutputPath {
                     path: output.to_path_buf(),
-                    source: std::io::Error::new(
-                        std::io::ErrorKind::AlreadyExists,
-                        format!(
-                            "another process is writing this output (its spool {} is locked)",
-                            main.display()
-                        ),
-                    ),
+                    source: std::io::Error::new(std::io::ErrorKind::AlreadyExists, why),
                 });
             }
         }
@@ -162,9 +171,6 @@ pub(crate) fn recover_stale(output: &Path) -> Result<(), Error> {
     let found = spool_files(output)?;
     let mut runs: Vec<Vec<Pass0>> = Vec::new();
     for p in found {
-        if std::fs::symlink_metadata(&p).is_ok_and(|m| !m.file_type().is_file()) {
-            continue; // a link in the way: never followed; creating the spool names it
-        }
         match pass0(&p) {
             Ok(r) => match runs.iter_mut().find(|g| g[0].run() == r.run()) {
                 Some(g) => g.push(r),
@@ -256,7 +262,9 @@ fn keep_corrupt(path: &Path, why: &str) -> Result<(), Error> {
 }
 
 /// Every spool file of `output`: `.<name>.spool`, its rotated phases and stale copies, but not
-/// those kept as corrupt.
+/// those kept as corrupt, and only regular files owned by this process's user. Anything else
+/// at such a name (a link, a FIFO, a device, another user's file in a shared directory) is
+/// left alone, said once, and never read: see [`mine`].
 fn spool_files(output: &Path) -> Result<Vec<PathBuf>, Error> {
     let main = spool::spool_path(output);
     let prefix = main
@@ -278,9 +286,33 @@ fn spool_files(output: &Path) -> Result<Vec<PathBuf>, Error> {
                 n.starts_with(&prefix) && !n.contains(".corrupt-")
             })
         })
+        .filter(|p| mine(p))
         .collect();
     found.sort();
     Ok(found)
+}
+
+/// Whether `path` is a regular file (not followed if a link) owned by this process's effective
+/// user; says why when it is not, since a file left alone may be what the user looks for.
+fn mine(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = std::fs::symlink_metadata(path) else {
+        return false; // gone since the listing
+    };
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let why = if !m.file_type().is_file() {
+        "it is not a regular file"
+    } else if m.uid() != me {
+        "another user owns it"
+    } else {
+        return true;
+    };
+    eprintln!(
+        "scope-profiler: {} is left alone, not read as a spool: {why}",
+        path.display()
+    );
+    false
 }
 
 /// What the first pass learns from one spool file.
@@ -521,10 +553,10 @@ mod tests {
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id();
         child.wait().unwrap();
-        let stale = dir.path().join(format!(".p.h5.{dead}.0.tmp"));
-        let live = dir
-            .path()
-            .join(format!(".p.h5.{}.0.tmp", std::process::id()));
+        let here = crate::data::host::ProcTag::here();
+        let gone = crate::data::host::ProcTag { pid: dead, ..here };
+        let stale = dir.path().join(format!(".p.h5.{}.0.tmp", gone.render()));
+        let live = dir.path().join(format!(".p.h5.{}.0.tmp", here.render()));
         let other = dir.path().join(".p.h5.spool");
         for f in [&stale, &live, &other] {
             std::fs::write(f, b"x").unwrap();

@@ -202,7 +202,10 @@ impl Assembler {
         let mut ls = self.lanes.take(lane);
         let mut i = 0;
         while i < records.len() {
-            let taken = self.sync_call_at(lane, &mut ls, &records[i..], out);
+            let mut taken = self.sync_call_at(lane, &mut ls, &records[i..], out);
+            if taken == 0 {
+                taken = self.repoll_at(lane, &mut ls, &records[i..]);
+            }
             if taken > 0 {
                 i += taken;
                 continue;

@@ -116,14 +116,21 @@ impl TaskTotals {
     }
 }
 
-/// One task in memory. No allocation of its own: its pending roots live in one list shared
-/// by all tasks ([`Tasks::pending`]), and up to two open calls are kept inline.
+/// One task in memory (64 bytes). No allocation of its own: its pending roots live in one
+/// list shared by all tasks ([`Tasks::pending`]), up to two open calls are kept inline, and
+/// its row's totals (144 bytes) are in a slab of their own, taken when the task first needs
+/// a row: a burst of a million tasks whose calls are all still open keeps none.
 #[derive(Debug)]
 struct Slot {
-    totals: TaskTotals,
+    tokio_id: u64,
     /// Starts (raw ticks) of its entered, not yet completed calls (the assembler's).
     open: Starts,
     last_end_ns: i64,
+    /// Its dense index in this phase (-1: none yet; polls and calls take one).
+    index: i64,
+    /// Its totals in [`Tasks::totals`] ([`NONE`]: none yet: no root folded, no poll of
+    /// Tokio's instrumentation).
+    totals: u32,
     /// Roots of this task in [`Tasks::pending`].
     pending: u32,
     /// Bumped by every call, so a stale entry of the quiet queue is recognised.
@@ -138,6 +145,9 @@ pub(crate) struct Tasks {
     by_id: FastMap<u64, u32>,
     slots: Vec<Slot>,
     free: Vec<u32>,
+    /// The totals of the tasks that have a row (see [`Slot::totals`]), and the free entries.
+    totals: Vec<TaskTotals>,
+    free_totals: Vec<u32>,
     next_index: i64,
     /// Completed calls not settled yet, of all tasks (one flat list: no allocation per task).
     pending: Vec<Root>,
@@ -198,9 +208,11 @@ impl Tasks {
             return (k, false);
         }
         let fresh = Slot {
-            totals: TaskTotals::new(tokio_id),
+            tokio_id,
             open: Starts::Empty,
             last_end_ns: i64::MIN,
+            index: -1,
+            totals: NONE,
             pending: 0,
             generation: 0,
             free: false,
@@ -220,9 +232,64 @@ impl Tasks {
         (k, true)
     }
 
+    /// The entry of slot `k`'s totals in [`Tasks::totals`], taken on first need.
+    fn totals_at(&mut self, k: u32) -> usize {
+        let s = &mut self.slots[k as usize];
+        if s.totals == NONE {
+            let fresh = TaskTotals {
+                index: s.index,
+                ..TaskTotals::new(s.tokio_id)
+            };
+            s.totals = match self.free_totals.pop() {
+                Some(t) => {
+                    self.totals[t as usize] = fresh;
+                    t
+                }
+                None => {
+                    self.totals.push(fresh);
+                    (self.totals.len() - 1) as u32
+                }
+            };
+        }
+        s.totals as usize
+    }
+
+    /// Slot `k`'s totals, taken on first need.
+    fn totals_of(&mut self, k: u32) -> &mut TaskTotals {
+        let t = self.totals_at(k);
+        &mut self.totals[t]
+    }
+
+    /// Slot `k`'s row, when it has an index in this phase (its totals, or, for a task whose
+    /// calls are all still open or dropped, a row with nothing folded yet).
+    fn row_totals(&self, k: u32) -> Option<TaskTotals> {
+        let s = &self.slots[k as usize];
+        if s.index < 0 {
+            return None;
+        }
+        Some(match s.totals {
+            // As the totals would be: nothing folded (its thread is known from a call's end).
+            NONE => TaskTotals {
+                index: s.index,
+                ..TaskTotals::new(s.tokio_id)
+            },
+            t => self.totals[t as usize],
+        })
+    }
+
+    /// Gives slot `k`'s totals back (it has no row any more).
+    fn drop_totals(&mut self, k: u32) {
+        let s = &mut self.slots[k as usize];
+        if s.totals != NONE {
+            self.free_totals.push(s.totals);
+            s.totals = NONE;
+        }
+    }
+
     /// Frees the slot of a retired (or, at a phase's end, finished) task.
     fn release(&mut self, k: u32) {
-        let id = self.slots[k as usize].totals.tokio_id;
+        self.drop_totals(k);
+        let id = self.slots[k as usize].tokio_id;
         self.by_id.remove(&id);
         if let Some(r) = self.recent.get_mut(id as usize % RECENT) {
             if r.0 == id {
@@ -237,12 +304,15 @@ impl Tasks {
 
     /// The dense index of slot `k` (given on first need in this phase).
     fn index_of(&mut self, k: u32) -> i64 {
-        let t = &mut self.slots[k as usize].totals;
-        if t.index < 0 {
-            t.index = self.next_index;
+        let s = &mut self.slots[k as usize];
+        if s.index < 0 {
+            s.index = self.next_index;
             self.next_index += 1;
+            if s.totals != NONE {
+                self.totals[s.totals as usize].index = s.index;
+            }
         }
-        t.index
+        s.index
     }
 
     /// A call of `task` was entered first at `start` (raw ticks); 0 is no task.
@@ -277,13 +347,15 @@ impl Tasks {
             self.quiet.push_back((k, 0, self.last_now_ns));
         }
         let index = self.index_of(k);
+        let t = self.totals_at(k);
         let s = &mut self.slots[k as usize];
         s.generation = s.generation.wrapping_add(1);
+        let totals = &mut self.totals[t];
         if p.end_ns >= s.last_end_ns {
             s.last_end_ns = p.end_ns;
-            s.totals.thread_index = p.lane;
+            totals.thread_index = p.lane;
         }
-        s.totals.polls.add(p);
+        totals.polls.add(p);
         index
     }
 
@@ -292,8 +364,8 @@ impl Tasks {
     pub(crate) fn task_ended(&mut self, tokio_id: u64, site: u32, last_ns: Option<i64>) {
         let (k, _) = self.slot(tokio_id);
         self.index_of(k);
+        self.totals_of(k).polls.end(site, last_ns);
         let s = &mut self.slots[k as usize];
-        s.totals.polls.end(site, last_ns);
         s.generation = s.generation.wrapping_add(1);
         if s.open.is_empty() && s.pending == 0 {
             self.quiet.push_back((k, s.generation, self.last_now_ns));
@@ -323,10 +395,11 @@ impl Tasks {
     pub(crate) fn add_call(&mut self, c: &TaskCall) -> i64 {
         let (k, _) = self.slot(c.tokio_id);
         let index = self.index_of(k);
+        let t = self.totals_at(k);
         let s = &mut self.slots[k as usize];
         if c.end_ns >= s.last_end_ns {
             s.last_end_ns = c.end_ns;
-            s.totals.thread_index = c.last_thread;
+            self.totals[t].thread_index = c.last_thread;
         }
         s.generation = s.generation.wrapping_add(1);
         if s.open.earliest().is_some_and(|e| e <= c.start_tick) {
@@ -378,7 +451,10 @@ impl Tasks {
                 if nested || earliest_open.is_some_and(|e| e <= r.start_ns) {
                     s.pending -= 1; // contained in another root or in an open call
                 } else if force || r.hold <= wm {
-                    s.totals.fold(&r);
+                    // A task with a pending root has its row (its call took an index).
+                    if s.totals != NONE {
+                        self.totals[s.totals as usize].fold(&r);
+                    }
                     s.pending -= 1;
                 } else {
                     pending[kept] = r;
@@ -402,6 +478,10 @@ impl Tasks {
             self.slots = Vec::new();
             self.free = Vec::new();
         }
+        if self.free_totals.len() == self.totals.len() && self.totals.capacity() > KEEP_CAPACITY {
+            self.totals = Vec::new();
+            self.free_totals = Vec::new();
+        }
         if self.pending.capacity() > KEEP_CAPACITY.max(8 * self.pending.len()) {
             self.pending.shrink_to(KEEP_CAPACITY);
         }
@@ -422,8 +502,8 @@ impl Tasks {
                 continue; // stale: the task ran again (or is gone)
             }
             // A task seen only through open calls that were dropped has no row.
-            if s.totals.index >= 0 {
-                self.finished.push(s.totals);
+            if let Some(t) = self.row_totals(k) {
+                self.finished.push(t);
             }
             // A retired task that runs again gets a new slot and index.
             self.release(k);
@@ -442,16 +522,19 @@ impl Tasks {
         self.settle(now_ns, u64::MAX, true, &to_ns);
         let mut rows: Vec<TaskRow> = self.finished.drain(..).map(|t| t.row(false)).collect();
         for k in 0..self.slots.len() as u32 {
-            let s = &mut self.slots[k as usize];
+            let s = &self.slots[k as usize];
             if s.free {
                 continue;
             }
             let open = !s.open.is_empty();
-            if s.totals.index >= 0 {
-                rows.push(s.totals.row(open));
+            if let Some(t) = self.row_totals(k) {
+                rows.push(t.row(open));
             }
             if open {
-                s.totals = TaskTotals::new(s.totals.tokio_id);
+                // The next phase starts it afresh: no row, no index yet.
+                self.drop_totals(k);
+                let s = &mut self.slots[k as usize];
+                s.index = -1;
                 s.pending = 0;
                 s.last_end_ns = i64::MIN;
             } else {

@@ -1,14 +1,15 @@
-//! One scrape connection: read a request head (bounded in size and time), answer it, close.
+//! One scrape request: its head parsed (bounded in size and time), its answer built; the
+//! serving thread ([`super::http`]) does the non-blocking reads and writes.
 //!
 //! Only what a scraper needs of HTTP/1.1: `GET` or `HEAD` of `/metrics` (any query string)
 //! gets the exposition text; anything else gets a short error status. Every answer says
 //! `Connection: close`. A request head may be at most [`MAX_HEAD`] bytes and must arrive
 //! within [`READ_LIMIT`]; the answer must be taken within [`WRITE_LIMIT`]. A client that
-//! breaks these limits loses its connection; it never holds more than one worker for longer.
+//! breaks these limits loses its connection; until then it holds one connection slot, never a
+//! thread.
 
-use std::io::{ErrorKind, Read, Write};
-use std::net::{Shutdown, TcpStream};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Largest request head accepted (request line and headers).
 pub(crate) const MAX_HEAD: usize = 8192;
@@ -61,7 +62,7 @@ pub(crate) fn parse(head: &[u8]) -> Request {
 
 /// Where the head ends (after its blank line), if it has; the blank line starts at `from`
 /// or later.
-fn head_end(buf: &[u8], from: usize) -> Option<usize> {
+pub(crate) fn head_end(buf: &[u8], from: usize) -> Option<usize> {
     (from..buf.len()).find_map(|i| {
         if buf[i..].starts_with(b"\r\n\r\n") {
             Some(i + 4)
@@ -73,118 +74,86 @@ fn head_end(buf: &[u8], from: usize) -> Option<usize> {
     })
 }
 
-/// How reading a head ended.
-enum Head {
-    /// The head, `len` bytes of the buffer.
-    Complete(usize),
+/// A request read (or the reason it could not be), before its answer is built.
+pub(crate) enum Pending {
+    /// A complete head, parsed.
+    Parsed(Request),
     /// More than [`MAX_HEAD`] bytes without a blank line.
     TooLarge,
-    /// The client closed, timed out or failed: nothing to answer.
-    Gone,
 }
 
-fn read_head(stream: &mut TcpStream, buf: &mut [u8; MAX_HEAD]) -> Head {
-    let deadline = Instant::now() + READ_LIMIT;
-    let (mut len, mut scanned) = (0, 0);
-    loop {
-        if let Some(end) = head_end(&buf[..len], scanned) {
-            return Head::Complete(end);
-        }
-        // A blank line split across reads starts at most 3 bytes before the end.
-        scanned = len.saturating_sub(3);
-        if len == buf.len() {
-            return Head::TooLarge;
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
-            return Head::Gone;
-        }
-        match stream.read(&mut buf[len..]) {
-            Ok(0) => return Head::Gone,
-            Ok(n) => len += n,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(_) => return Head::Gone,
-        }
-    }
-}
-
-/// Writes all of `parts` before `deadline`; false when the client did not take them.
-fn write_all_by(stream: &mut TcpStream, parts: &[&[u8]], deadline: Instant) -> bool {
-    for part in parts {
-        let mut rest = *part;
-        while !rest.is_empty() {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || stream.set_write_timeout(Some(left)).is_err() {
-                return false;
+impl Pending {
+    /// The answer; `text` gives the exposition text when the request wants it.
+    pub(crate) fn resolve(self, text: impl FnOnce() -> Arc<str>) -> Answer {
+        let request = match self {
+            Pending::Parsed(r) => r,
+            Pending::TooLarge => {
+                return Answer::short("431 Request Header Fields Too Large", "", b"")
             }
-            match stream.write(rest) {
-                Ok(0) => return false,
-                Ok(n) => rest = &rest[n..],
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => return false,
+        };
+        match request {
+            Request::Metrics { head } => {
+                let body = text();
+                let head_bytes = head_of(
+                    "200 OK",
+                    "text/plain; version=0.0.4; charset=utf-8",
+                    body.len(),
+                    "",
+                );
+                Answer {
+                    head: head_bytes,
+                    body: (!head).then_some(body),
+                }
             }
+            Request::NotFound => Answer::short("404 Not Found", "", b"try /metrics\n"),
+            Request::MethodNotAllowed => Answer::short(
+                "405 Method Not Allowed",
+                "Allow: GET, HEAD\r\n",
+                b"GET or HEAD /metrics\n",
+            ),
+            Request::Bad => Answer::short("400 Bad Request", "", b"bad request\n"),
         }
     }
-    true
 }
 
-/// Serves one connection; `text` gives the exposition text when the request wants it.
-pub(crate) fn serve(mut stream: TcpStream, text: impl FnOnce() -> std::sync::Arc<str>) {
-    let mut buf = [0u8; MAX_HEAD];
-    let request = match read_head(&mut stream, &mut buf) {
-        Head::Complete(len) => parse(&buf[..len]),
-        Head::TooLarge => {
-            answer(&mut stream, "431 Request Header Fields Too Large", "", b"");
-            return;
-        }
-        Head::Gone => return,
-    };
-    match request {
-        Request::Metrics { head } => {
-            let body = text();
-            let body_bytes = if head { &b""[..] } else { body.as_bytes() };
-            respond(
-                &mut stream,
-                "200 OK",
-                "text/plain; version=0.0.4; charset=utf-8",
-                body.len(),
-                "",
-                body_bytes,
-            );
-        }
-        Request::NotFound => answer(&mut stream, "404 Not Found", "", b"try /metrics\n"),
-        Request::MethodNotAllowed => answer(
-            &mut stream,
-            "405 Method Not Allowed",
-            "Allow: GET, HEAD\r\n",
-            b"GET or HEAD /metrics\n",
-        ),
-        Request::Bad => answer(&mut stream, "400 Bad Request", "", b"bad request\n"),
+/// The whole answer to one connection: a head (with any short body) and the shared metrics
+/// text, if it is sent.
+pub(crate) struct Answer {
+    head: Vec<u8>,
+    body: Option<Arc<str>>,
+}
+
+impl Answer {
+    /// A short plain-text answer.
+    fn short(status: &str, extra: &str, body: &[u8]) -> Answer {
+        let mut head = head_of(status, "text/plain; charset=utf-8", body.len(), extra);
+        head.extend_from_slice(body);
+        Answer { head, body: None }
+    }
+
+    /// What is left to send after `written` bytes; `None` when all is out.
+    pub(crate) fn rest(&self, written: usize) -> Option<&[u8]> {
+        let body = self.body.as_deref().map_or(&b""[..], str::as_bytes);
+        let rest = if written < self.head.len() {
+            &self.head[written..]
+        } else {
+            &body[(written - self.head.len()).min(body.len())..]
+        };
+        (!rest.is_empty()).then_some(rest)
     }
 }
 
-/// A short plain-text answer.
-fn answer(stream: &mut TcpStream, status: &str, extra: &str, body: &[u8]) {
-    let kind = "text/plain; charset=utf-8";
-    respond(stream, status, kind, body.len(), extra, body);
-}
+/// The answer to a connection beyond the endpoint's limit.
+pub(crate) const UNAVAILABLE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
+    Content-Type: text/plain; charset=utf-8\r\nContent-Length: 21\r\nRetry-After: 1\r\n\
+    Connection: close\r\n\r\ntoo many connections\n";
 
-fn respond(
-    stream: &mut TcpStream,
-    status: &str,
-    kind: &str,
-    length: usize,
-    extra: &str,
-    body: &[u8],
-) {
-    let head = format!(
+fn head_of(status: &str, kind: &str, length: usize, extra: &str) -> Vec<u8> {
+    format!(
         "HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {length}\r\n{extra}\
          Connection: close\r\n\r\n"
-    );
-    let deadline = Instant::now() + WRITE_LIMIT;
-    if write_all_by(stream, &[head.as_bytes(), body], deadline) {
-        let _ = stream.shutdown(Shutdown::Write);
-    }
+    )
+    .into_bytes()
 }
 
 #[cfg(test)]

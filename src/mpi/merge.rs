@@ -183,22 +183,9 @@ fn attr_str(g: &Group, name: &str) -> Option<String> {
 impl Merger {
     /// Creates the temporary output beside `target`.
     pub(crate) fn create(target: &Path, gzip: Option<u8>) -> Result<Merger, Error> {
-        let name = target.file_name().ok_or_else(|| Error::OutputPath {
-            path: target.to_path_buf(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "no file name"),
-        })?;
-        let tmp = target.with_file_name(format!(
-            ".{}.{}.merge.tmp",
-            name.to_string_lossy(),
-            std::process::id()
-        ));
-        let cx = Cx { path: target };
-        let file = cx.h5(
-            "the merged file (creating it)",
-            File::with_options()
-                .with_fapl(|p| p.file_locking(false))
-                .create_excl(&tmp),
-        )?;
+        // A private `0600` temporary beside the target, named with this process and host
+        // (see `create_temp`).
+        let (tmp, file) = crate::output::hdf5::create_temp(target)?;
         let mut m = Merger {
             target: target.to_path_buf(),
             tmp,

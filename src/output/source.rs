@@ -9,7 +9,9 @@
 //!   encloses it.
 //!
 //! Either is capped at 200 lines and 16 KiB. A file that cannot be found or read gives no text
-//! (an empty string in the file), never an error.
+//! (an empty string in the file), never an error; so does anything but a regular file of at
+//! most 1 MiB (a FIFO, a device, a larger file) and a path that is itself a symbolic link (see
+//! [`read_source`]; point `Builder::source_root` at the real tree when sources are links).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -22,6 +24,32 @@ use crate::flusher::lines::{LineProfile, RegionLines};
 const MAX_LINES: usize = 200;
 /// Most bytes captured for one region.
 const MAX_BYTES: usize = 16 * 1024;
+
+/// Largest source file read (larger ones give no text).
+const MAX_FILE: u64 = 1 << 20;
+
+/// The text of the source file `path`, if it is a regular file of at most [`MAX_FILE`] bytes
+/// of UTF-8 and not itself a symbolic link. It is opened `O_NONBLOCK | O_NOFOLLOW` and checked
+/// with `fstat` before anything is read, so a FIFO, a device (`/dev/zero`), a socket or a link
+/// planted at a callsite's path can neither hang the finalize, nor fill its memory, nor copy
+/// a file the link points to into the profile.
+fn read_source(path: &Path) -> Option<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > MAX_FILE {
+        return None;
+    }
+    let mut text = String::new();
+    // Bounded even if the file grows meanwhile.
+    file.take(MAX_FILE + 1).read_to_string(&mut text).ok()?;
+    (text.len() as u64 <= MAX_FILE).then_some(text)
+}
 
 /// Reads source files at most once per finalize.
 #[derive(Debug, Default)]
@@ -53,7 +81,7 @@ impl SourceReader {
                 } else {
                     root.join(file)
                 };
-                std::fs::read_to_string(p).ok()
+                read_source(&p)
             });
             let lines = text.map(|t| t.lines().map(str::to_owned).collect());
             self.files.insert(file.to_owned(), lines);

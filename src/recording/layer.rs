@@ -59,6 +59,18 @@ impl ScopeLayer {
         self.shared.config.mode
     }
 
+    /// Registers span callsite `meta` with the flusher (which accepts creation records only
+    /// for registered callsites): from `register_callsite`, or from a span's creation when
+    /// this thread has not seen the callsite registered yet (see `Writer::known_callsite`).
+    /// Not in a process forked from a profiled one: the registry's lock may have been held by
+    /// another thread of the parent at the fork (profiling is off there, see `crate::fork`).
+    #[cold]
+    fn register_span_site(&self, meta: &'static Metadata<'static>) {
+        if !self.disabled && !crate::fork::inherited() {
+            self.shared.callsites.register(meta);
+        }
+    }
+
     /// Whether to skip this callback: paused ([`FlushGuard::pause`](crate::FlushGuard::pause))
     /// or disabled (a disabled layer's flag is set for good at `build()`). One relaxed load.
     #[inline(always)]
@@ -87,8 +99,7 @@ where
         // held it at the fork, and nobody would ever release it in the child.
         if !self.disabled && !crate::fork::inherited() {
             if meta.is_span() {
-                // The flusher accepts creation records only for callsites registered here.
-                self.shared.callsites.register(meta);
+                self.register_span_site(meta);
             } else if self.line_timing && meta.is_event() {
                 crate::recording::events::register_event_site(&self.shared.lines, meta);
             }
@@ -157,8 +168,12 @@ where
         }
         // No clock read: an id is never reused while its span is open, and the flusher tells
         // instances of a reused id apart by their order in the lanes (see `assemble`).
+        let meta = attrs.metadata();
         with_local(&self.shared, |l| {
-            l.push(Record::new_span(id.into_u64(), attrs.metadata()))
+            l.known_callsite(meta as *const Metadata<'static> as usize, || {
+                self.register_span_site(meta)
+            });
+            l.push(Record::new_span(id.into_u64(), meta))
         });
     }
 

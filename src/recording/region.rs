@@ -38,19 +38,25 @@ pub(crate) enum TokioSpan {
     Resource,
 }
 
-/// Span callsites registered with the layer (appended by `register_callsite`, cold).
+/// Span callsites registered with the layer (appended by `register_callsite`, or by a
+/// thread's first span of a callsite whose registration another thread has not finished;
+/// cold either way).
 #[derive(Default)]
 pub(crate) struct Callsites {
-    list: Mutex<Vec<&'static Metadata<'static>>>,
+    list: Mutex<(Vec<&'static Metadata<'static>>, FastMap<usize, ()>)>,
     len: AtomicUsize,
 }
 
 impl Callsites {
-    /// Records a callsite the layer was told about.
+    /// Records a callsite the layer was told about (once: a second registration of the same
+    /// callsite changes nothing).
     pub(crate) fn register(&self, meta: &'static Metadata<'static>) {
         let mut list = self.list.lock().unwrap_or_else(|e| e.into_inner());
-        list.push(meta);
-        self.len.store(list.len(), Ordering::Release);
+        let addr = meta as *const Metadata<'static> as usize;
+        if list.1.insert(addr, ()).is_none() {
+            list.0.push(meta);
+            self.len.store(list.0.len(), Ordering::Release);
+        }
     }
 
     /// Copies the callsites registered after the first `seen` into `into`.
@@ -63,10 +69,10 @@ impl Callsites {
             return seen;
         }
         let list = self.list.lock().unwrap_or_else(|e| e.into_inner());
-        for meta in &list[seen..] {
+        for meta in &list.0[seen..] {
             into.insert(*meta as *const Metadata<'static> as usize, meta);
         }
-        list.len()
+        list.0.len()
     }
 }
 

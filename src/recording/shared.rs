@@ -63,6 +63,14 @@ pub(crate) struct Shared {
     pub fork: crate::fork::Watch,
 }
 
+impl Drop for Shared {
+    /// Takes this profiler off the fork handler's list before any field is dropped: a fork
+    /// on another thread during the teardown must not reach a half-dropped `Shared`.
+    fn drop(&mut self) {
+        self.fork.disarm();
+    }
+}
+
 impl Shared {
     pub(crate) fn new(config: Config, sinks: Option<Sinks>) -> Shared {
         static NEXT_UID: AtomicU64 = AtomicU64::new(1);

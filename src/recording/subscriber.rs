@@ -270,7 +270,7 @@ impl Subscriber for ScopeSubscriber {
         }
         let task = self.track_async.then(record::current_task_id);
         // Its first record, when this thread created it just before (the flusher's fast path).
-        let fresh = self.implicit && spans::created_last(self.shared.uid, id);
+        let fresh = self.implicit && spans::take_fresh(self.shared.uid, id);
         with_local(&self.shared, |l| l.push_enter(id, task, fresh));
     }
 

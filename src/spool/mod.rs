@@ -597,4 +597,6 @@ pub(crate) use read::read;
 pub(crate) use read::{scan, scan_into, SpoolContents};
 
 #[cfg(test)]
+mod fuzz_tests;
+#[cfg(test)]
 mod tests;

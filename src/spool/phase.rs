@@ -37,6 +37,23 @@ impl SpoolWriter {
         PathBuf::from(format!("{}.{phase}", self.path.display()))
     }
 
+    /// Moves the phase's file to `<spool>.<phase>`, or `<spool>.<phase>.<k>` when something is
+    /// already there: never over it (a file at that name may be another run's, or planted).
+    fn move_aside(&self, phase: u64) -> io::Result<PathBuf> {
+        let first = self.phase_path(phase);
+        let names = std::iter::once(first.clone())
+            .chain((1..1000).map(|k| PathBuf::from(format!("{}.{k}", first.display()))));
+        let mut last = None;
+        for aside in names {
+            match crate::data::files::rename_noreplace(&self.path, &aside) {
+                Ok(()) => return Ok(aside),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::from(io::ErrorKind::AlreadyExists)))
+    }
+
     /// Ends the current phase: flushes, moves the phase's file aside to `<spool>.<phase>`
     /// (published and then deleted by the caller, or kept when it failed) and starts a fresh
     /// spool (header and region table) for the next phase.
@@ -54,9 +71,8 @@ impl SpoolWriter {
         let mut failure = self.failure.take();
         let (mut moved, mut kept_at) = (None, None);
         if let Some(file) = self.file.take() {
-            let aside = self.phase_path(phase);
-            match std::fs::rename(&self.path, &aside) {
-                Ok(()) => moved = Some(aside),
+            match self.move_aside(phase) {
+                Ok(aside) => moved = Some(aside),
                 Err(e) => {
                     if loss::still_at(&self.path, &file) {
                         // A read-only directory: the calls stay readable where they are.

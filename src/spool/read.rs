@@ -186,16 +186,16 @@ fn decode_frame(
     bad: &dyn Fn(&str) -> io::Error,
 ) -> io::Result<()> {
     match tag {
-        TAG_REGION => region(r, &mut out.regions).ok_or_else(|| bad("region"))?,
-        TAG_POLLS if keep_lanes => polls(r, &mut out.polls).ok_or_else(|| bad("polls"))?,
-        TAG_POLL_RUNS if keep_lanes => poll_runs(r, &mut out.polls).ok_or_else(|| bad("polls"))?,
-        TAG_TASKS if keep_lanes => tasks(r, &mut out.tasks).ok_or_else(|| bad("tasks"))?,
+        TAG_REGION => region(r, &mut out.regions).ok_or_else(|| bad("a malformed region frame"))?,
+        TAG_POLLS if keep_lanes => polls(r, &mut out.polls).ok_or_else(|| bad("a malformed polls frame"))?,
+        TAG_POLL_RUNS if keep_lanes => poll_runs(r, &mut out.polls).ok_or_else(|| bad("a malformed polls frame"))?,
+        TAG_TASKS if keep_lanes => tasks(r, &mut out.tasks).ok_or_else(|| bad("a malformed tasks frame"))?,
         TAG_THREADS => {
-            let rows = threads(r).ok_or_else(|| bad("threads"))?;
+            let rows = threads(r).ok_or_else(|| bad("a malformed threads frame"))?;
             merge_threads(&mut out.threads, thread_at, rows);
         }
-        TAG_AGGREGATE => out.aggregate = aggregate(r).ok_or_else(|| bad("aggregate"))?,
-        TAG_SITES => sites(r, &mut out.sites).ok_or_else(|| bad("sites"))?,
+        TAG_AGGREGATE => out.aggregate = aggregate(r).ok_or_else(|| bad("a malformed aggregate frame"))?,
+        TAG_SITES => sites(r, &mut out.sites).ok_or_else(|| bad("a malformed sites frame"))?,
         _ => return Err(bad(&format!("unknown frame tag {tag}"))),
     }
     Ok(())
@@ -219,18 +219,33 @@ fn header(r: &mut Cursor<'_>) -> Result<Header, &'static str> {
     read().ok_or("header")
 }
 
-/// Frame 1: one region declared at its id.
+/// Frame 1: one region declared at its id. The writer declares a file's regions densely, from
+/// 0 (a later frame may repeat an id), so an id past the next one is malformed: an id read
+/// from a file never sizes an allocation by itself (a planted `u32::MAX` would otherwise ask
+/// for hundreds of gigabytes).
 fn region(r: &mut Cursor<'_>, regions: &mut Vec<SpoolRegion>) -> Option<()> {
     let id = r.u32()? as usize;
     let line = r.i64()?;
     let name = r.str()?;
     let file = r.str()?;
-    if regions.len() <= id {
-        regions.resize(id + 1, Default::default());
+    let region = SpoolRegion { name, file, line };
+    match id.cmp(&regions.len()) {
+        std::cmp::Ordering::Less => regions[id] = region,
+        std::cmp::Ordering::Equal => regions.push(region),
+        std::cmp::Ordering::Greater => return None,
     }
-    regions[id] = SpoolRegion { name, file, line };
     Some(())
 }
+
+/// Room to reserve for `n` records declared by a frame whose records take at least
+/// `min_bytes` each of the `left` payload bytes: never more than the payload can hold, so a
+/// declared count read from a file cannot size an allocation beyond the file's own size.
+fn room(n: usize, left: usize, min_bytes: usize) -> usize {
+    n.min(left / min_bytes)
+}
+
+/// What a calls frame that cannot be decoded is called.
+const MALFORMED_CALLS: &str = "a malformed calls frame";
 
 /// Frame 2: calls of one declared region, start times delta-coded; returns the region.
 fn calls(
@@ -238,15 +253,16 @@ fn calls(
     declared: usize,
     out: &mut Vec<CallRecord>,
 ) -> Result<u32, &'static str> {
-    let region = r.u32().ok_or("calls")?;
-    let n = r.u32().ok_or("calls")? as usize;
+    let region = r.u32().ok_or(MALFORMED_CALLS)?;
+    let n = r.u32().ok_or(MALFORMED_CALLS)? as usize;
     if region as usize >= declared {
-        return Err("calls of an undeclared region");
+        return Err("a calls frame of an undeclared region");
     }
     let (d, mut at) = (r.d, r.at);
     let mut previous = 0i64;
     out.clear();
-    out.reserve(n);
+    // Six varints of at least a byte each per call.
+    out.reserve(room(n, d.len().saturating_sub(at), 6));
     for _ in 0..n {
         let mut next = || get_varint(d, &mut at);
         let c = (|| {
@@ -263,7 +279,7 @@ fn calls(
                 sched_ns: -1,
             })
         })()
-        .ok_or("calls")?;
+        .ok_or(MALFORMED_CALLS)?;
         previous = c.start_ns;
         out.push(c);
     }
@@ -276,22 +292,23 @@ fn call_columns(
     declared: usize,
     out: &mut Vec<CallRecord>,
 ) -> Result<u32, &'static str> {
-    let region = r.u32().ok_or("calls")?;
-    let n = r.u32().ok_or("calls")? as usize;
-    let varying = r.u8().ok_or("calls")?;
+    let region = r.u32().ok_or(MALFORMED_CALLS)?;
+    let n = r.u32().ok_or(MALFORMED_CALLS)? as usize;
+    let varying = r.u8().ok_or(MALFORMED_CALLS)?;
     if region as usize >= declared {
-        return Err("calls of an undeclared region");
+        return Err("a calls frame of an undeclared region");
     }
     let (d, mut at) = (r.d, r.at);
     let mut fixed = [0i64; 4];
     for (bit, v) in fixed.iter_mut().enumerate() {
         if varying & (1 << bit) == 0 {
-            *v = get_varint(d, &mut at).ok_or("calls")?;
+            *v = get_varint(d, &mut at).ok_or(MALFORMED_CALLS)?;
         }
     }
     let mut previous = 0i64;
     out.clear();
-    out.reserve(n);
+    // A start and a duration of at least a byte each per call.
+    out.reserve(room(n, d.len().saturating_sub(at), 2));
     for _ in 0..n {
         let c = (|| {
             let start_ns = previous.wrapping_add(get_varint(d, &mut at)?);
@@ -314,20 +331,20 @@ fn call_columns(
                 sched_ns: -1,
             })
         })()
-        .ok_or("calls")?;
+        .ok_or(MALFORMED_CALLS)?;
         previous = c.start_ns;
         out.push(c);
     }
     if at < d.len() {
         // Scheduled time of calls in Tokio tasks.
         for c in out.iter_mut() {
-            c.sched_ns = get_varint(d, &mut at).ok_or("calls")?;
+            c.sched_ns = get_varint(d, &mut at).ok_or(MALFORMED_CALLS)?;
         }
     }
     Ok(region)
 }
 
-/// Frame 9: Tokio spawn sites, each at its id.
+/// Frame 9: Tokio spawn sites, each at its id (from 1).
 fn sites(r: &mut Cursor<'_>, all: &mut Vec<SiteInfo>) -> Option<()> {
     let n = r.u32()?;
     for _ in 0..n {
@@ -338,13 +355,13 @@ fn sites(r: &mut Cursor<'_>, all: &mut Vec<SiteInfo>) -> Option<()> {
             name: r.str()?,
             file: r.str()?,
         };
-        if id == 0 || id > 1 << 20 {
-            return None;
+        // Sites are declared densely from 1 (a later frame may repeat one): an id past the
+        // next one is malformed, and never sizes an allocation.
+        match id.checked_sub(1)? {
+            at if at < all.len() => all[at] = site,
+            at if at == all.len() => all.push(site),
+            _ => return None,
         }
-        if all.len() < id {
-            all.resize(id, SiteInfo::default());
-        }
-        all[id - 1] = site;
     }
     Some(())
 }
@@ -410,7 +427,8 @@ pub(super) fn polls(r: &mut Cursor<'_>, out: &mut Vec<PollRecord>) -> Option<()>
     let n = r.u32()?;
     let (d, mut at) = (r.d, r.at);
     let mut previous = 0i64;
-    out.reserve(n as usize);
+    // Five varints of at least a byte each per poll.
+    out.reserve(room(n as usize, d.len().saturating_sub(at), 5));
     for _ in 0..n {
         let mut next = || get_varint(d, &mut at);
         let region = u32::try_from(next()?).ok()?;
@@ -434,7 +452,8 @@ pub(super) fn poll_runs(r: &mut Cursor<'_>, out: &mut Vec<PollRecord>) -> Option
     let n = r.u32()? as usize;
     let (d, mut at) = (r.d, r.at);
     let (mut previous, mut task) = (0i64, 0i64);
-    out.reserve(n);
+    // A start and a duration of at least a byte each per poll.
+    out.reserve(room(n, d.len().saturating_sub(at), 2));
     let first = out.len();
     let mut read = 0usize;
     while read < n {

@@ -16,8 +16,8 @@ const KILL_CALLS: u64 = 200_000;
 /// The children's flush interval.
 pub(crate) const FLUSH_MS: u64 = 50;
 /// Calls the lane buffers hold at most: the buffer budget (the smallest, 1 MiB) over four
-/// 24-byte records a call (creation, enter, exit, close).
-const LANE_CALLS: u64 = scope_profiler::MIN_BUFFER_BUDGET as u64 / 96;
+/// 16-byte records a call (creation, enter, exit, close).
+const LANE_CALLS: u64 = scope_profiler::MIN_BUFFER_BUDGET as u64 / 64;
 /// What a `kill -9` may take besides the lane buffers: the calls of the last flush interval,
 /// the flusher's longest pause between rounds (32 ms) and a margin for a loaded machine.
 const WINDOW_NS: u64 = (FLUSH_MS + 32 + 200) * 1_000_000;
@@ -36,6 +36,10 @@ const ROWS: &[(&str, RowFn)] = &[
     ("kill -9 between the write and the rename", |t, n| {
         kill_at(t, n, "rename")
     }),
+    (
+        "kill -9 during the HDF5 write, neighbours' temporary files beside it",
+        kill_with_neighbours,
+    ),
     (
         "full disk at the spool (then room again)",
         disk_full_at_spool,
@@ -184,6 +188,67 @@ fn kill_at(t: &mut Table, name: &str, point: &str) -> Row {
     );
     // Past the snapshot the phase's spool is complete and moved aside: nothing may miss.
     after_kill(t, name, &e, completed, readable, point != "snapshot")
+}
+
+/// Temporary profiles of other processes beside the output, as a shared file system or a
+/// shared directory gathers them: one of another host (another boot id), one of another
+/// container of this host (another pid namespace), one in the old pid-only format.
+const NEIGHBOURS: [&str; 3] = [
+    ".out.h5.4242-1-1-00000000deadbeef.0.tmp",
+    ".out.h5.4242-1-1-{boot}.0.tmp",
+    ".out.h5.4242.0.tmp",
+];
+
+/// A `kill -9` during the HDF5 write, with neighbours' temporary files planted beside the
+/// output: recovery removes the killed process's temporary file and keeps every neighbour's
+/// (their processes cannot be judged from here, so they count as alive).
+fn kill_with_neighbours(t: &mut Table, name: &str) -> Row {
+    let dir = tempfile::tempdir().expect("a directory");
+    let out = dir.path().join("out.h5");
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").expect("a boot id");
+    let boot: String = boot.trim().chars().filter(|c| *c != '-').take(16).collect();
+    let planted: Vec<String> = NEIGHBOURS
+        .iter()
+        .map(|n| n.replace("{boot}", &boot))
+        .collect();
+    for n in &planted {
+        std::fs::write(dir.path().join(n), b"a neighbour's").expect("planted");
+    }
+    let progress = t.scratch().join("progress-neighbours");
+    let env = with(env(&out, CALLS), "SCOPE_FAULT_STOP_AT", "write");
+    let mut c = spawn("finalize", &env, Some(&progress));
+    c.at_checkpoint("write");
+    let e = c.kill9();
+    let completed = e.num("completed");
+    let ours = entries(dir.path())
+        .into_iter()
+        .filter(|n| n.ends_with(".tmp") && !planted.contains(n))
+        .count();
+    t.check(
+        name,
+        ours == 1,
+        format!("{ours} temporary files of the killed process"),
+    );
+    let readable = recover(&out);
+    let mut left: Vec<_> = entries(dir.path())
+        .into_iter()
+        .filter(|n| n != "out.h5")
+        .collect();
+    left.sort();
+    let mut want = planted.clone();
+    want.sort();
+    t.check(
+        name,
+        left == want,
+        format!("left after recovery: {left:?}, expected the neighbours' {want:?}"),
+    );
+    let mut row = after_kill(t, name, &e, completed, readable, true);
+    row.survives = format!(
+        "{}; the killed process's temporary file removed, the {} neighbours' kept",
+        row.survives,
+        planted.len()
+    );
+    row
 }
 
 /// What a finalize that failed reported, checked: exact statistics, completed = readable +

@@ -149,9 +149,7 @@ impl TempOut {
             .ok_or_else(|| format!("{}: the output path has no file name", out.display()))?
             .to_string_lossy()
             .into_owned();
-        let tmp = out.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
-        let f = File::create(&tmp)
-            .map_err(|e| format!("{}: cannot create output: {e}", out.display()))?;
+        let (tmp, f) = create_beside(out, &name)?;
         Ok((
             TempOut {
                 tmp,
@@ -170,6 +168,41 @@ impl TempOut {
         self.done = true;
         Ok(())
     }
+}
+
+/// Creates a new temporary file `.<name>.<pid>.<n>.tmp` beside `out`: exclusively, never
+/// through a link (`O_EXCL | O_NOFOLLOW`, so a link planted at the name is neither followed
+/// nor truncated), mode `0666 & !umask` like any output a command writes. A name already
+/// taken (a stale file of an earlier run with this pid) moves on to the next `n`; a link there
+/// is an error naming it.
+fn create_beside(out: &Path, name: &str) -> Result<(PathBuf, File), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let err = |e: std::io::Error| format!("{}: cannot create output: {e}", out.display());
+    for n in 0..16 {
+        let tmp = out.with_file_name(format!(".{name}.{}.{n}.tmp", std::process::id()));
+        let created = File::options()
+            .write(true)
+            .create_new(true)
+            .mode(0o666)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp);
+        match created {
+            Ok(f) => return Ok((tmp, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let link = std::fs::symlink_metadata(&tmp).is_ok_and(|m| m.is_symlink());
+                if link {
+                    return Err(err(std::io::Error::other(format!(
+                        "{} is a symbolic link; refusing to follow it",
+                        tmp.display()
+                    ))));
+                }
+            }
+            Err(e) => return Err(err(e)),
+        }
+    }
+    Err(err(std::io::Error::other(
+        "16 temporary names beside it are taken (stale .tmp files of earlier runs?)",
+    )))
 }
 
 impl Drop for TempOut {
@@ -373,4 +406,35 @@ fn write_out(
     let (tmp, mut w) = TempOut::create(output)?;
     f(&mut w).map_err(|e| format!("{}: {e}", output.display()))?;
     tmp.publish(w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A link planted at the temporary name is neither followed nor truncated; a stale file
+    /// there is skipped; the output is published as a regular file.
+    #[test]
+    fn the_temporary_output_never_follows_a_planted_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"keep me").unwrap();
+        let out = dir.path().join("out.json");
+        let first = dir
+            .path()
+            .join(format!(".out.json.{}.0.tmp", std::process::id()));
+        std::os::unix::fs::symlink(&victim, &first).unwrap();
+        let e = TempOut::create(&out).err().expect("refused");
+        assert!(e.contains("symbolic link"), "{e}");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+        // A stale regular file at the first name: the next name is used.
+        std::fs::remove_file(&first).unwrap();
+        std::fs::write(&first, b"stale").unwrap();
+        let (tmp, mut w) = TempOut::create(&out).unwrap();
+        w.write_all(b"{}").unwrap();
+        tmp.publish(w).unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), b"{}");
+        assert_eq!(std::fs::read(&first).unwrap(), b"stale");
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep me");
+    }
 }

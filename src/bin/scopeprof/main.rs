@@ -12,8 +12,9 @@
 //! scopeprof report [BASE] FILE -o report.html             one self-contained HTML report
 //! ```
 //!
-//! Files are read in a child process (see `supervise`): a corrupt file gives exit status 2 and
-//! one line on stderr naming the file and the problem, never a crash.
+//! Files are read in a child process with a data limit (see `supervise`): a corrupt file gives
+//! exit status 2 and one line on stderr naming the file and the problem, never a crash of
+//! this command or the exhaustion of the machine's memory.
 
 mod chrome;
 mod compare;
@@ -46,6 +47,11 @@ struct Cli {
     /// on a corrupt file).
     #[arg(long, global = true, default_value_t = 30, hide = true)]
     stall_secs: u64,
+    /// Memory (MiB) the process that reads the files may allocate (RLIMIT_DATA), so a small
+    /// corrupt file that declares huge datasets fails with one line instead of exhausting
+    /// memory; 0: no limit. Default: $SCOPEPROF_DATA_LIMIT_MIB, else 2048.
+    #[arg(long, global = true, value_name = "MIB")]
+    data_limit_mib: Option<u64>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -141,7 +147,8 @@ fn files_read(cmd: &Cmd) -> String {
         Cmd::Diff(a) => join(&[&a.base, &a.cand]),
         Cmd::Check(a) => join(&a.files.iter().chain(&a.cand).collect::<Vec<_>>()),
         Cmd::Report(a) => join(&a.files.iter().collect::<Vec<_>>()),
-        Cmd::Recover { output, .. } | Cmd::Merge { output, .. } => output.display().to_string(),
+        Cmd::Recover { output, spool } => spool.as_ref().unwrap_or(output).display().to_string(),
+        Cmd::Merge { inputs, .. } => join(&inputs.iter().collect::<Vec<_>>()),
     }
 }
 
@@ -156,11 +163,13 @@ enum Format {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match &cli.command {
-        Cmd::Recover { output, spool } => return recover(output, spool.as_ref()),
-        Cmd::Merge { output, inputs } => return merge(output, inputs),
-        _ => {}
-    }
+    let limit = match supervise::data_limit(cli.data_limit_mib) {
+        Ok(l) => l,
+        Err(msg) => {
+            eprintln!("scopeprof: {msg}");
+            return ExitCode::from(supervise::BAD_INPUT);
+        }
+    };
     if !supervise::is_child() {
         if let Err(msg) = refuse_svg_to_terminal(&cli.command) {
             eprintln!("scopeprof: {msg}");
@@ -174,9 +183,15 @@ fn main() -> ExitCode {
             &[]
         };
         let stall = Duration::from_secs(cli.stall_secs.max(1));
-        return supervise::run_child(&files, stall, verdicts);
+        return supervise::run_child(&files, stall, verdicts, limit);
     }
+    supervise::limit_data(limit);
     let result = match &cli.command {
+        // Library calls that read and write whole files: a heartbeat while they run.
+        Cmd::Recover { output, spool } => {
+            return supervise::busy(|| recover(output, spool.as_ref()))
+        }
+        Cmd::Merge { output, inputs } => return supervise::busy(|| merge(output, inputs)),
         Cmd::Diff(a) => compare::run_diff(a).map(|()| 0),
         Cmd::Check(a) => compare::run_check(a),
         Cmd::Report(a) => report::run(a).map(|()| 0),
@@ -209,7 +224,7 @@ fn refuse_svg_to_terminal(cmd: &Cmd) -> Result<(), String> {
     }
 }
 
-/// The `merge` subcommand (in-process, as `recover`).
+/// The `merge` subcommand (in the reading child, as every command that reads files).
 fn merge(output: &PathBuf, inputs: &[PathBuf]) -> ExitCode {
     match scope_profiler::merge_ranks(inputs, output) {
         Ok(m) => {
@@ -229,7 +244,8 @@ fn merge(output: &PathBuf, inputs: &[PathBuf]) -> ExitCode {
     }
 }
 
-/// The `recover` subcommand (the spool is this crate's own format; read in-process).
+/// The `recover` subcommand (in the reading child: a planted or corrupt spool, or libhdf5,
+/// cannot take the command down with more than one line).
 fn recover(output: &PathBuf, spool: Option<&PathBuf>) -> ExitCode {
     let result = match spool {
         None => scope_profiler::recover(output),

@@ -8,6 +8,7 @@ use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{BufWriter, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use crate::items::{Item, Kind};
@@ -66,10 +67,13 @@ impl Sorter {
     fn spill_run(&mut self) -> std::io::Result<()> {
         self.buf.sort_unstable_by(Item::order);
         if self.spill.is_none() {
+            // Private (it holds the profile's calls), never through a link.
             let file = File::options()
                 .read(true)
                 .write(true)
                 .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                 .open(&self.spill_path)?;
             self.spill = Some(Spill {
                 path: self.spill_path.clone(),

@@ -6,6 +6,12 @@
 //! ([`TICK`]) to stderr at most once a second while it reads. The parent forwards ordinary
 //! stderr lines, and turns a death by signal, or no heartbeat for the stall limit, into one
 //! line naming the file; it exits 2 for every bad input.
+//!
+//! The child runs with a data limit (`RLIMIT_DATA`, [`DEFAULT_DATA_LIMIT_MIB`] unless
+//! `--data-limit-mib` or [`DATA_LIMIT_ENV`] says otherwise; 0: none): a small file that
+//! declares a huge dataset makes an allocation fail in the child, which the parent reports as
+//! one line naming the limit, instead of exhausting the machine's memory. libhdf5 runs in the
+//! child too, so whatever it does on a corrupt file (a crash, an abort) stays there.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStderr, Command, ExitCode, ExitStatus, Stdio};
@@ -20,6 +26,44 @@ pub(crate) const TICK: &str = "\u{1}scopeprof-tick";
 
 /// Exit status for bad input (and usage errors, as clap uses).
 pub(crate) const BAD_INPUT: u8 = 2;
+/// The reading child's data limit when neither the option nor the environment sets one.
+pub(crate) const DEFAULT_DATA_LIMIT_MIB: u64 = 2048;
+/// Environment variable with the data limit in MiB (`--data-limit-mib` wins; 0: none).
+pub(crate) const DATA_LIMIT_ENV: &str = "SCOPEPROF_DATA_LIMIT_MIB";
+
+/// The data limit in MiB (`None`: unlimited) from the option, else the environment, else the
+/// default; the error is the message for the user.
+pub(crate) fn data_limit(option: Option<u64>) -> Result<Option<u64>, String> {
+    let mib = match option {
+        Some(m) => m,
+        None => match std::env::var(DATA_LIMIT_ENV) {
+            Ok(v) => v.trim().parse().map_err(|_| {
+                format!("{DATA_LIMIT_ENV}={v:?} is not a number of MiB (0: no limit)")
+            })?,
+            Err(_) => DEFAULT_DATA_LIMIT_MIB,
+        },
+    };
+    Ok((mib > 0).then_some(mib))
+}
+
+/// In the child: sets the soft `RLIMIT_DATA` to `mib` MiB (at most the hard limit), so an
+/// allocation beyond it fails instead of exhausting memory.
+pub(crate) fn limit_data(mib: Option<u64>) {
+    let Some(mib) = mib else {
+        return;
+    };
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one `rlimit` into `lim`, which outlives the call.
+    if unsafe { libc::getrlimit(libc::RLIMIT_DATA, &mut lim) } != 0 {
+        return;
+    }
+    lim.rlim_cur = mib.saturating_mul(1 << 20).min(lim.rlim_max);
+    // SAFETY: setrlimit reads one `rlimit` from `lim`.
+    unsafe { libc::setrlimit(libc::RLIMIT_DATA, &lim) };
+}
 
 /// Whether this process is the reading child.
 pub(crate) fn is_child() -> bool {
@@ -72,7 +116,12 @@ impl Heartbeat {
 /// Runs this binary again as the reading child and reports its outcome for `file`. Exit
 /// statuses in `verdicts` (e.g. `check`'s 1 and 3) are results, not failures: they pass
 /// through with the child's messages.
-pub(crate) fn run_child(file: &str, stall: Duration, verdicts: &[u8]) -> ExitCode {
+pub(crate) fn run_child(
+    file: &str,
+    stall: Duration,
+    verdicts: &[u8],
+    limit_mib: Option<u64>,
+) -> ExitCode {
     let fail = |msg: String| {
         eprintln!("scopeprof: {file}: {msg}");
         ExitCode::from(BAD_INPUT)
@@ -94,7 +143,7 @@ pub(crate) fn run_child(file: &str, stall: Duration, verdicts: &[u8]) -> ExitCod
         ));
     }
     match status {
-        Ok(s) => child_outcome(s, &lines, verdicts).unwrap_or_else(fail),
+        Ok(s) => child_outcome(s, &lines, verdicts, limit_mib).unwrap_or_else(fail),
         Err(e) => fail(format!("lost the reading child process: {e}")),
     }
 }
@@ -175,6 +224,7 @@ fn child_outcome(
     status: ExitStatus,
     lines: &[String],
     verdicts: &[u8],
+    limit_mib: Option<u64>,
 ) -> Result<ExitCode, String> {
     let verdict = status
         .code()
@@ -190,6 +240,14 @@ fn child_outcome(
     {
         use std::os::unix::process::ExitStatusExt;
         if let Some(sig) = status.signal() {
+            let oom = lines.iter().any(|l| l.starts_with("memory allocation of"));
+            if let (true, Some(mib)) = (oom, limit_mib) {
+                return Err(format!(
+                    "reading needed more memory than the data limit of {mib} MiB (the file \
+                     declares more data than it is likely to hold; raise the limit with \
+                     --data-limit-mib or {DATA_LIMIT_ENV}, 0 for none)"
+                ));
+            }
             return Err(format!(
                 "the HDF5 library crashed reading this file ({}); the file is corrupt",
                 signal_name(sig)

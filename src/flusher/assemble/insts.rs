@@ -256,6 +256,40 @@ impl Insts {
         }
     }
 
+    /// A whole poll of instance `k` (a re-poll, see `super::fast`): `busy` ticks more, one
+    /// poll more, and an exit at `end` on `lane`. One step, and one lookup of the wide table
+    /// for a call that has outgrown its slab entry (a connection open for minutes, polled
+    /// thousands of times), where [`add_busy`](Self::add_busy) and [`exit`](Self::exit) took
+    /// three.
+    #[inline]
+    pub(super) fn add_poll(&mut self, k: u32, busy: u64, end: u64, lane: u32) {
+        let i = &mut self.slab[k as usize];
+        i.polls += 1;
+        let wide = i.flags & (WIDE_EXIT | WIDE_BUSY);
+        if wide == 0 && i.flags & EXITED != 0 && i.first != NOT_ENTERED {
+            let sum = u64::from(i.busy_d) + busy;
+            let exit = i.first + u64::from(i.exit_d);
+            let d = end.wrapping_sub(i.first);
+            if sum < NARROW && (end < exit || (end >= i.first && d < NARROW)) {
+                i.busy_d = sum as u32;
+                if end >= exit {
+                    (i.exit_d, i.last_lane) = (d as u32, lane);
+                }
+                return;
+            }
+        } else if wide == WIDE_EXIT | WIDE_BUSY {
+            if let Some(w) = self.wide.get_mut(&k) {
+                w.busy += busy;
+                if end >= w.exit {
+                    (w.exit, i.last_lane) = (end, lane);
+                }
+                return;
+            }
+        }
+        self.add_busy(k, busy);
+        self.exit(k, end, lane);
+    }
+
     /// Instance `k`'s busy time, ticks.
     pub(super) fn busy(&self, k: u32) -> u64 {
         let i = &self.slab[k as usize];
@@ -356,6 +390,48 @@ mod tests {
         let c = s.create(8, 1);
         assert!([a, b].contains(&c));
         assert_eq!(s.get(c).region, 1);
+    }
+
+    #[test]
+    fn a_whole_poll_in_one_step_is_a_busy_and_an_exit() {
+        // Narrow and wide offsets, a poll ending before the latest exit, a busy sum crossing
+        // 2^32 ticks, an exit past it.
+        let big = u64::from(u32::MAX);
+        let polls = [
+            (5, 20, 1),
+            (3, 15, 2),
+            (big - 10, big, 0),
+            (100, 3 * big, 1),
+            (7, 3 * big + 9, 2),
+            (1, 10, 0),
+        ];
+        let (mut one, mut two) = (Insts::new(), Insts::new());
+        let (a, b) = (one.create(1, 0), two.create(1, 0));
+        one.enter(a, 4, 0, 0);
+        one.exit(a, 6, 0);
+        two.enter(b, 4, 0, 0);
+        two.exit(b, 6, 0);
+        for (busy, end, lane) in polls {
+            one.add_poll(a, busy, end, lane);
+            two.add_busy(b, busy);
+            two.exit(b, end, lane);
+            two.get_mut(b).polls += 1;
+            assert_eq!(
+                (
+                    one.busy(a),
+                    one.last_exit(a),
+                    one.get(a).last_lane,
+                    one.get(a).polls
+                ),
+                (
+                    two.busy(b),
+                    two.last_exit(b),
+                    two.get(b).last_lane,
+                    two.get(b).polls
+                ),
+                "after ({busy}, {end}, {lane})"
+            );
+        }
     }
 
     #[test]

@@ -335,3 +335,85 @@ fn a_gone_lanes_state_goes_with_its_last_close() {
     assert!(!a.lanes.has(3), "nothing left of the lane");
     assert_eq!(a.open_instances(), 0);
 }
+
+/// The calls and polls of `recs` fed on lane 0, then completed.
+fn calls_and_polls(recs: &[Record]) -> (Vec<RawCall>, Vec<RawPoll>) {
+    let mut a = assembler();
+    a.keep_polls = true;
+    let mut out = vec![];
+    a.feed(0, recs, &mut out);
+    next_drain(&mut a, &mut out);
+    (out, std::mem::take(&mut a.polls))
+}
+
+#[test]
+fn re_polls_take_one_step_and_give_what_the_general_path_gives() {
+    // Span 1 polled four times; span 2's records between the enters and exits of the
+    // second stream keep every poll of span 1 off the re-poll path.
+    let mut adjacent = vec![new(1, 0)];
+    let mut apart = vec![new(1, 0), new(2, 0)];
+    for k in 0..4 {
+        let t = 10 + 10 * k;
+        adjacent.extend([enter(1, t), exit(1, t + 4)]);
+        apart.extend([enter(1, t), enter(2, t + 1), exit(2, t + 2), exit(1, t + 4)]);
+    }
+    adjacent.push(close(1, 0));
+    apart.extend([close(2, 0), close(1, 0)]);
+    let (fast, fast_polls) = calls_and_polls(&adjacent);
+    let (general, general_polls) = calls_and_polls(&apart);
+    let general: Vec<RawCall> = general.into_iter().filter(|c| c.start == 10).collect();
+    assert_eq!(fast.len(), 1);
+    assert_eq!(
+        (fast[0].start, fast[0].end, fast[0].busy, fast[0].polls),
+        (10, 44, 16, 4)
+    );
+    assert_eq!(
+        fast[0],
+        RawCall {
+            close: fast[0].close,
+            ..general[0].clone()
+        }
+    );
+    let span1: Vec<RawPoll> = general_polls
+        .into_iter()
+        .filter(|p| p.end - p.start == 4)
+        .collect();
+    assert_eq!(fast_polls, span1, "every poll kept, in order");
+}
+
+#[test]
+fn a_nested_re_enter_and_a_poll_on_another_lane_keep_the_general_path() {
+    let mut a = assembler();
+    let mut out = vec![];
+    // Polled once; then re-entered while entered (depth 2): one poll of 10..40.
+    a.feed(
+        0,
+        &[
+            new(1, 0),
+            enter(1, 1),
+            exit(1, 2),
+            enter(1, 10),
+            enter(1, 20),
+            exit(1, 30),
+            exit(1, 40),
+        ],
+        &mut out,
+    );
+    // A poll in progress on lane 1 while lane 0 polls: both count.
+    a.feed(1, &[enter(1, 50)], &mut out);
+    a.feed(0, &[enter(1, 60), exit(1, 70)], &mut out);
+    a.feed(1, &[exit(1, 80)], &mut out);
+    a.feed(0, &[close(1, 0)], &mut out);
+    next_drain(&mut a, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        (
+            out[0].start,
+            out[0].end,
+            out[0].polls,
+            out[0].busy,
+            out[0].last_lane
+        ),
+        (1, 80, 4, 1 + 30 + 10 + 30, 1)
+    );
+}

@@ -175,3 +175,32 @@ fn a_retired_task_seen_again_gets_a_new_index() {
     assert_eq!(t.take_finished().len(), 1, "retired");
     assert_eq!(t.index(7), 1, "a new row for the task's later calls");
 }
+
+#[test]
+fn a_task_with_only_open_calls_keeps_no_totals() {
+    assert!(
+        std::mem::size_of::<Slot>() <= 64,
+        "{}",
+        std::mem::size_of::<Slot>()
+    );
+    let mut t = Tasks::default();
+    for id in 1..=1000 {
+        t.open_insert(id, id * 10);
+        // The first poll's dense index (what the polls column needs) takes no totals.
+        t.index(id);
+    }
+    assert_eq!((t.in_memory(), t.totals.len()), (1000, 0));
+    // A completed call takes its task's row; a retired task gives it back for the next.
+    t.open_remove(7, 70);
+    t.add_call(&call(7, 70, 80, 1, 10, 0));
+    assert_eq!(t.totals.len(), 1);
+    end_drain(&mut t, 10_000_000_000);
+    end_drain(&mut t, 30_000_000_000);
+    let rows = t.take_finished();
+    assert_eq!(rows.len(), 1);
+    assert_eq!((rows[0].tokio_id, rows[0].steps), (7, 1));
+    assert_eq!(t.free_totals.len(), 1, "its totals are free again");
+    t.open_remove(8, 80);
+    t.add_call(&call(8, 80, 90, 2, 10, 0));
+    assert_eq!(t.totals.len(), 1, "reused");
+}

@@ -149,11 +149,17 @@ pub(crate) fn publish(
     opts: &WriteOptions,
 ) -> Result<PathBuf, Error> {
     let outcome = if m.rank == 0 {
-        let renamed = if opts.no_replace {
-            crate::data::files::rename_noreplace(tmp, candidate)
-        } else {
-            std::fs::rename(tmp, candidate)
+        let moded = match opts.mode {
+            crate::output::hdf5::DEFAULT_MODE => Ok(()),
+            mode => crate::data::files::set_mode(tmp, mode),
         };
+        let renamed = moded.and_then(|()| {
+            if opts.no_replace {
+                crate::data::files::rename_noreplace(tmp, candidate)
+            } else {
+                std::fs::rename(tmp, candidate)
+            }
+        });
         let synced = renamed.and_then(|()| match opts.durable {
             true => crate::data::files::sync_dir(candidate),
             false => Ok(()),

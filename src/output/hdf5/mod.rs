@@ -14,7 +14,8 @@
 //! more than 1024 equal values is a chunked dataset whose fill value is that string and whose
 //! chunks are never written ([`ctx::Ctx::strings`]): same type, same values for every reader. Files are published
 //! atomically: HDF5 creates a temporary file beside the target (`O_EXCL`, so never through a
-//! planted link; mode `0666 & !umask`), the calls are streamed into it ([`super::events`]), and
+//! planted link; created in a private directory, so nobody else can open it while it is written,
+//! and mode `0600` unless [`WriteOptions::mode`] says otherwise), the calls are streamed into it ([`super::events`]), and
 //! once closed and checked to still be the file HDF5 created, it is renamed over the target, so
 //! a reader never sees a half-written profile.
 
@@ -41,7 +42,7 @@ pub(crate) use crate::output::hdf5::ctx::Ctx;
 use crate::output::hdf5::ctx::{truncate, MAX_ATTR_CHARS, TRUNCATION_MARKER};
 
 /// Options for writing one profile file.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct WriteOptions {
     /// Deflate level (0-9, larger values are clamped) for the per-call event columns, applied
     /// with the shuffle filter; `None` stores them uncompressed.
@@ -50,7 +51,24 @@ pub(crate) struct WriteOptions {
     pub durable: bool,
     /// Fail with `AlreadyExists` instead of replacing a file at the target.
     pub no_replace: bool,
+    /// The published file's permission bits (`Builder::file_mode`; `0o600` by default).
+    pub mode: u32,
 }
+
+impl Default for WriteOptions {
+    fn default() -> WriteOptions {
+        WriteOptions {
+            gzip: None,
+            durable: false,
+            no_replace: false,
+            mode: DEFAULT_MODE,
+        }
+    }
+}
+
+/// Permission bits of a published profile unless configured: only its owner reads it (the
+/// file holds source text and the program's names; `perf record` makes `perf.data` so too).
+pub(crate) const DEFAULT_MODE: u32 = 0o600;
 
 /// Value of the root attribute `scope_profiler_schema`.
 const SCHEMA_VERSION: i64 = 3;
@@ -75,7 +93,8 @@ pub(crate) fn write_phase(path: &Path, data: &PhaseData, opts: &WriteOptions) ->
 /// Writes `data` (whose calls `scan` describes) as a complete schema-3 profile and publishes it
 /// atomically at `path`; returns the published file's `(device, inode)`.
 ///
-/// The file is written as `.<name>.<pid>.<n>.tmp` in the target's directory (or completed from
+/// The file is written as `.<name>.<tag>.<n>.tmp` in the target's directory (`tag`: see
+/// [`crate::data::host`]) (or completed from
 /// `staged`, whose lane tables are already written, when it lies there), closed, checked to be
 /// the file HDF5 created and renamed over `path`. On any failure the temporary file is
 /// removed, `path` is left as it was, and the error names `path` and the step or HDF5 object
@@ -112,10 +131,16 @@ pub(crate) fn write_scanned(
     result.map(|()| created.map_or((0, 0), |(dev, ino, _)| (dev, ino)))
 }
 
-/// Creates the temporary HDF5 file `.<name>.<pid>.<counter>.tmp` beside `path`, exclusively
-/// (HDF5 opens it with `O_CREAT | O_EXCL`: a link planted at the name is never followed) and
-/// without HDF5 file locking (the file is private until the rename, and HDF5's lock lives on
-/// a descriptor without `O_CLOEXEC`, so a child process would keep the published file locked).
+/// Creates the temporary HDF5 file `.<name>.<tag>.<counter>.tmp` beside `path` (`tag`: this
+/// process and host, see [`crate::data::host`]), mode `0600`, exclusively (HDF5 opens it with
+/// `O_CREAT | O_EXCL`: a link planted at the name is never followed) and without HDF5 file
+/// locking (the file is private until the rename, and HDF5's lock lives on a descriptor
+/// without `O_CLOEXEC`, so a child process would keep the published file locked).
+///
+/// HDF5 creates files `0666 & !umask`, and a descriptor opened in that moment would keep
+/// reading what is written later; so it creates the file inside a fresh `0700` directory
+/// beside the target, where nobody else can reach it, and the file is made `0600` and moved
+/// to its name beside the target before anything is written.
 pub(crate) fn create_temp(path: &Path) -> Result<(PathBuf, File), Error> {
     let output_err = |source| Error::OutputPath {
         path: path.to_path_buf(),
@@ -127,14 +152,17 @@ pub(crate) fn create_temp(path: &Path) -> Result<(PathBuf, File), Error> {
             "the path has no file name",
         ))
     })?;
+    let tag = crate::data::host::ProcTag::here().render();
     let mut attempts = 0;
     loop {
         let n = TEMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let tmp_name = format!(".{}.{}.{n}.tmp", name.to_string_lossy(), std::process::id());
+        let tmp_name = format!(".{}.{tag}.{n}.tmp", name.to_string_lossy());
         let tmp = path.with_file_name(OsStr::new(&tmp_name));
-        if let Ok(m) = std::fs::symlink_metadata(&tmp) {
+        let private = path.with_file_name(OsStr::new(&format!("{tmp_name}.d")));
+        let taken = |p: &Path| std::fs::symlink_metadata(p).ok();
+        if let Some(m) = taken(&tmp).or_else(|| taken(&private)) {
             // A link planted at the name is refused; a stale file of an earlier process with
-            // the same pid: next name.
+            // the same tag: next name.
             let e = io::Error::new(
                 io::ErrorKind::AlreadyExists,
                 "a temporary file is in the way",
@@ -145,37 +173,61 @@ pub(crate) fn create_temp(path: &Path) -> Result<(PathBuf, File), Error> {
             attempts += 1;
             continue;
         }
-        // A 4 MiB chunk cache per dataset keeps a compressed chunk that the streamed writes
-        // fill piece by piece in memory until it is complete (at most ~32 MiB in all).
-        let created = File::with_options()
-            .with_fapl(|p| p.file_locking(false).chunk_cache(101, 4 << 20, 1.0))
-            .create_excl(&tmp);
-        let e = match created {
-            Ok(f) => return Ok((tmp, f)),
-            Err(e) => e,
-        };
-        // HDF5 may have made the file before it failed (on a full disk it does): nothing was
-        // there before, so it is ours to remove.
-        if std::fs::symlink_metadata(&tmp).is_ok_and(|m| m.file_type().is_file()) {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        // HDF5's message is opaque: find the real cause with a plain exclusive create.
-        return match crate::data::files::create_new(&tmp, 0o600) {
-            Ok(_) => {
-                let _ = std::fs::remove_file(&tmp);
-                Err(Error::Hdf5 {
-                    path: path.to_path_buf(),
-                    context: "the file (creating it)".into(),
-                    message: e.to_string(),
-                })
+        return create_privately(path, &tmp, &private).map(|f| (tmp, f));
+    }
+}
+
+/// Creates the HDF5 file `tmp` through the private directory `private` (see [`create_temp`]).
+fn create_privately(path: &Path, tmp: &Path, private: &Path) -> Result<File, Error> {
+    use std::os::unix::fs::DirBuilderExt;
+    let output_err = |source| Error::OutputPath {
+        path: path.to_path_buf(),
+        source,
+    };
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(private)
+        .map_err(|e| output_err(crate::data::files::explain(private, e)))?;
+    let inner = private.join("f");
+    // A 4 MiB chunk cache per dataset keeps a compressed chunk that the streamed writes
+    // fill piece by piece in memory until it is complete (at most ~32 MiB in all).
+    let created = File::with_options()
+        .with_fapl(|p| p.file_locking(false).chunk_cache(101, 4 << 20, 1.0))
+        .create_excl(&inner);
+    let moved = match &created {
+        Ok(_) => crate::data::files::set_mode(&inner, DEFAULT_MODE)
+            .and_then(|()| crate::data::files::rename_noreplace(&inner, tmp))
+            .map_err(|e| crate::data::files::explain(tmp, e)),
+        Err(_) => Ok(()),
+    };
+    // Whatever happened, nothing stays in the private directory.
+    let _ = std::fs::remove_file(&inner);
+    let _ = std::fs::remove_dir(private);
+    match (created, moved) {
+        (Ok(f), Ok(())) => Ok(f),
+        (Ok(_), Err(e)) => Err(output_err(e)),
+        (Err(e), _) => {
+            // HDF5's message is opaque: find the real cause with a plain exclusive create.
+            match crate::data::files::create_new(tmp, 0o600) {
+                Ok(_) => {
+                    let _ = std::fs::remove_file(tmp);
+                    Err(Error::Hdf5 {
+                        path: path.to_path_buf(),
+                        context: "the file (creating it)".into(),
+                        message: e.to_string(),
+                    })
+                }
+                Err(e) => Err(output_err(e)),
             }
-            Err(e) => Err(output_err(e)),
-        };
+        }
     }
 }
 
 /// Removes the temporary files [`create_temp`] made for `path` in processes that no longer
-/// run (killed while they wrote it); a live process's are left alone. Returns how many.
+/// run (killed while they wrote it); a live process's are left alone, and so is every file
+/// whose process cannot be judged from here: one of another host or pid namespace, and one
+/// named in the old format (a bare pid, from before names carried the host): see
+/// [`crate::data::host`]. Returns how many.
 pub(crate) fn remove_stale_temps(path: &Path) -> usize {
     let Some(name) = path.file_name() else {
         return 0;
@@ -187,35 +239,31 @@ pub(crate) fn remove_stale_temps(path: &Path) -> usize {
     let mut removed = 0;
     for entry in entries.flatten() {
         let file = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid_n) = file
+        let Some(tag_n) = file
             .strip_prefix(&prefix)
             .and_then(|r| r.strip_suffix(".tmp"))
         else {
             continue;
         };
-        let Some((pid, n)) = pid_n.split_once('.') else {
+        let Some((tag, n)) = tag_n.rsplit_once('.') else {
             continue;
         };
-        let (Ok(pid), Ok(_)) = (pid.parse::<i32>(), n.parse::<u64>()) else {
+        let (Some(tag), Ok(_)) = (crate::data::host::ProcTag::parse(tag), n.parse::<u64>()) else {
             continue;
         };
         let regular = entry.file_type().is_ok_and(|t| t.is_file());
-        if pid > 0 && regular && !alive(pid) && std::fs::remove_file(entry.path()).is_ok() {
+        if regular
+            && !crate::data::host::tag_alive(&tag)
+            && std::fs::remove_file(entry.path()).is_ok()
+        {
             removed += 1;
         }
     }
     removed
 }
 
-/// Whether process `pid` exists (as far as this process can tell).
-fn alive(pid: i32) -> bool {
-    // SAFETY: signal 0 only checks that the process exists; nothing is sent.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
-}
-
 /// Checks that `tmp` is still the file HDF5 created, syncs it when durable and renames it
-/// to the target. The file keeps the mode it was created with (`0666 & !umask`).
+/// to the target, with the permission bits `opts.mode` (it was made `0600`).
 fn publish(
     tmp: &Path,
     created: Option<(u64, u64, bool)>,
@@ -239,6 +287,10 @@ fn publish(
                 tmp.display()
             ),
         )));
+    }
+    if opts.mode != DEFAULT_MODE {
+        crate::data::files::set_mode(tmp, opts.mode)
+            .map_err(io_err("setting the profile's permissions"))?;
     }
     if opts.durable {
         let f = crate::data::files::open_nofollow(tmp).map_err(io_err("syncing the profile"))?;

@@ -140,8 +140,9 @@ fn columnar_nested_example() {
         ["nested.h5"],
         "temp file left behind"
     );
+    // Private by default (issue 34: profiles embed source text).
     let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-    assert_eq!(mode & 0o777, 0o644);
+    assert_eq!(mode & 0o777, 0o600);
 
     let f = File::open(&path).unwrap();
     assert_eq!(attr_i64(&f, "scope_profiler_schema"), 3);
@@ -470,12 +471,79 @@ fn stale_temp_file_is_skipped() {
     // Occupy the next temp names (tests running in parallel may take some of the numbers; the
     // write must succeed either way).
     let next = TEMP_COUNTER.load(Ordering::Relaxed);
+    let tag = crate::data::host::ProcTag::here().render();
     for n in next..next + 4 {
-        let stale = format!(".stale.h5.{}.{n}.tmp", std::process::id());
+        let stale = format!(".stale.h5.{tag}.{n}.tmp");
         std::fs::write(dir.path().join(stale), b"old").unwrap();
     }
     write_phase(&path, &nested(), &WriteOptions::default()).unwrap();
     assert!(File::open(&path).is_ok());
+}
+
+/// A published profile is `0600` unless the options say otherwise, and the temporary file
+/// is never readable by others, even for a moment (it is made in a private directory).
+#[test]
+fn profiles_are_private_unless_a_mode_is_given() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    let private = dir.path().join("private.h5");
+    write_phase(&private, &nested(), &WriteOptions::default()).unwrap();
+    assert_eq!(mode(&private), 0o600);
+    let shared = dir.path().join("shared.h5");
+    let opts = WriteOptions {
+        mode: 0o644,
+        ..WriteOptions::default()
+    };
+    write_phase(&shared, &nested(), &opts).unwrap();
+    assert_eq!(mode(&shared), 0o644);
+    let (tmp, file) = create_temp(&dir.path().join("t.h5")).unwrap();
+    assert_eq!(mode(&tmp), 0o600, "{}", tmp.display());
+    drop(file);
+    // Nothing but the temporary file is left (no private directory).
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+}
+
+/// Stale temporary files go only when their process is known dead: one of this host and
+/// namespace whose pid is gone goes; one of a live process, of another host, of another pid
+/// namespace or in the old pid-only format stays.
+#[test]
+fn only_temporaries_of_dead_processes_here_go() {
+    use crate::data::host::ProcTag;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("p.h5");
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let here = ProcTag::here();
+    let gone = ProcTag { pid: dead, ..here };
+    let name = |t: &ProcTag| dir.path().join(format!(".p.h5.{}.0.tmp", t.render()));
+    let stale = name(&gone);
+    let kept = [
+        name(&here),
+        name(&ProcTag {
+            boot: here.boot ^ 1,
+            ..gone
+        }),
+        name(&ProcTag {
+            ns: here.ns ^ 1,
+            ..gone
+        }),
+        dir.path().join(format!(".p.h5.{dead}.0.tmp")),
+        dir.path().join(".p.h5.spool"),
+    ];
+    for f in kept.iter().chain([&stale]) {
+        std::fs::write(f, b"x").unwrap();
+    }
+    assert_eq!(remove_stale_temps(&out), 1);
+    assert!(!stale.exists());
+    for f in &kept {
+        assert!(f.exists(), "{} was removed", f.display());
+    }
 }
 
 #[test]

@@ -27,7 +27,9 @@
 //!   `full` or in the drain state, unrecycled; either way alive and not rewritten.
 //! - An exiting thread unpublishes its last chunk, pushes it on `full` and then sets `exited`
 //!   (release). A drain that saw `exited` (acquire, first thing) takes everything that lane
-//!   will ever hold, after which the lane is reclaimed.
+//!   will ever hold, after which the lane is reclaimed. Lost markers the thread could not write
+//!   for want of a free chunk at exit are left in a cold list before `exited` is set; that
+//!   drain reads them after the last chunk, so a thread never waits for a buffer at exit.
 
 pub(crate) mod chunk;
 pub(crate) mod local;
@@ -70,6 +72,10 @@ pub(crate) struct Lane {
     /// (`Box::into_raw`).
     full: AtomicPtr<Chunk>,
     exited: AtomicBool,
+    /// Lost markers the owner could not write at its exit (no free chunk just then): the
+    /// flusher reads them after the lane's last chunk, so an exiting thread never waits for a
+    /// buffer. Cold: touched once per exiting thread that lost records.
+    exit_markers: std::sync::Mutex<Vec<Record>>,
 }
 
 /// The flusher's side of one lane: where it stands in the stream, and the full chunks it took
@@ -114,7 +120,14 @@ impl Lane {
             current: AtomicPtr::new(std::ptr::null_mut()),
             full: AtomicPtr::new(std::ptr::null_mut()),
             exited: AtomicBool::new(false),
+            exit_markers: std::sync::Mutex::new(Vec::new()),
         }
+    }
+
+    /// Leaves the lost markers `markers` for the flusher to read after the lane's last chunk
+    /// (owner only, at exit, before `mark_exited`).
+    fn leave_exit_markers(&self, markers: Vec<Record>) {
+        *self.exit_markers.lock().unwrap_or_else(|e| e.into_inner()) = markers;
     }
 
     /// Publishes `c` as the chunk being written (owner only).
@@ -203,6 +216,14 @@ impl Lane {
             // earlier drain: that drain's take happened after the owner's null store, and this
             // load comes later on this thread (see the module docs; loom checks it).
             Self::take(unsafe { &*current }, &mut st.cursor, &mut sink);
+        }
+        if exited && !more {
+            // After everything the owner wrote: the markers it left at exit (taken once).
+            let markers =
+                std::mem::take(&mut *self.exit_markers.lock().unwrap_or_else(|e| e.into_inner()));
+            if !markers.is_empty() {
+                sink(&markers);
+            }
         }
         let chunks = taken.len();
         for c in taken {

@@ -273,7 +273,7 @@ impl Pool {
             *stalled = Some(given);
             return None;
         }
-        if let Some(c) = self.wait_for_chunk(true, small) {
+        if let Some(c) = self.wait_for_chunk(small) {
             *stalled = None;
             return Some(c);
         }
@@ -288,21 +288,15 @@ impl Pool {
         None
     }
 
-    /// A chunk for an exiting thread's last lost markers: waits (bounded) even in lossy mode,
-    /// since a thread's exit is no latency-critical path and the markers keep counts exact.
+    /// A free chunk for an exiting thread's last lost markers, if one is at hand: an exit never
+    /// waits (the markers that find no chunk are left on the lane, see `Writer::finish`).
     pub(crate) fn take_at_exit(&self, small: bool) -> Option<Box<Chunk>> {
-        self.try_take(small).or_else(|| {
-            if self.flusher_alive() {
-                self.wait_for_chunk(false, small)
-            } else {
-                None
-            }
-        })
+        self.try_take(small)
     }
 
     #[cfg(not(scope_loom))]
     #[cold]
-    fn wait_for_chunk(&self, backpressure: bool, small: bool) -> Option<Box<Chunk>> {
+    fn wait_for_chunk(&self, small: bool) -> Option<Box<Chunk>> {
         let t0 = std::time::Instant::now();
         self.waiting.fetch_add(1, Ordering::SeqCst);
         let mut pause = std::time::Duration::from_micros(20);
@@ -328,18 +322,16 @@ impl Pool {
             }
         };
         self.waiting.fetch_sub(1, Ordering::SeqCst);
-        if backpressure {
-            // Only waits of recording (not of an exiting thread's last markers) are reported.
-            let waited = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            self.waits.fetch_add(1, Ordering::Relaxed);
-            self.wait_ns.fetch_add(waited, Ordering::Relaxed);
-        }
+        // Only recording waits (an exiting thread never waits).
+        let waited = u64::try_from(t0.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.waits.fetch_add(1, Ordering::Relaxed);
+        self.wait_ns.fetch_add(waited, Ordering::Relaxed);
         got
     }
 
     /// The loom model cannot sleep: a bounded number of yields stands for the bounded wait.
     #[cfg(scope_loom)]
-    fn wait_for_chunk(&self, _backpressure: bool, small: bool) -> Option<Box<Chunk>> {
+    fn wait_for_chunk(&self, small: bool) -> Option<Box<Chunk>> {
         self.waiting.fetch_add(1, Ordering::SeqCst);
         self.waits.fetch_add(1, Ordering::Relaxed);
         let mut got = None;

@@ -43,7 +43,13 @@ pub(crate) struct Writer {
     stalled: Option<u64>,
     /// Spans that lost records since the last chunk, in order, waiting for their markers.
     lost: Vec<Lost>,
+    /// Span callsites this thread knows to be registered with the flusher (a direct-mapped
+    /// cache by address; see [`Writer::known_callsite`]).
+    known: [usize; KNOWN],
 }
+
+/// Entries of [`Writer::known`].
+const KNOWN: usize = 64;
 
 /// A pending lost marker: span `id` lost records here; `closed` if its close was among them;
 /// `whole` while every record of it on this lane so far was lost, starting with its creation.
@@ -73,6 +79,24 @@ impl Writer {
             next_seq: 0,
             stalled: None,
             lost: Vec::new(),
+            known: [0; KNOWN],
+        }
+    }
+
+    /// Whether span callsite `addr` is known to be registered with the flusher; if not,
+    /// `register` makes it so and it is remembered. `tracing` may create a span of a callsite
+    /// while another thread is still inside the subscriber's `register_callsite` for it (the
+    /// flusher would count the span's creation record as corrupt and lose the call): a
+    /// thread registers such a callsite itself, before it writes the record. One load and a
+    /// compare per span once known (the thread's first span of each callsite, or one evicted
+    /// from this small cache, takes the registry's lock).
+    #[inline(always)]
+    pub(crate) fn known_callsite(&mut self, addr: usize, register: impl FnOnce()) {
+        // Callsites are statics at least 8 bytes apart: the bits above the alignment spread.
+        let slot = (addr >> 4) % KNOWN;
+        if self.known[slot] != addr {
+            register();
+            self.known[slot] = addr;
         }
     }
 
@@ -330,20 +354,25 @@ impl Writer {
         self.lane.publish(self.chunk);
     }
 
-    /// The thread is exiting: writes pending lost markers if a chunk can be had, hands the
-    /// last chunk over and marks the lane exited.
+    /// The thread is exiting: writes pending lost markers while a free chunk is at hand, leaves
+    /// the rest on the lane for the flusher (never waiting for a buffer, in any mode), hands
+    /// the last chunk over and marks the lane exited.
     pub(crate) fn finish(&mut self) {
         let mut i = 0;
         while i < self.lost.len() {
             if self.len >= self.cap
                 && !self.next_chunk_from(|pool, _, small| pool.take_at_exit(small))
             {
-                break; // no buffer even now: those spans stay in flight, never half-written
+                break;
             }
             let Lost { id, closed, .. } = self.lost[i];
             self.write(Record::lost(id, closed));
             self.publish();
             i += 1;
+        }
+        if i < self.lost.len() {
+            let rest = self.lost[i..].iter().map(|l| Record::lost(l.id, l.closed));
+            self.lane.leave_exit_markers(rest.collect());
         }
         self.lost.clear();
         if !self.chunk.is_null() {
@@ -407,5 +436,47 @@ mod tests {
             "the fresh span starts the next buffer"
         );
         assert!(chunks[1][0].is_fresh());
+    }
+
+    /// With the budget used up and no flusher freeing anything, an exiting thread returns at
+    /// once (it waited up to the backpressure timeout before, 30 s here), and the lost
+    /// markers it could not write reach the flusher after its last records.
+    #[test]
+    fn an_exiting_thread_never_waits_and_its_markers_still_arrive() {
+        let pool = Arc::new(Pool::new(
+            CHUNK_BYTES,
+            Policy {
+                lossy: true,
+                max_wait: std::time::Duration::from_secs(30),
+            },
+        ));
+        let lane = Arc::new(Lane::new(0, "t".into(), 0, 0));
+        let mut w = Writer::new(lane.clone(), pool.clone());
+        let mut id = 1;
+        while w.push(Record::exit(id, 5)) {
+            id += 1;
+        }
+        assert!(!w.push(Record::exit(id + 1, 5)), "still no buffer");
+        let t = std::time::Instant::now();
+        w.finish();
+        let exit = t.elapsed();
+        assert!(
+            exit < std::time::Duration::from_secs(5),
+            "the exit took {exit:?}"
+        );
+        let mut recs = Vec::new();
+        let mut st = DrainState::default();
+        for _ in 0..4 {
+            lane.drain(&mut st, &pool, 16, |r| recs.extend_from_slice(r));
+        }
+        let lost: Vec<(u64, u64)> = recs
+            .iter()
+            .filter(|r| r.kind() == crate::recording::lane::record::LOST)
+            .map(|r| (r.id, r.payload()))
+            .collect();
+        assert_eq!(lost, [(id, 0), (id + 1, 0)], "both markers, once each");
+        let tail: Vec<u64> = recs[recs.len() - 2..].iter().map(|r| r.id).collect();
+        assert_eq!(tail, [id, id + 1], "after every record the thread wrote");
+        assert_eq!(recs.len() as u64, id + 1, "{} exits and 2 markers", id - 1);
     }
 }

@@ -143,6 +143,8 @@ impl Ids {
         let index = entry & !EXPLICIT;
         let seq = BLOCK_OF.with(|b| {
             let (uid, next, end) = b.get();
+            // A new span clears the flag of the previous one's first enter (see `take_fresh`).
+            let end = end & !FRESH_TAKEN;
             let (next, end) = if uid == self.uid && next < end {
                 (next, end)
             } else {
@@ -233,15 +235,26 @@ impl Handles {
     }
 }
 
-/// Whether span `id` of subscriber `uid` is the one this thread created last: then its enter
-/// is, most likely, its first record anywhere (a hint for the flusher's fast path, which
-/// checks it has no instance yet). One read of the thread's block of ids, which creating the
-/// span has just written.
+/// Set in the end of a thread's block of ids once the span it created last has had its first
+/// enter (block ends stay far below it).
+const FRESH_TAKEN: u64 = 1 << 63;
+
+/// Whether this enter of span `id` of subscriber `uid` is the first enter of the span this
+/// thread created last: then it is, most likely, the span's first record anywhere (a hint for
+/// the flusher's fast path, which checks it has no instance yet). Only the first enter is:
+/// a span created once and entered in a loop has re-polls, which take the flusher's other
+/// fast path. One read of the thread's block of ids, which creating the span has just
+/// written, and one write when it is fresh.
 #[inline]
-pub(super) fn created_last(uid: u64, id: u64) -> bool {
+pub(super) fn take_fresh(uid: u64, id: u64) -> bool {
     BLOCK_OF.with(|b| {
-        let (u, next, _) = b.get();
-        u == uid && next.wrapping_sub(1) & SEQ_MASK == id & SEQ_MASK
+        let (u, next, end) = b.get();
+        let fresh =
+            u == uid && end & FRESH_TAKEN == 0 && next.wrapping_sub(1) & SEQ_MASK == id & SEQ_MASK;
+        if fresh {
+            b.set((u, next, end | FRESH_TAKEN));
+        }
+        fresh
     })
 }
 

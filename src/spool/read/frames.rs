@@ -1,8 +1,9 @@
 //! The frames of a spool file, read one after another: each a 5-byte head (tag,
 //! little-endian `u32` length), then its payload.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{self, BufReader, Read};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// A spool file read frame by frame: a 5-byte head (tag, little-endian `u32` length), then
@@ -29,9 +30,11 @@ pub(super) enum Frame {
 }
 
 impl Frames {
-    /// Opens the spool at `path`.
+    /// Opens the spool at `path`: a regular file only. A link at `path` is not followed and a
+    /// FIFO or device is refused without blocking (`O_NOFOLLOW | O_NONBLOCK`, then `fstat`),
+    /// since a spool may be a file someone else planted beside the output.
     pub(super) fn open(path: &Path) -> io::Result<Frames> {
-        let file = File::open(path)?;
+        let file = open_regular(path)?;
         let file_len = file.metadata()?.len();
         Ok(Frames {
             input: BufReader::with_capacity(1 << 20, file),
@@ -83,4 +86,31 @@ fn read_full(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
         }
     }
     Ok(n)
+}
+
+/// Opens `path` for reading only if it is a regular file: `O_NOFOLLOW` (a symbolic link is an
+/// error, never followed) and `O_NONBLOCK` (opening a FIFO never waits for a writer), then the
+/// open file itself is checked, so nothing swapped in between the check and the open is read.
+pub(crate) fn open_regular(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a symbolic link, not a spool file (links are never followed)",
+                )
+            } else {
+                e
+            }
+        })?;
+    if !file.metadata()?.file_type().is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, device or directory is never read as a spool)",
+        ));
+    }
+    Ok(file)
 }
