@@ -146,17 +146,34 @@ fn scopeprof_ok(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The first CPU this process may run on.
+fn first_cpu() -> usize {
+    // SAFETY: a zeroed cpu_set_t is an empty set; sched_getaffinity fills it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a cpu_set_t of the size given.
+    let r = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
+    assert_eq!(r, 0, "sched_getaffinity");
+    // SAFETY: CPU_ISSET reads the set filled above.
+    (0..libc::CPU_SETSIZE as usize)
+        .find(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .expect("some CPU")
+}
+
 /// A run of the program killed (SIGKILL) when it prints its checksum: every request has
-/// completed, and the profiler has not finalized, so the calls are in its spool only.
+/// completed, and the profiler has not finalized, so the calls are in its spool only. The
+/// spool is written once a second (`spool_sync_interval`): on one CPU the program's 1.6 s of
+/// work outlast the first write, so the spool holds calls when it is killed.
 fn crashed_run(program: &Path, dir: &Path) -> &'static str {
     use std::io::BufRead;
-    let mut child = Command::new(program)
+    let mut child = Command::new("taskset")
+        .args(["-c", &first_cpu().to_string()])
+        .arg(program)
         .current_dir(dir)
         .env("SCOPE_PROFILER_OUTPUT", "crashed.h5")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .unwrap();
+        .expect("taskset (util-linux) runs the program on one CPU");
     let out = std::io::BufReader::new(child.stdout.take().unwrap());
     for line in out.lines() {
         if line.unwrap().starts_with("checksum") {
@@ -224,8 +241,9 @@ fn every_command(readme: &str, dir: &Path, program: &Path) {
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("handle_request"), "{html:.300}");
     let crashed = crashed_run(program, dir);
-    run("recover", &[crashed]);
-    assert!(run("inspect", &[crashed]).contains("parse"));
+    let said = run("recover", &[crashed]);
+    let text = run("inspect", &[crashed]);
+    assert!(text.contains("parse"), "{said}\n{text}");
     std::fs::copy(dir.join("base.h5"), dir.join("run.rank0.h5")).unwrap();
     std::fs::copy(dir.join("profiling_data.h5"), dir.join("run.rank1.h5")).unwrap();
     run("merge", &["merged.h5", "run.rank0.h5", "run.rank1.h5"]);
