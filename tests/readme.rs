@@ -146,6 +146,16 @@ fn scopeprof_ok(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// What a summary's info box says of the regions (`3 region(s), not counting ...`).
+fn regions_line(summary: &str) -> &str {
+    let line = summary
+        .lines()
+        .find(|l| l.contains(" region(s)"))
+        .unwrap_or_else(|| panic!("no region count in {summary}"));
+    let at = line.find("; ").expect("after the wall clock") + 2;
+    line[at..].trim_end_matches(['│', ' '])
+}
+
 /// The first CPU this process may run on.
 fn first_cpu() -> usize {
     // SAFETY: a zeroed cpu_set_t is an empty set; sched_getaffinity fills it.
@@ -190,7 +200,7 @@ fn crashed_run(program: &Path, dir: &Path) -> &'static str {
 }
 
 /// Runs every command of the README's table on `file` (and a second profile, `base`).
-fn every_command(readme: &str, dir: &Path, program: &Path) {
+fn every_command(readme: &str, dir: &Path, program: &Path, summary: &str) {
     let mut ran = Vec::new();
     let mut run = |cmd: &str, args: &[&str]| {
         ran.push(cmd.to_owned());
@@ -205,6 +215,12 @@ fn every_command(readme: &str, dir: &Path, program: &Path) {
     );
     // The file says nothing of the build that wrote it, nor does `scopeprof`'s own build.
     assert!(!text.contains("debug build"), "{text}");
+    // One region count in the program's summary and in `inspect`.
+    assert_eq!(
+        regions_line(&text),
+        regions_line(summary),
+        "{summary}\n{text}"
+    );
     let json = run("inspect", &["profiling_data.h5", "--json"]);
     assert!(
         json.starts_with("{\"file\":\"profiling_data.h5\""),
@@ -296,7 +312,7 @@ fn the_readme_tokio_example_as_a_new_project() {
             .unwrap();
         }
         if (ratio - 1.0).abs() <= 0.10 {
-            every_command(&readme, dir.path(), &program);
+            every_command(&readme, dir.path(), &program, &summary);
             return;
         }
         eprintln!("{summary}");
