@@ -28,7 +28,8 @@ pub(crate) struct Shared {
     pub new_lanes: Mutex<Vec<Arc<Lane>>>,
     next_lane: AtomicU32,
     /// Threads registered per name, so that threads sharing a name (Tokio's workers) are
-    /// told apart: the second `tokio-rt-worker` is `tokio-rt-worker #2`.
+    /// told apart: the second `tokio-rt-worker` is `tokio-rt-worker #2`. One entry per
+    /// distinct name (unnamed threads are `thread-<index>` and not counted).
     thread_names: Mutex<std::collections::HashMap<String, u32>>,
     /// The one chunk pool all lanes draw from (the buffer budget).
     pub pool: Arc<Pool>,
