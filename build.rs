@@ -1,4 +1,5 @@
-//! Records the compiler version for the `rust_version` metadata key of written profiles.
+//! Records the compiler version for the `rust_version` metadata key of written profiles, and
+//! this crate's optimization level for the summary's debug-build note.
 
 use std::process::Command;
 
@@ -16,4 +17,8 @@ fn main() {
         .filter(|v| !v.is_empty())
         .unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=SCOPE_PROFILER_RUSTC_VERSION={version}");
+    // This crate's own optimization level (cargo sets OPT_LEVEL for the package being built):
+    // the summary says when the profiler, and usually the whole program, is a debug build.
+    let opt = std::env::var("OPT_LEVEL").unwrap_or_else(|_| "unknown".into());
+    println!("cargo:rustc-env=SCOPE_PROFILER_OPT_LEVEL={opt}");
 }

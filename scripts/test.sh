@@ -4,7 +4,9 @@
 # compatibility tests against the real scope-profiler 0.7.5 reader), with every cargo feature,
 # then the suites that check both front ends against ScopeSubscriber, the tests against Tokio's
 # own instrumentation (crates/tokio-unstable-tests), the loom model of the lane handoff and the
-# release-build stress runs.
+# release-build stress runs. Among the integration tests, tests/readme.rs builds the README's
+# Tokio example as a new project (offline, in target/tmp/readme-project) and runs the README's
+# `scopeprof` commands on its profile.
 #
 # Every feature includes `mpio`, which links parallel HDF5: HDF5_DIR names it for that build
 # only (scripts/hdf5-mpio-dir.sh); builds without `mpio` link the serial library as usual.

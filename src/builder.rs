@@ -465,6 +465,7 @@ impl Builder {
     /// Validates the options, applies the environment overrides and starts the flusher.
     ///
     /// # Errors
+    /// - [`Error::InvalidEnv`] for a `SCOPE_PROFILER` value other than on/off (`bogus`);
     /// - [`Error::InvalidOption`] for an option the profiler cannot use (a zero
     ///   `flush_interval`, a gzip level above 9, a budget below [`MIN_BUFFER_BUDGET`](crate::MIN_BUFFER_BUDGET),
     ///   `max_files` without `rotate_every`, ...), naming it;
@@ -495,7 +496,8 @@ impl Builder {
     /// its [`FlushGuard`]: the same records and the same file as [`build`](Self::build)'s
     /// layer, without a registry underneath, for programs that use `tracing` only to profile
     /// (see [`ScopeSubscriber`] for what it does not do). Filter its levels with
-    /// [`max_level`](Self::max_level).
+    /// [`max_level`](Self::max_level). In a build with `--cfg tokio_unstable`, a `max_level`
+    /// below `TRACE` hides Tokio's task instrumentation: it warns once on stderr.
     ///
     /// ```no_run
     /// let (subscriber, guard) = scope_profiler::ScopeLayer::builder()
@@ -510,6 +512,10 @@ impl Builder {
     /// # Errors
     /// As [`build`](Self::build).
     pub fn build_subscriber(self) -> Result<(ScopeSubscriber, FlushGuard), Error> {
+        crate::config::warn_once(crate::config::tokio_filtered_warning(
+            cfg!(tokio_unstable),
+            self.config.max_level,
+        ));
         let (shared, guard) = self.start(FrontEnd::Subscriber)?;
         Ok((ScopeSubscriber::new(shared), guard))
     }

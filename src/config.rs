@@ -6,7 +6,13 @@
 //! | variable | effect |
 //! |---|---|
 //! | `SCOPE_PROFILER=off` (also `0`, `false`, `no`, `disabled`) | forces [`Mode::Disabled`] |
+//! | `SCOPE_PROFILER=on` (also `1`, `true`, `yes`, `enabled`, or empty) | keeps the builder's mode |
 //! | `SCOPE_PROFILER_OUTPUT=path` | replaces the output path (unless `no_output()` was set) |
+//!
+//! Any other value of `SCOPE_PROFILER` is an [`Error::InvalidEnv`] at `build()`: a typo in the
+//! production off switch must not leave profiling on unnoticed. (The Python package has no such
+//! switch; its one boolean variable, `SCOPE_PROFILER_MPI`, silently ignores unknown values, the
+//! trap this avoids.)
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -93,7 +99,7 @@ impl Config {
     /// Applies the environment overrides, then checks every option: an invalid value is an
     /// [`Error::InvalidOption`] naming it, before anything starts.
     pub(crate) fn finish(mut self) -> Result<Config, Error> {
-        apply_env(&mut self, |k| std::env::var(k).ok());
+        apply_env(&mut self, |k| std::env::var(k).ok())?;
         // Task lanes need thread lanes; decided here, so the builder's call order does not.
         self.track_threads |= self.track_async;
         let config = &self;
@@ -243,18 +249,53 @@ fn check_service_options(config: &Config) -> Result<(), Error> {
     }
 }
 
-fn apply_env(config: &mut Config, var: impl Fn(&str) -> Option<String>) {
+fn apply_env(config: &mut Config, var: impl Fn(&str) -> Option<String>) -> Result<(), Error> {
     if let Some(v) = var("SCOPE_PROFILER") {
-        if matches!(
-            v.trim().to_ascii_lowercase().as_str(),
-            "off" | "0" | "false" | "disabled" | "no"
-        ) {
-            config.mode = crate::Mode::Disabled;
+        match v.trim().to_ascii_lowercase().as_str() {
+            "off" | "0" | "false" | "disabled" | "no" => config.mode = crate::Mode::Disabled,
+            "" | "on" | "1" | "true" | "enabled" | "yes" => {}
+            _ => {
+                return Err(Error::InvalidEnv {
+                    var: "SCOPE_PROFILER",
+                    value: v,
+                    expected: "off, 0, false, no, disabled (profiling off) or on, 1, true, yes, \
+                               enabled, empty (the builder's mode)",
+                })
+            }
         }
     }
     if let Some(p) = var("SCOPE_PROFILER_OUTPUT").filter(|p| !p.is_empty()) {
         if config.output.is_some() {
             config.output = Some(PathBuf::from(p));
+        }
+    }
+    Ok(())
+}
+
+/// The warning [`Builder::build_subscriber`](crate::Builder::build_subscriber) prints once
+/// per process when Tokio's task instrumentation is compiled in (`--cfg tokio_unstable`) but
+/// `max_level` filters it out (its spans and events are at `TRACE`); `None` otherwise.
+pub(crate) fn tokio_filtered_warning(
+    tokio_unstable: bool,
+    max_level: Option<tracing_core::LevelFilter>,
+) -> Option<String> {
+    let level = max_level.filter(|&l| l < tracing_core::LevelFilter::TRACE)?;
+    let level = level.to_string().to_uppercase();
+    tokio_unstable.then(|| {
+        format!(
+            "scope-profiler: this build has --cfg tokio_unstable, but max_level({level}) \
+             filters out Tokio's task instrumentation (TRACE): use max_level(TRACE) to record \
+             it (see docs/latency.md)"
+        )
+    })
+}
+
+/// Prints `warning` on stderr the first time this process calls it with `Some`.
+pub(crate) fn warn_once(warning: Option<String>) {
+    static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if let Some(w) = warning {
+        if !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            eprintln!("{w}");
         }
     }
 }
@@ -274,12 +315,46 @@ mod tests {
     fn env_off_disables() {
         for v in ["off", "OFF", "0", "false", "disabled"] {
             let mut c = cfg();
-            apply_env(&mut c, |k| (k == "SCOPE_PROFILER").then(|| v.to_owned()));
+            apply_env(&mut c, |k| (k == "SCOPE_PROFILER").then(|| v.to_owned())).unwrap();
             assert_eq!(c.mode, Mode::Disabled, "{v}");
         }
-        let mut c = cfg();
-        apply_env(&mut c, |k| (k == "SCOPE_PROFILER").then(|| "on".to_owned()));
-        assert_eq!(c.mode, Mode::TimeOnly);
+        for v in ["on", "1", "TRUE", "yes", "enabled", ""] {
+            let mut c = cfg();
+            apply_env(&mut c, |k| (k == "SCOPE_PROFILER").then(|| v.to_owned())).unwrap();
+            assert_eq!(c.mode, Mode::TimeOnly, "{v}");
+        }
+    }
+
+    #[test]
+    fn env_unknown_value_is_an_error() {
+        for v in ["bogus", "of", "disable", "2"] {
+            let mut c = cfg();
+            let e = apply_env(&mut c, |k| (k == "SCOPE_PROFILER").then(|| v.to_owned()));
+            match e {
+                Err(Error::InvalidEnv { var, value, .. }) => {
+                    assert_eq!((var, value.as_str()), ("SCOPE_PROFILER", v));
+                }
+                other => panic!("{v}: {other:?}"),
+            }
+        }
+        let e = apply_env(&mut cfg(), |k| {
+            (k == "SCOPE_PROFILER").then(|| "bogus".into())
+        });
+        let msg = e.unwrap_err().to_string();
+        assert!(
+            msg.contains("SCOPE_PROFILER=bogus") && msg.contains("off"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn tokio_filtered_warning_needs_the_cfg_and_a_level_below_trace() {
+        use tracing_core::LevelFilter as L;
+        assert_eq!(tokio_filtered_warning(false, Some(L::DEBUG)), None);
+        assert_eq!(tokio_filtered_warning(true, None), None);
+        assert_eq!(tokio_filtered_warning(true, Some(L::TRACE)), None);
+        let w = tokio_filtered_warning(true, Some(L::DEBUG)).expect("a warning");
+        assert!(w.contains("max_level(DEBUG)") && w.contains("TRACE"), "{w}");
     }
 
     #[test]
@@ -287,13 +362,15 @@ mod tests {
         let mut c = cfg();
         apply_env(&mut c, |k| {
             (k == "SCOPE_PROFILER_OUTPUT").then(|| "b.h5".into())
-        });
+        })
+        .unwrap();
         assert_eq!(c.output, Some(PathBuf::from("b.h5")));
         let mut c = cfg();
         c.output = None;
         apply_env(&mut c, |k| {
             (k == "SCOPE_PROFILER_OUTPUT").then(|| "b.h5".into())
-        });
+        })
+        .unwrap();
         assert_eq!(c.output, None);
     }
 }

@@ -46,6 +46,16 @@ pub enum Error {
     /// The background flusher is gone (it panicked or was shut down), so no report can be
     /// produced.
     FlusherGone,
+    /// A `SCOPE_PROFILER*` environment variable has a value the profiler does not know
+    /// (read at `build()`; see the guide's "Environment variables").
+    InvalidEnv {
+        /// The variable's name.
+        var: &'static str,
+        /// Its value, as set.
+        value: String,
+        /// The values it accepts.
+        expected: &'static str,
+    },
     /// A perf event name that the profiler does not know.
     UnknownPerfEvent {
         /// The name as given.
@@ -182,6 +192,14 @@ impl std::fmt::Display for Error {
                 f,
                 "HDF5 error while writing {context} in {}: {message}",
                 path.display()
+            ),
+            Error::InvalidEnv {
+                var,
+                value,
+                expected,
+            } => write!(
+                f,
+                "environment variable {var}={value} is not understood; expected {expected}"
             ),
             Error::FlusherGone => write!(f, "the profiler's background flusher is not running"),
             Error::UnknownPerfEvent { event, supported } => write!(

@@ -130,6 +130,12 @@ mod spool;
 #[cfg(test)]
 mod testing;
 
+/// The README's Rust examples, compiled by `cargo test --doc` so they cannot rot
+/// (`tests/readme.rs` also builds and runs its Tokio example as a new project).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 pub use builder::Builder;
 pub use config::{Mode, DEFAULT_BUFFER_BUDGET, MIN_BUFFER_BUDGET};
 pub use data::report::{DetailLost, RegionStats, Report};

@@ -102,6 +102,13 @@ fn four_hundred_tasks_on_four_workers() {
             >= 2,
         "{thread_names:?}"
     );
+    // Workers share Tokio's name: numbered from the second on, so every name is distinct.
+    let distinct: std::collections::BTreeSet<&String> = thread_names.iter().collect();
+    assert_eq!(distinct.len(), thread_names.len(), "{thread_names:?}");
+    assert!(
+        thread_names.iter().any(|n| n.ends_with(" #2")),
+        "{thread_names:?}"
+    );
     let task_index: Vec<i64> = read(&f, "task_table/index");
     assert_eq!(task_index.len(), 400);
     let steps: Vec<i64> = read(&f, "task_table/steps");

@@ -87,22 +87,37 @@ fn diff_prints_text_markdown_and_json_with_new_and_gone_regions() {
         )),
         "{text}"
     );
+    // By default the candidate's values and their changes, in 100 columns.
     let header = text.lines().nth(3).unwrap();
+    for col in ["region", "calls", "total", "mean", "p50", "p99"] {
+        assert!(header.contains(col), "{header}");
+    }
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("kernel ") && l.contains("200 +0.0%")),
+        "{text}"
+    );
+    assert!(
+        text.contains("(each cell: cand's value, change from base;"),
+        "{text}"
+    );
+    let widest = text.lines().map(|l| l.chars().count()).max().unwrap();
+    assert!(widest <= 100, "{widest} columns:\n{text}");
+    // --wide: base -> cand for every statistic.
+    let wide = scopeprof_ok(&["diff", "--wide", s(&base), s(&cand)]);
+    let header = wide.lines().nth(3).unwrap();
     for col in [
-        "region",
         "calls (base -> cand)",
-        "total",
-        "mean",
-        "p50",
+        "total (base -> cand)",
         "p99",
         "change",
     ] {
         assert!(header.contains(col), "{header}");
     }
     assert!(
-        text.lines()
+        wide.lines()
             .any(|l| l.starts_with("kernel ") && l.contains("200 -> 200")),
-        "{text}"
+        "{wide}"
     );
 
     let md = scopeprof_ok(&["diff", "--format", "markdown", s(&base), s(&cand)]);

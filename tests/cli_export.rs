@@ -191,7 +191,7 @@ fn perfetto_and_chrome_traces_of_a_tokio_program() {
     assert!(e.threads.len() >= 2, "main + a worker: {:?}", e.threads);
 
     let trace = dir.path().join("t.pftrace");
-    scopeprof_ok(&[
+    let said = scopeprof_ok(&[
         "export",
         "--format",
         "perfetto",
@@ -200,6 +200,13 @@ fn perfetto_and_chrome_traces_of_a_tokio_program() {
         trace.to_str().unwrap(),
     ]);
     check_perfetto(&trace, &e);
+    // It says what it wrote, and how big.
+    let kib = std::fs::metadata(&trace).unwrap().len() as f64 / 1024.0;
+    assert_eq!(
+        said,
+        format!("wrote {} (Perfetto trace, {kib:.1} KiB)\n", trace.display()),
+        "{said}"
+    );
 
     // The same through the external sort's spill-and-merge path (runs of 7 items).
     let spilled = dir.path().join("spilled.pftrace");

@@ -61,7 +61,7 @@ fn reference_rows(file: &Path) -> Vec<Row> {
         }
         let tokens: Vec<&str> = l
             .split_whitespace()
-            .filter(|t| !matches!(*t, "│" | "└─"))
+            .filter(|t| !matches!(*t, "│" | "└─" | "├─"))
             .collect();
         let num = |s: &str| s.parse::<f64>().unwrap_or_else(|_| panic!("{s} in {line}"));
         let name = tokens[0].to_owned();
@@ -158,6 +158,51 @@ fn agrees_with_the_reference_on_a_tokio_profile() {
     let dir = tempfile::tempdir().unwrap();
     let file = tokio_profile(dir.path());
     assert_agree(&file);
+    busy_is_the_files_polling_time(&file);
+}
+
+/// `busy_ns` of a path is the sum of its calls' durations less their `events/await_ns`, read
+/// here from the file's columns (each row's events at its `event_offsets`, `event_counts`);
+/// `handler` sleeps between steps, so it is busy for less than its total; the table shows it.
+fn busy_is_the_files_polling_time(file: &Path) {
+    let names = strings(file, "region_table/names");
+    let ids = column(file, "rank_region_index/region_ids");
+    let counts = column(file, "rank_region_index/event_counts");
+    let offsets = column(file, "rank_region_index/event_offsets");
+    let (durs, awaits) = (
+        column(file, "events/durations"),
+        column(file, "events/await_ns"),
+    );
+    let mut busy_of = std::collections::BTreeMap::new();
+    for ((id, n), at) in ids.iter().zip(&counts).zip(&offsets) {
+        let range = *at as usize..(at + n) as usize;
+        let busy: i64 = range.map(|i| durs[i] - awaits[i]).sum();
+        *busy_of.entry(names[*id as usize].clone()).or_insert(0) += busy;
+    }
+    let out = scopeprof_ok(&["inspect", "--json", file.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    let handler = rows.iter().find(|r| r["name"] == "handler").unwrap();
+    let (busy, total) = (
+        handler["busy_ns"].as_i64().unwrap(),
+        handler["total_ns"].as_i64().unwrap(),
+    );
+    assert_eq!(busy, busy_of["handler"], "{out}");
+    assert!(
+        busy > 0 && busy < total,
+        "handler sleeps: busy {busy} of {total} ns"
+    );
+    for r in rows.iter().filter(|r| r["own"] == false) {
+        assert!(
+            r["busy_ns"].as_i64().unwrap() <= r["total_ns"].as_i64().unwrap(),
+            "{r}"
+        );
+    }
+    let text = scopeprof_ok(&["inspect", file.to_str().unwrap()]);
+    assert!(
+        text.contains("busy [s]") && text.contains("(own): "),
+        "{text}"
+    );
 }
 
 #[test]
@@ -192,6 +237,15 @@ fn aggregate_files_have_a_flat_summary_and_no_timeline() {
     let out = scopeprof_ok(&["inspect", "--json", path.to_str().unwrap()]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["nested"], false, "{out}");
+    // `file` is the path as given (scripts open it), the label is in `title`.
+    assert_eq!(v["file"], path.to_str().unwrap(), "{out}");
+    assert!(
+        v["title"]
+            .as_str()
+            .unwrap()
+            .ends_with(path.to_str().unwrap()),
+        "{out}"
+    );
     let agg = v["rows"]
         .as_array()
         .unwrap()

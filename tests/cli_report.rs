@@ -320,3 +320,51 @@ fn a_million_calls_make_a_small_page_that_says_what_it_left_out() {
     );
     assert!(dom.contains("worker-7"), "the lanes are drawn");
 }
+
+/// The share of the flamegraph's `frame` in a report page (`<title>frame: .. (12.3%), ..`);
+/// 0 when it is too narrow to be drawn.
+fn flame_share(html: &str, frame: &str) -> f64 {
+    let Some(at) = html.find(&format!("<title>{frame}: ")) else {
+        return 0.0;
+    };
+    let rest = &html[at..];
+    let open = rest.find('(').unwrap();
+    let close = rest.find("%)").unwrap();
+    rest[open + 1..close].parse().unwrap()
+}
+
+/// The page's flamegraph weighs busy time (the polls) by default: the handlers' sync `step`
+/// calls are a larger share of it than of the wall-clock one (`--wall`), where the sleeping
+/// handlers take the width.
+#[test]
+fn the_flamegraph_weighs_busy_time_unless_wall() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokio = tokio_profile(dir.path());
+    let page = |extra: &[&str]| {
+        let out = dir.path().join("page.html");
+        let mut args = vec![
+            "report",
+            tokio.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        scopeprof_ok(&args);
+        std::fs::read_to_string(&out).unwrap()
+    };
+    let busy = page(&[]);
+    let wall = page(&["--wall"]);
+    assert!(
+        busy.contains("Icicle flamegraph of busy time"),
+        "{busy:.500}"
+    );
+    assert!(
+        wall.contains("Icicle flamegraph of wall-clock time"),
+        "{wall:.500}"
+    );
+    let (b, w) = (flame_share(&busy, "step"), flame_share(&wall, "step"));
+    assert!(
+        b > 2.0 * w,
+        "step: {b}% of busy time, {w}% of wall-clock time"
+    );
+}

@@ -4,8 +4,12 @@
 use scope_profiler::{Mode, ScopeLayer};
 use tracing_subscriber::prelude::*;
 
+/// The tests of this binary set the one process-wide variable: one at a time.
+static ENV: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn scope_profiler_off_forces_disabled() {
+    let _one = ENV.lock().unwrap();
     std::env::set_var("SCOPE_PROFILER", "off");
     let (layer, guard) = ScopeLayer::builder()
         .mode(Mode::TimeOnly)
@@ -23,4 +27,20 @@ fn scope_profiler_off_forces_disabled() {
     let r = guard.finalize().unwrap();
     assert!(r.region("invisible").is_none());
     assert!(!std::path::Path::new("/nonexistent-dir/never-written.h5").exists());
+}
+
+/// An unknown value is an error at build(), not silently "on" (the same binary: the variable
+/// is process-wide, so the two values are set one after the other by one test).
+#[test]
+fn unknown_values_are_an_error_at_build() {
+    let _one = ENV.lock().unwrap();
+    std::env::set_var("SCOPE_PROFILER", "bogus");
+    let e = ScopeLayer::builder().no_output().summary(false).build();
+    std::env::set_var("SCOPE_PROFILER", "off");
+    match e {
+        Err(scope_profiler::Error::InvalidEnv { var, value, .. }) => {
+            assert_eq!((var, value.as_str()), ("SCOPE_PROFILER", "bogus"));
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
 }

@@ -75,21 +75,30 @@ struct Row {
 }
 
 /// Splits a box row `│ <tree><name> ... │` into (depth, name with suffix, numeric cells).
-fn cells(line: &str, numeric: usize) -> Option<(usize, String, Vec<String>)> {
+fn cells(line: &str, numeric: usize, ours: bool) -> Option<(usize, String, Vec<String>)> {
     let inner = line.trim().strip_prefix('│')?.strip_suffix('│')?.trim_end();
     let words: Vec<&str> = inner.split_whitespace().collect();
     if words.len() < numeric + 1 {
         return None;
     }
     let (head, nums) = words.split_at(words.len() - numeric);
-    let bars = head.iter().filter(|w| **w == "│").count();
-    let elbow = head.contains(&"└─");
+    let depth = if ours {
+        // Ours takes three columns per level (`├─ `, `└─ `, `│  ` or blanks).
+        let body = inner.strip_prefix(' ').unwrap_or(inner);
+        let drawn = body
+            .chars()
+            .take_while(|c| matches!(c, '│' | '├' | '└' | '─' | ' '))
+            .count();
+        drawn / 3
+    } else {
+        // The reference draws `│ ` per ancestor level and `└─` before every child.
+        head.iter().filter(|w| **w == "│").count() + usize::from(head.contains(&"└─"))
+    };
     let name: Vec<&str> = head
         .iter()
         .copied()
-        .filter(|w| *w != "│" && *w != "└─")
+        .filter(|w| !matches!(*w, "│" | "└─" | "├─"))
         .collect();
-    let depth = bars + usize::from(elbow);
     Some((
         depth,
         name.join(" "),
@@ -101,14 +110,15 @@ fn pct(s: &str) -> f64 {
     s.trim_end_matches('%').parse().unwrap()
 }
 
-/// Our summary: region, calls, % session, total, avg, min, max, std.
+/// Our summary: region, calls, % session, total, busy (async profiles), avg, min, max, std.
 fn ours(text: &str) -> Vec<Row> {
+    let numeric = if text.contains("busy [s]") { 8 } else { 7 };
     text.lines()
         .skip_while(|l| !l.contains("% session"))
         .skip(2)
         .take_while(|l| !l.trim_start().starts_with('╰'))
         .map(|l| {
-            let (depth, name, c) = cells(l, 7).unwrap_or_else(|| panic!("row {l:?}"));
+            let (depth, name, c) = cells(l, numeric, true).unwrap_or_else(|| panic!("row {l:?}"));
             Row {
                 depth,
                 name,
@@ -127,7 +137,7 @@ fn reference(text: &str) -> Vec<Row> {
         .skip(2)
         .take_while(|l| !l.trim_start().starts_with('╰'))
         .map(|l| {
-            let (depth, name, c) = cells(l, 2).unwrap_or_else(|| panic!("row {l:?}"));
+            let (depth, name, c) = cells(l, 2, false).unwrap_or_else(|| panic!("row {l:?}"));
             let (name, calls) = match name.rsplit_once(" (") {
                 Some((n, x)) if x.ends_with("x)") => {
                     (n.to_owned(), x.trim_end_matches("x)").parse().ok())

@@ -166,6 +166,9 @@ pub(crate) struct TreeRow {
     pub coverage_ns: i64,
     /// For `(own)` rows: the exclusive time; else the inclusive total.
     pub total_ns: i64,
+    /// Busy (on-CPU: polling) time, the sum of the calls' polls; for `(own)` rows less the
+    /// children's busy time. Equals `total_ns` for calls that never await.
+    pub busy_ns: i64,
     /// Whether this is an `(own)` row.
     pub own: bool,
 }

@@ -60,6 +60,8 @@ pub(crate) struct Span {
     pub row: u32,
     /// Position of the call in storage order (rows one after the other).
     pub g: u32,
+    /// Busy time: the sum of its polls, its duration less its await time (ns).
+    pub busy: i64,
 }
 
 impl Span {
@@ -75,6 +77,7 @@ impl Span {
             },
             row,
             g,
+            busy: (c.dur_ns - c.await_ns).clamp(0, c.dur_ns.max(0)),
         }
     }
 }
@@ -98,6 +101,10 @@ struct Path {
     run: (i64, i64),
     covered: i64,
     exclusive: i64,
+    /// Busy time of the outermost calls.
+    busy: i64,
+    /// Busy time of every call less its children's: the `(own)` row's busy time.
+    busy_own: i64,
     recursive: bool,
 }
 
@@ -238,7 +245,9 @@ impl<'a> Nester<'a> {
             let parent_path = parent.map(|p| p.path);
             path = add_to_tree(&mut self.paths, &mut self.key, parent_path, a);
             if let Some(pp) = parent_path {
-                self.paths[pp as usize].exclusive -= dur + self.child_overhead;
+                let parent = &mut self.paths[pp as usize];
+                parent.exclusive -= dur + self.child_overhead;
+                parent.busy_own -= a.busy;
             }
         }
         self.stacks[self.last_lane.stack].push(Open {
@@ -284,6 +293,10 @@ impl<'a> Nester<'a> {
             for p in &mut self.paths {
                 p.exclusive = p.exclusive.max(0);
             }
+        }
+        for p in &mut self.paths {
+            // A child polled off its parent's polls (another thread) can exceed them.
+            p.busy_own = p.busy_own.max(0);
         }
         let tree = self.want_tree.then(|| emit_tree(self.paths, self.names));
         Nested {
@@ -380,6 +393,8 @@ fn add_to_tree(paths: &mut Vec<Path>, key: &mut Tree, parent_path: Option<u32>, 
                     run: (a.start, a.start),
                     covered: 0,
                     exclusive: 0,
+                    busy: 0,
+                    busy_own: 0,
                     recursive: false,
                 });
                 if let Some(pp) = parent_path {
@@ -392,8 +407,10 @@ fn add_to_tree(paths: &mut Vec<Path>, key: &mut Tree, parent_path: Option<u32>, 
     let p = &mut paths[path as usize];
     p.calls += 1;
     p.exclusive += dur;
+    p.busy_own += a.busy;
     if outermost {
         p.stats.add(dur as u64);
+        p.busy += a.busy;
         // Calls arrive by start, so the union is one running interval.
         if a.start <= p.run.1 {
             p.run.1 = p.run.1.max(a.end);
@@ -418,6 +435,7 @@ fn emit_tree(mut paths: Vec<Path>, names: &[&str]) -> Vec<TreeRow> {
             stats: p.stats,
             coverage_ns: coverage,
             total_ns: p.stats.total as i64,
+            busy_ns: p.busy,
             own: false,
         });
         let mut children = std::mem::take(&mut paths[i].children);
@@ -434,6 +452,7 @@ fn emit_tree(mut paths: Vec<Path>, names: &[&str]) -> Vec<TreeRow> {
                 stats: Stats::default(),
                 coverage_ns: (coverage as f64 * share.min(1.0)) as i64,
                 total_ns: p.exclusive,
+                busy_ns: p.busy_own,
                 own: true,
             });
         }

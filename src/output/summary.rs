@@ -51,6 +51,8 @@ struct Columns<'a> {
     gpu: bool,
     /// perf counter names (one column each).
     perf_names: Vec<String>,
+    /// Whether the tree has calls that awaited (a `busy [s]` column beside the total).
+    busy: bool,
     /// The session's wall-clock coverage, when the tree has a session root (`% session`).
     session_ns: Option<i64>,
     headers: Vec<String>,
@@ -70,19 +72,29 @@ impl<'a> Columns<'a> {
                 .find(|r| r.depth == 0 && r.name == SESSION_REGION)
                 .map(|r| r.coverage_ns)
         });
+        let busy = report
+            .tree
+            .iter()
+            .flatten()
+            .any(|t| !t.own && t.busy_ns < t.total_ns);
         let mut headers: Vec<String> = vec!["region".into(), "calls".into()];
         if session_ns.is_some() {
             headers.push("% session".into());
         }
-        headers.extend(["total [s]", "avg [s]", "min [s]", "max [s]", "std [s]"].map(String::from));
+        headers.push("total [s]".into());
+        if busy {
+            headers.push("busy [s]".into());
+        }
+        headers.extend(["avg [s]", "min [s]", "max [s]", "std [s]"].map(String::from));
         if gpu {
             headers.extend(["gpu total [s]".to_owned(), "gpu avg [s]".to_owned()]);
         }
-        headers.extend(perf_names.iter().cloned());
+        headers.extend(perf_names.iter().map(|n| perf_header(n)));
         Columns {
             regions,
             gpu,
             perf_names,
+            busy,
             session_ns,
             headers,
         }
@@ -119,13 +131,9 @@ impl<'a> Columns<'a> {
         for (i, t) in tree.iter().enumerate().filter(|(_, t)| !t.own) {
             first_row.entry(t.name.as_str()).or_insert(i);
         }
+        let prefixes = tree_prefixes(tree.iter().map(|t| t.depth));
         let mut rows = Vec::with_capacity(tree.len());
-        for (i, t) in tree.iter().enumerate() {
-            let prefix = if t.depth == 0 {
-                String::new()
-            } else {
-                format!("{}└─ ", "│ ".repeat(t.depth - 1))
-            };
+        for (i, (t, prefix)) in tree.iter().zip(prefixes).enumerate() {
             let mut row = vec![
                 format!("{prefix}{}{}", t.name, if t.recursive { " ↻" } else { "" }),
                 if t.own { "-".into() } else { compact(t.calls) },
@@ -135,6 +143,9 @@ impl<'a> Columns<'a> {
                 row.push(format!("{pct:.2}%"));
             }
             row.push(format!("{:.6}", secs(t.total_ns as f64)));
+            if self.busy {
+                row.push(format!("{:.6}", secs(t.busy_ns as f64)));
+            }
             if t.own {
                 row.extend(std::iter::repeat_n("-".to_owned(), 4));
                 row.extend(std::iter::repeat_n("-".to_owned(), self.extras(None).len()));
@@ -175,6 +186,51 @@ impl<'a> Columns<'a> {
     }
 }
 
+/// A perf counter's column header with its unit: the clocks count nanoseconds, every other
+/// event counts occurrences.
+fn perf_header(event: &str) -> String {
+    if event.ends_with("-clock") {
+        format!("{event} [ns]")
+    } else {
+        format!("{event} [count]")
+    }
+}
+
+/// The tree's drawing before each row's name, from the rows' depths in preorder: `├─ ` for a
+/// child with a later sibling, `└─ ` for the last child, and under each ancestor `│  ` while
+/// that ancestor has a later sibling, else blanks.
+fn tree_prefixes(depths: impl Iterator<Item = usize>) -> Vec<String> {
+    let depths: Vec<usize> = depths.collect();
+    // last[i]: no later sibling (a later row at the same depth before one shallower).
+    let mut last = vec![true; depths.len()];
+    let mut seen_at: Vec<bool> = Vec::new(); // per depth: a later row at that depth was seen
+    for (i, &d) in depths.iter().enumerate().rev() {
+        seen_at.resize(seen_at.len().max(d + 1), false);
+        last[i] = !seen_at[d];
+        seen_at[d] = true;
+        seen_at.truncate(d + 1); // deeper rows after this one belong to other parents
+    }
+    let mut open: Vec<bool> = Vec::new(); // per depth >= 1: whether that ancestor is not last
+    depths
+        .iter()
+        .zip(&last)
+        .map(|(&d, &is_last)| {
+            if d == 0 {
+                open.clear();
+                return String::new();
+            }
+            open.truncate(d - 1);
+            let mut p: String = open
+                .iter()
+                .map(|&o| if o { "│  " } else { "   " })
+                .collect();
+            p += if is_last { "└─ " } else { "├─ " };
+            open.push(!is_last);
+            p
+        })
+        .collect()
+}
+
 /// The rounded box: headers, a rule, then the rows; the first column left-aligned, the
 /// others right-aligned.
 pub(crate) fn boxed(headers: &[String], rows: &[Vec<String>]) -> String {
@@ -211,12 +267,11 @@ pub(crate) fn boxed(headers: &[String], rows: &[Vec<String>]) -> String {
 /// The "Info" box's lines: wall clock, losses, waits, warnings, the profiler's own cost and
 /// how to read the table.
 fn info_lines(report: &Report, title: &str, columns: &Columns<'_>) -> Vec<String> {
-    let n_regions = columns.regions.len();
     let mut info = vec![format!("Summary: {title}"), String::new()];
     info.push(format!(
-        "Wall clock {:.6} s; {} region(s).",
+        "Wall clock {:.6} s; {}.",
         report.wall_ns() as f64 / 1e9,
-        n_regions
+        region_count(columns)
     ));
     push_losses(&mut info, report);
     if let Some(o) = &report.overhead {
@@ -226,8 +281,46 @@ fn info_lines(report: &Report, title: &str, columns: &Columns<'_>) -> Vec<String
             o.ns_per_call, o.ns_per_poll, o.clock_source, o.clock_resolution_ns
         ));
     }
+    info.extend(debug_build_note(OPT_LEVEL, report.overhead.as_ref()));
     push_reading_notes(&mut info, report, columns);
     info
+}
+
+/// This crate's optimization level as cargo built it (`0` in a debug build).
+const OPT_LEVEL: &str = env!("SCOPE_PROFILER_OPT_LEVEL");
+
+/// The "Info" line saying the profiler was built without optimization (its hot path then
+/// costs about ten times more, and the program's own code is usually unoptimized too), with
+/// the cost measured at `build()`; `None` for an optimized build or a file read back.
+fn debug_build_note(
+    opt_level: &str,
+    cost: Option<&crate::data::report::SelfCost>,
+) -> Option<String> {
+    // Only a report of this process's own profiler (it measured its cost at `build()`): a
+    // file read back says nothing of the build that wrote it.
+    let cost = cost.filter(|_| opt_level == "0")?;
+    Some(format!(
+        "WARNING: debug build (unoptimized, {:.0} ns per call here): profile a release build \
+         (--release).",
+        cost.ns_per_call
+    ))
+}
+
+/// The regions with calls, the same count at finalize and in `scopeprof inspect`: the
+/// session's own row (`scope_profiler.session`, in every file) is not counted.
+fn region_count(columns: &Columns<'_>) -> String {
+    let session =
+        columns.regions.iter().any(|r| r.name == SESSION_REGION) || columns.session_ns.is_some();
+    let n = columns
+        .regions
+        .iter()
+        .filter(|r| r.name != SESSION_REGION)
+        .count();
+    if session {
+        format!("{n} region(s), not counting the {SESSION_REGION} row")
+    } else {
+        format!("{n} region(s)")
+    }
 }
 
 /// Adds the "Info" lines on what was lost or waited for: dropped records and calls, lost
@@ -304,6 +397,15 @@ fn push_reading_notes(info: &mut Vec<String>, report: &Report, columns: &Columns
     if columns.session_ns.is_some() {
         info.push("% session uses wall-clock coverage; overlapping calls count once.".into());
     }
+    if report.tree.iter().flatten().any(|t| t.own) {
+        info.push("(own): a path's time outside its child calls (await time included).".into());
+    }
+    if columns.busy {
+        info.push(
+            "busy [s]: time spent polling, on a CPU; total [s] adds the time suspended in .await."
+                .into(),
+        );
+    }
 }
 
 /// The lines in a titled box as wide as the longest.
@@ -346,103 +448,4 @@ impl std::fmt::Display for Report {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::data::report::RegionStats;
-
-    fn region(name: &str, calls: u64, total_ns: u64) -> RegionStats {
-        RegionStats::of_total(name, calls, total_ns)
-    }
-
-    #[test]
-    fn table_is_a_box_with_one_row_per_region() {
-        let report = Report {
-            regions: vec![
-                region("solve", 10, 2_000_000_000),
-                region("ünïcode/name", 1500, 1_000),
-                region("idle", 0, 0),
-            ],
-            dropped: 3,
-            losses: Default::default(),
-            in_flight: 1,
-            wall_ns: 5_000_000_000,
-            warnings: vec!["perf: `cycles` dropped".into()],
-            tree: None,
-            overhead: Some(crate::data::report::SelfCost {
-                ns_per_call: 95.5,
-                ns_per_poll: 30.0,
-                clock_resolution_ns: 0.4,
-                clock_source: "tsc".into(),
-            }),
-            ..Report::default()
-        };
-        let s = render(&report, "run - out.h5");
-        let lines: Vec<&str> = s.lines().filter(|l| !l.is_empty()).collect();
-        assert!(lines[0].trim_start().starts_with('╭'));
-        assert!(s.contains("│ solve "));
-        assert!(s.contains("2.000000"));
-        assert!(s.contains("1.5k"));
-        assert!(
-            !s.contains("idle"),
-            "regions without calls this phase are not rows"
-        );
-        assert!(s.contains("3 record(s) dropped"));
-        assert!(s.contains("WARNING: perf: `cycles` dropped"));
-        assert!(s.contains("Summary: run - out.h5"));
-        assert!(
-            s.contains("Profiler overhead: 95.5 ns per call, 30.0 ns per poll; clock tsc"),
-            "{s}"
-        );
-        // Every line of the table box has the same width.
-        let table: Vec<&str> = lines.iter().take(6).copied().collect();
-        let w = width(table[0]);
-        assert!(table.iter().all(|l| width(l) == w), "{s}");
-    }
-
-    #[test]
-    fn no_span_at_all_is_one_line_that_names_filters() {
-        let s = render(&Report::default(), "t");
-        assert_eq!(s.lines().count(), 1, "{s}");
-        assert!(s.contains(NO_SPANS));
-        // A phase without calls after earlier ones is still a table.
-        let report = Report {
-            regions: vec![region("idle", 0, 0)],
-            ..Report::default()
-        };
-        let s = render(&report, "t");
-        assert!(s.contains("(no calls)"));
-        assert!(s.contains("0 region(s)"));
-    }
-
-    #[test]
-    fn the_overlap_note_is_only_printed_for_overlaps() {
-        let two = vec![region("a", 1, 10), region("b", 1, 10)];
-        let note = "Flat table: calls overlap";
-        for (flat, shown) in [
-            (None, false),
-            (Some(Flat::Aggregate), false),
-            (Some(Flat::Overlap), true),
-        ] {
-            let report = Report {
-                regions: two.clone(),
-                flat,
-                ..Report::default()
-            };
-            assert_eq!(render(&report, "t").contains(note), shown, "{flat:?}");
-        }
-        let report = Report {
-            regions: two,
-            flat: Some(Flat::Truncated),
-            ..Report::default()
-        };
-        assert!(render(&report, "t").contains("only part of this phase's calls"));
-    }
-
-    #[test]
-    fn compact_counts() {
-        assert_eq!(compact(999), "999");
-        assert_eq!(compact(1500), "1.5k");
-        assert_eq!(compact(21_891), "21.9k");
-        assert_eq!(compact(2_000_000), "2.0M");
-    }
-}
+mod tests;

@@ -111,6 +111,7 @@ impl H5<'_> {
             task_ids: optional("events/task_ids")?,
             gpu: optional("events/gpu_durations")?,
             scheduled: optional("scope_profiler_rs/call_scheduled_ns")?,
+            awaits: optional("events/await_ns")?,
         };
         Ok((columns, n))
     }

@@ -174,6 +174,9 @@ pub struct Call {
     /// Scheduled time of its task's suspensions while it was open (ns,
     /// `/scope_profiler_rs/call_scheduled_ns`), -1 outside a task or not recorded.
     pub scheduled_ns: i64,
+    /// Time the call was suspended between its polls (`events/await_ns`: its duration minus
+    /// its busy time), 0 when the file has no such column.
+    pub await_ns: i64,
 }
 
 /// One poll of `/scope_profiler_rs/polls` (this crate's files only; rank 0).
@@ -209,6 +212,8 @@ struct EventColumns {
     gpu: Option<Dataset>,
     /// `/scope_profiler_rs/call_scheduled_ns`.
     scheduled: Option<Dataset>,
+    /// `events/await_ns` (files with task lanes).
+    awaits: Option<Dataset>,
 }
 
 /// A profile file opened for reading. See the [module docs](self).

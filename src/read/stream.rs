@@ -122,6 +122,7 @@ impl Profile {
                 task,
                 gpu_ns: c.gpu.as_ref().map_or(-1, |g| g[i].max(-1)),
                 scheduled_ns: c.sched.as_ref().map_or(-1, |g| g[i].max(-1)),
+                await_ns: c.awaits.as_ref().map_or(0, |a| a[i].clamp(0, dur)),
             });
         }
         Ok(())
@@ -274,6 +275,7 @@ struct ChunkColumns {
     tasks: Option<Vec<i64>>,
     gpu: Option<Vec<i64>>,
     sched: Option<Vec<i64>>,
+    awaits: Option<Vec<i64>>,
 }
 
 impl ChunkColumns {
@@ -296,6 +298,7 @@ impl ChunkColumns {
             tasks: col(&cols.task_ids, "events/task_ids")?,
             gpu: col(&cols.gpu, "events/gpu_durations")?,
             sched: col(&cols.scheduled, "scope_profiler_rs/call_scheduled_ns")?,
+            awaits: col(&cols.awaits, "events/await_ns")?,
         })
     }
 }

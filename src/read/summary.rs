@@ -17,6 +17,8 @@ use crate::finalize::nesting::{call_tree, nest, TreeRow};
 pub struct Summary {
     report: Report,
     title: String,
+    /// The file's path, as given.
+    path: String,
 }
 
 impl Summary {
@@ -30,10 +32,13 @@ impl Summary {
         crate::output::summary::render(&self.report, &self.title)
     }
 
-    /// The table's rows as JSON: `{"file", "wall_ns", "nested", "rows": [{"depth", "name",
-    /// "own", "recursive", "calls", "total_ns", "mean_ns", "min_ns", "max_ns", "std_ns"}]}`.
+    /// The table's rows as JSON: `{"file", "title", "wall_ns", "nested", "rows": [{"depth", "name",
+    /// "own", "recursive", "calls", "total_ns", "busy_ns", "mean_ns", "min_ns", "max_ns", "std_ns"}]}`
+    /// (`busy_ns`: the time its calls were polled, for `own` rows less their children's;
+    /// `null` in a flat table).
     /// With nesting, rows are the call tree in display order (`own` rows carry the exclusive
-    /// time in `total_ns`); without, one flat row per region.
+    /// time in `total_ns`); without, one flat row per region. `file` is the file's path, `title`
+    /// the summary's title (the run's label and the path).
     pub fn to_json(&self) -> String {
         let mut rows = Vec::new();
         match &self.report.tree {
@@ -45,7 +50,7 @@ impl Summary {
                         t.own,
                         t.recursive,
                         t.calls,
-                        t.total_ns,
+                        (t.total_ns, Some(t.busy_ns)),
                         &t.stats,
                     ));
                 }
@@ -66,14 +71,15 @@ impl Summary {
                         false,
                         false,
                         r.calls,
-                        r.total_ns as i64,
+                        (r.total_ns as i64, None),
                         &st,
                     ));
                 }
             }
         }
         format!(
-            "{{\"file\":{},\"wall_ns\":{},\"nested\":{},\"rows\":[{}]}}\n",
+            "{{\"file\":{},\"title\":{},\"wall_ns\":{},\"nested\":{},\"rows\":[{}]}}\n",
+            json_str(&self.path),
             json_str(&self.title),
             self.report.wall_ns,
             self.report.tree.is_some(),
@@ -88,9 +94,10 @@ fn json_row(
     own: bool,
     rec: bool,
     calls: u64,
-    total: i64,
+    (total, busy): (i64, Option<i64>),
     st: &Stats,
 ) -> String {
+    let busy = busy.map_or_else(|| "null".to_owned(), |b| b.to_string());
     let (mean, min, max, std) = if own {
         ("null".into(), "null".into(), "null".into(), "null".into())
     } else {
@@ -103,7 +110,7 @@ fn json_row(
     };
     format!(
         "{{\"depth\":{depth},\"name\":{},\"own\":{own},\"recursive\":{rec},\"calls\":{calls},\
-         \"total_ns\":{total},\"mean_ns\":{mean},\"min_ns\":{min},\"max_ns\":{max},\"std_ns\":{std}}}",
+         \"total_ns\":{total},\"busy_ns\":{busy},\"mean_ns\":{mean},\"min_ns\":{min},\"max_ns\":{max},\"std_ns\":{std}}}",
         json_str(name)
     )
 }
@@ -144,6 +151,7 @@ pub struct Calls {
     data: Option<PhaseData>,
     aggregate: Option<Summary>,
     title: String,
+    path: String,
     /// The file's tasks box (Tokio's own instrumentation).
     tasks: Option<crate::output::tasks::TaskSummary>,
 }
@@ -161,6 +169,7 @@ impl Calls {
                     ..Report::default()
                 },
                 title: self.title,
+                path: self.path,
             };
         };
         let tree: Option<Vec<TreeRow>> = nest(&mut data, 0).ok().map(|_| call_tree(&data));
@@ -185,6 +194,7 @@ impl Calls {
         Summary {
             report,
             title: self.title,
+            path: self.path,
         }
     }
 }
@@ -209,17 +219,20 @@ impl Profile {
             |l| format!("{l} - {}", self.path().display()),
         );
         let tasks = self.task_summary();
+        let path = self.path().display().to_string();
         match self.layout() {
             StorageLayout::Aggregate => Ok(Calls {
                 data: None,
-                aggregate: Some(self.aggregate_summary(title.clone())),
+                aggregate: Some(self.aggregate_summary(title.clone(), path.clone())),
                 title,
+                path,
                 tasks,
             }),
             StorageLayout::Columnar => Ok(Calls {
                 data: Some(self.phase_data(progress)?),
                 aggregate: None,
                 title,
+                path,
                 tasks,
             }),
         }
@@ -286,7 +299,7 @@ impl Profile {
                     dur_ns: c.dur_ns,
                     thread,
                     task,
-                    await_ns: 0,
+                    await_ns: c.await_ns,
                     gpu_ns: c.gpu_ns,
                     call_id: -1,
                     parent_id: -1,
@@ -302,7 +315,7 @@ impl Profile {
     }
 
     /// The flat summary of an aggregate file.
-    fn aggregate_summary(&self, title: String) -> Summary {
+    fn aggregate_summary(&self, title: String, path: String) -> Summary {
         let mut by_name: HashMap<&str, Stats> = HashMap::new();
         for a in self.aggregates() {
             let s = by_name.entry(self.region_name(a.region)).or_default();
@@ -330,6 +343,7 @@ impl Profile {
                 ..Report::default()
             },
             title,
+            path,
         }
     }
 }

@@ -27,6 +27,10 @@ pub(crate) struct Shared {
     /// them once their thread has exited and they are drained).
     pub new_lanes: Mutex<Vec<Arc<Lane>>>,
     next_lane: AtomicU32,
+    /// Threads registered per name, so that threads sharing a name (Tokio's workers) are
+    /// told apart: the second `tokio-rt-worker` is `tokio-rt-worker #2`. One entry per
+    /// distinct name (unnamed threads are `thread-<index>` and not counted).
+    thread_names: Mutex<std::collections::HashMap<String, u32>>,
     /// The one chunk pool all lanes draw from (the buffer budget).
     pub pool: Arc<Pool>,
     /// Span callsites the layer was told about (what the flusher accepts in records).
@@ -92,6 +96,7 @@ impl Shared {
             timestamp: crate::recording::clock::iso8601_now(),
             new_lanes: Mutex::new(Vec::new()),
             next_lane: AtomicU32::new(0),
+            thread_names: Default::default(),
             pool: Arc::new(pool),
             callsites: Arc::new(Callsites::default()),
             span_sites: None,
@@ -113,10 +118,10 @@ impl Shared {
     /// Registers the calling thread as a new lane (cold: once per thread and layer).
     pub(crate) fn register_lane(&self) -> Arc<Lane> {
         let index = self.next_lane.fetch_add(1, Ordering::Relaxed);
-        let name = std::thread::current()
-            .name()
-            .map(str::to_owned)
-            .unwrap_or_else(|| format!("thread-{index}"));
+        let name = match std::thread::current().name() {
+            Some(name) => self.numbered(name),
+            None => format!("thread-{index}"),
+        };
         // SAFETY: gettid has no preconditions.
         let tid = unsafe { libc::gettid() } as i64;
         let lane = Arc::new(Lane::new(index, name, tid, self.clock.now_ns()));
@@ -125,5 +130,17 @@ impl Shared {
             .unwrap_or_else(|e| e.into_inner())
             .push(lane.clone());
         lane
+    }
+
+    /// `name` for the next thread that has it: as it is the first time, then `name #2`,
+    /// `name #3`, ...
+    pub(crate) fn numbered(&self, name: &str) -> String {
+        let mut names = self.thread_names.lock().unwrap_or_else(|e| e.into_inner());
+        let n = names.entry(name.to_owned()).or_insert(0);
+        *n += 1;
+        match *n {
+            1 => name.to_owned(),
+            n => format!("{name} #{n}"),
+        }
     }
 }

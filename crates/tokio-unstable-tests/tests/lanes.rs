@@ -80,7 +80,17 @@ fn every_task_gets_a_lane_named_from_its_spawn() {
     assert_eq!(hog.len(), 1);
     assert_eq!(hog[0].name, "hog", "named from task.name");
     let consumer = read.spawned_at(file, lines["consumer"])[0];
-    assert_eq!(consumer.name, format!("task {file}:{}", lines["consumer"]));
+    // Named by its spawn site and its task index (the four producers share a site).
+    assert_eq!(
+        consumer.name,
+        format!("task {file}:{} #{}", lines["consumer"], consumer.index)
+    );
+    let producers: std::collections::BTreeSet<&str> = read
+        .spawned_at(file, lines["producer"])
+        .iter()
+        .map(|t| t.name.as_str())
+        .collect();
+    assert_eq!(producers.len(), 4, "{producers:?}");
     let loc = &consumer.sched.as_ref().unwrap().spawn_location;
     let col: u32 = loc.rsplit(':').next().unwrap().parse().unwrap();
     assert!(col > 1, "file:line:col, got {loc}");

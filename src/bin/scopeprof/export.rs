@@ -35,6 +35,7 @@ pub(crate) fn run(cmd: Cmd) -> Result<(), String> {
             file,
             output,
             folded,
+            wall,
             per_thread,
             per_task,
             rank,
@@ -45,7 +46,11 @@ pub(crate) fn run(cmd: Cmd) -> Result<(), String> {
                 per_task,
                 per_rank: false,
             };
-            flamegraph(&file, &output, folded, group, rank, sort_run_items)
+            let weigh = Weigh {
+                polls: !wall,
+                folded,
+            };
+            flamegraph(&file, &output, weigh, group, rank, sort_run_items)
         }
         _ => Err("this subcommand is not run here".into()),
     }
@@ -234,6 +239,11 @@ fn timeline(file: &Path, format: Format, output: &Path, run_items: usize) -> Res
         }
     };
     tmp.publish(w)?;
+    let what = match format {
+        Format::Perfetto => "Perfetto trace",
+        Format::Chrome => "Chrome trace JSON",
+    };
+    wrote(output, what);
     if overlapping > 0 {
         eprintln!(
             "scopeprof: note: {overlapping} slice(s) overlapped another on their track without \
@@ -243,10 +253,19 @@ fn timeline(file: &Path, format: Format, output: &Path, run_items: usize) -> Res
     Ok(())
 }
 
+/// What a flamegraph weighs and writes.
+#[derive(Clone, Copy)]
+struct Weigh {
+    /// Busy time from the polls, when the file has them (else wall-clock time from the calls).
+    polls: bool,
+    /// Folded text instead of SVG.
+    folded: bool,
+}
+
 fn flamegraph(
     file: &Path,
     output: &Path,
-    folded: bool,
+    weigh: Weigh,
     mut group: Grouping,
     rank: Option<u32>,
     run_items: usize,
@@ -269,9 +288,10 @@ fn flamegraph(
         output.to_path_buf()
     };
     let mut sorter = Sorter::new(run_items, spill_path(&spill));
-    let mut keep =
-        move |r: u32, it: &Item| it.kind == Kind::Call && rank.is_none_or(|want| r == want);
-    collect(&p, &mut tracks, &mut sorter, false, &mut keep)?;
+    let polls = weigh.polls && p.poll_count() > 0;
+    let kind = if polls { Kind::Poll } else { Kind::Call };
+    let mut keep = move |r: u32, it: &Item| it.kind == kind && rank.is_none_or(|want| r == want);
+    collect(&p, &mut tracks, &mut sorter, polls, &mut keep)?;
     let mut sink = Folded::new(&tracks, group);
     let mut walker = Walker::new();
     let mut hb = Heartbeat::new();
@@ -299,25 +319,66 @@ fn flamegraph(
         );
     }
     let lines = crate::supervise::busy(|| sink.lines());
-    let title = file.display().to_string();
+    let title = if polls {
+        format!("{} (busy time)", file.display())
+    } else {
+        format!("{} (wall-clock time)", file.display())
+    };
+    write_flame(output, &title, &lines, weigh.folded)
+}
+
+/// Writes folded stacks or their SVG to `output` (`-`: stdout), then says what it wrote.
+fn write_flame(output: &Path, title: &str, lines: &[String], folded: bool) -> Result<(), String> {
     crate::supervise::busy(|| {
         write_out(output, |w| {
             if folded {
-                for l in &lines {
+                for l in lines {
                     writeln!(w, "{l}")?;
                 }
                 Ok(())
             } else {
-                svg(&title, &lines, w)
+                svg(title, lines, w)
             }
         })
-    })
+    })?;
+    if output.as_os_str() != "-" {
+        let what = if folded {
+            "folded stacks"
+        } else {
+            "flamegraph SVG"
+        };
+        wrote(output, what);
+    }
+    Ok(())
+}
+
+/// Tells the user what a command wrote (on stdout, which holds nothing else then): the
+/// path, what it is, and its size.
+fn wrote(output: &Path, what: &str) {
+    let bytes = std::fs::metadata(output).map_or(0, |m| m.len());
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "wrote {} ({what}, {})", output.display(), size(bytes));
+}
+
+/// A size for people: `812 B`, `19.4 KiB`, `2.0 GiB`.
+pub(crate) fn size(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut v = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
 }
 
 #[cfg(feature = "flamegraph")]
 fn svg(title: &str, lines: &[String], w: &mut dyn Write) -> std::io::Result<()> {
     let mut opt = inferno::flamegraph::Options::default();
-    opt.title = format!("{title} (exclusive time)");
+    opt.title = title.to_owned();
     opt.count_name = "ns".into();
     if lines.is_empty() {
         return Err(std::io::Error::other("the file has no calls to draw"));

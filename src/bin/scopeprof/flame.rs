@@ -2,13 +2,17 @@
 //! path, the weight being the path's exclusive (self) time in ns, so a frame's width is its
 //! inclusive time. Paths are kept in a trie, so memory grows with distinct paths, not calls.
 //!
+//! The stacks are those of the file's polls when it has them (busy time: where the CPU went,
+//! an async call's `.await` left out), else, or with `--wall`, those of its calls (wall-clock
+//! time, `.await` included). A poll's stack is the polls open on its thread.
+//!
 //! Stacks start at the lane roots; `--per-thread` puts the thread (of the lane's outermost
 //! call) as the first frame, `--per-task` the task (or thread, for calls outside tasks), and a
 //! file with several ranks gets a `rank N` frame in front.
 
 use std::collections::HashMap;
 
-use crate::items::{Item, TrackKind, Tracks, NONE};
+use crate::items::{Item, Kind, TrackKind, Tracks, NONE};
 use crate::walk::{Open, Sink};
 
 /// How stacks are grouped.
@@ -84,10 +88,17 @@ impl Folded {
         if self.group.per_rank {
             node = self.synthetic(node, (u32::MAX, rank), format!("rank {rank}"));
         }
+        // A call is on its task's track (`other`: its thread); a poll on its thread's
+        // (`other`: its task, if any).
+        let (task, thread) = match item.kind {
+            Kind::Poll if item.other != NONE => (item.other, Some(item.track)),
+            Kind::Poll => (item.track, Some(item.track)),
+            _ => (item.track, (item.other != NONE).then_some(item.other)),
+        };
         let lane = if self.group.per_task {
-            Some(item.track)
-        } else if self.group.per_thread && item.other != NONE {
-            Some(item.other)
+            Some(task)
+        } else if self.group.per_thread {
+            thread
         } else {
             None
         };

@@ -78,7 +78,8 @@ enum Cmd {
         #[arg(long, default_value_t = sort::DEFAULT_RUN_ITEMS, hide = true)]
         sort_run_items: usize,
     },
-    /// Write a flamegraph (SVG) of exclusive time per call path, or its folded stacks.
+    /// Write a flamegraph (SVG) of exclusive busy time per call path (the polls: where the CPU
+    /// went), or of wall-clock time with --wall, or its folded stacks.
     Flamegraph {
         /// The profile.
         file: PathBuf,
@@ -88,6 +89,9 @@ enum Cmd {
         /// Write folded stacks (`a;b;c <ns>`) instead of SVG.
         #[arg(long)]
         folded: bool,
+        /// Weigh wall-clock time (calls, `.await` included) instead of busy time (polls).
+        #[arg(long)]
+        wall: bool,
         /// One stack root per thread.
         #[arg(long, conflicts_with = "per_task")]
         per_thread: bool,
@@ -167,6 +171,10 @@ fn main() -> ExitCode {
         }
     };
     if !supervise::is_child() {
+        if let Err(msg) = refuse_svg_to_terminal(&cli.command) {
+            eprintln!("scopeprof: {msg}");
+            return ExitCode::from(supervise::BAD_INPUT);
+        }
         let files = files_read(&cli.command);
         // `check` exits 1 (regressed) or 3 (inconclusive, --strict) as a result.
         let verdicts: &[u8] = if matches!(cli.command, Cmd::Check(_)) {
@@ -195,6 +203,24 @@ fn main() -> ExitCode {
             eprintln!("scopeprof: {msg}");
             ExitCode::from(supervise::BAD_INPUT)
         }
+    }
+}
+
+/// `flamegraph` without `-o` writes to stdout: an SVG there is only useful in a pipe, so a
+/// terminal gets an error instead of kilobytes of XML (folded stacks are text, and go there).
+fn refuse_svg_to_terminal(cmd: &Cmd) -> Result<(), String> {
+    use std::io::IsTerminal;
+    match cmd {
+        Cmd::Flamegraph {
+            output,
+            folded: false,
+            ..
+        } if output.as_os_str() == "-" && std::io::stdout().is_terminal() => Err(
+            "flamegraph: not writing SVG to a terminal; give `-o flame.svg`, pipe it, or use \
+             --folded for text"
+                .into(),
+        ),
+        _ => Ok(()),
     }
 }
 

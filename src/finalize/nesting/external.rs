@@ -19,7 +19,7 @@ use super::Span;
 /// Spans per run (32 MiB, plus 16 MiB while it is sorted).
 pub(crate) const RUN: usize = 1 << 20;
 /// Bytes of one span on disk.
-const SPAN_BYTES: usize = 32;
+const SPAN_BYTES: usize = 40;
 /// Spans read at a time from one run while merging.
 const READ_SPANS: usize = 2048;
 
@@ -38,6 +38,7 @@ fn encode(s: &Span, out: &mut Vec<u8>) {
     out.extend_from_slice(&s.lane.to_le_bytes());
     out.extend_from_slice(&s.row.to_le_bytes());
     out.extend_from_slice(&s.g.to_le_bytes());
+    out.extend_from_slice(&s.busy.to_le_bytes());
 }
 
 fn decode(b: &[u8]) -> Span {
@@ -49,6 +50,7 @@ fn decode(b: &[u8]) -> Span {
         lane: i(16),
         row: u(24),
         g: u(28),
+        busy: i(32),
     }
 }
 
@@ -230,6 +232,7 @@ mod tests {
                 lane: -2 - lane,
                 row,
                 g: g as u32,
+                busy: end - start,
             })
             .collect();
         let names = ["root", "child"];

@@ -103,6 +103,7 @@ fn lanes_with_nothing_open_are_forgotten() {
         lane: -2,
         row: 0,
         g: 0,
+        busy: 10_000_000,
     })
     .unwrap();
     for k in 0..100_000i64 {
@@ -112,6 +113,7 @@ fn lanes_with_nothing_open_are_forgotten() {
             lane: k,
             row: 1,
             g: k as u32 + 1,
+            busy: 5,
         };
         n.push(&s).unwrap();
     }
@@ -124,4 +126,29 @@ fn lanes_with_nothing_open_are_forgotten() {
     let nested = n.finish();
     assert_eq!(nested.call_id(1), 1);
     assert_eq!(nested.parent_id(1), -1, "a request is its own lane's root");
+}
+
+#[test]
+fn busy_time_is_summed_per_path_and_own_rows_leave_out_the_childrens() {
+    // An async `handler` of 100 ns that polled for 30 ns, twice, on two task lanes; inside
+    // each, a `step` of 20 ns that polled for 10 ns.
+    let names = ["handler", "step"];
+    let mut n = Nester::new(&names, 0, true, None);
+    for (lane, t) in [(0i64, 0i64), (1, 1_000)] {
+        let span = |start, end, row, busy| Span {
+            start: t + start,
+            end: t + end,
+            lane,
+            row,
+            g: 0,
+            busy,
+        };
+        n.push(&span(0, 100, 0, 30)).unwrap();
+        n.push(&span(40, 60, 1, 10)).unwrap();
+    }
+    let tree = n.finish().tree.unwrap();
+    let row = |name: &str| tree.iter().find(|r| r.name == name).unwrap();
+    assert_eq!((row("handler").total_ns, row("handler").busy_ns), (200, 60));
+    assert_eq!((row("(own)").total_ns, row("(own)").busy_ns), (160, 40));
+    assert_eq!((row("step").total_ns, row("step").busy_ns), (40, 20));
 }

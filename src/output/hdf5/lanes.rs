@@ -93,11 +93,15 @@ pub(crate) const POLL_COLS: [PollCol; 4] = [
 ];
 
 /// A task's name in `task_table/name`, written into `out`: its `task.name`, else `task
-/// <file>:<line>` of its spawn (Tokio's instrumentation), else `Task-<tokio id>`.
+/// <file>:<line> #<task index>` of its spawn (Tokio's instrumentation; the index tells apart
+/// the tasks of one spawn site), else `Task-<tokio id>`.
 pub(crate) fn task_name(out: &mut String, data: &PhaseData, row: &TaskRow) {
     use std::fmt::Write as _;
-    match data.extra.tokio.site(row.sched.site).map(|s| s.lane_name()) {
-        Some(name) if !name.is_empty() => out.push_str(&name),
+    match data.extra.tokio.site(row.sched.site) {
+        Some(s) if !s.name.is_empty() => out.push_str(&s.name),
+        Some(s) if !s.file.is_empty() => {
+            let _ = write!(out, "{} #{}", s.lane_name(), row.index);
+        }
         _ => {
             let _ = write!(out, "Task-{}", row.tokio_id);
         }

@@ -111,6 +111,10 @@ pub(crate) struct DiffArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub(crate) format: Output,
+    /// Text: show `base -> cand` for every statistic (about 170 columns) instead of the
+    /// candidate's value and its change, which fit 100 columns.
+    #[arg(long)]
+    pub(crate) wide: bool,
 }
 
 /// One region of the comparison.
@@ -223,30 +227,16 @@ pub(crate) fn render(
     rows: &[Row<'_>],
     metrics: &[Stat],
     format: Output,
+    wide: bool,
 ) -> String {
     if format == Output::Json {
         return json(base, cand, rows, metrics);
     }
-    let mut cols: Vec<(String, Align)> = vec![("region".into(), Align::Left)];
-    for m in metrics {
-        cols.push((format!("{} (base -> cand)", m.name()), Align::Right));
-        cols.push(("change".into(), Align::Right));
-    }
-    let refs: Vec<(&str, Align)> = cols.iter().map(|(s, a)| (s.as_str(), *a)).collect();
-    let mut t = Table::new(&refs);
-    for r in rows {
-        let mut cells = vec![r.name.to_owned()];
-        for &m in metrics {
-            let a = m.fmt(r.base.and_then(|x| m.value(x)));
-            let b = m.fmt(r.cand.and_then(|x| m.value(x)));
-            cells.push(format!("{a} -> {b}"));
-            cells.push(match r.status() {
-                "common" => fmt_pct(r.pct(m)),
-                s => s.to_owned(),
-            });
-        }
-        t.row(cells);
-    }
+    let t = if wide || format == Output::Markdown {
+        wide_table(rows, metrics)
+    } else {
+        narrow_table(rows, metrics)
+    };
     let new: Vec<&str> = rows
         .iter()
         .filter(|r| r.base.is_none())
@@ -271,6 +261,11 @@ pub(crate) fn render(
         out.push_str(&t.markdown());
     } else {
         out.push_str(&t.text());
+        if !wide {
+            out.push_str(
+                "(each cell: cand's value, change from base; --wide shows base -> cand)\n",
+            );
+        }
     }
     let mut tail = Vec::new();
     if !new.is_empty() {
@@ -287,6 +282,71 @@ pub(crate) fn render(
         }
     }
     out
+}
+
+/// `base -> cand` and the change, for every statistic.
+fn wide_table(rows: &[Row<'_>], metrics: &[Stat]) -> Table {
+    let mut cols: Vec<(String, Align)> = vec![("region".into(), Align::Left)];
+    for m in metrics {
+        cols.push((format!("{} (base -> cand)", m.name()), Align::Right));
+        cols.push(("change".into(), Align::Right));
+    }
+    let refs: Vec<(&str, Align)> = cols.iter().map(|(s, a)| (s.as_str(), *a)).collect();
+    let mut t = Table::new(&refs);
+    for r in rows {
+        let mut cells = vec![r.name.to_owned()];
+        for &m in metrics {
+            let a = m.fmt(r.base.and_then(|x| m.value(x)));
+            let b = m.fmt(r.cand.and_then(|x| m.value(x)));
+            cells.push(format!("{a} -> {b}"));
+            cells.push(change(r, m));
+        }
+        t.row(cells);
+    }
+    t
+}
+
+/// Longest region name in the narrow table (longer ones are cut, with `…`).
+const NARROW_NAME: usize = 24;
+
+/// The candidate's value and the change, one column per statistic: the default, in 100
+/// columns for the default statistics.
+fn narrow_table(rows: &[Row<'_>], metrics: &[Stat]) -> Table {
+    let mut cols: Vec<(String, Align)> = vec![("region".into(), Align::Left)];
+    for m in metrics {
+        cols.push((m.name().to_owned(), Align::Right));
+    }
+    let refs: Vec<(&str, Align)> = cols.iter().map(|(s, a)| (s.as_str(), *a)).collect();
+    let mut t = Table::new(&refs);
+    for r in rows {
+        let name = if r.name.chars().count() > NARROW_NAME {
+            let cut: String = r.name.chars().take(NARROW_NAME - 1).collect();
+            cut + "…"
+        } else {
+            r.name.to_owned()
+        };
+        let mut cells = vec![name];
+        for &m in metrics {
+            let side = r.cand.or(r.base);
+            let v = m.fmt(side.and_then(|x| m.value(x)));
+            let pct = match (r.status(), r.pct(m)) {
+                // Three digits are enough past 100 %.
+                ("common", Some(p)) if p.abs() >= 100.0 && p.is_finite() => format!("{p:+.0}%"),
+                _ => change(r, m),
+            };
+            cells.push(format!("{v} {pct}"));
+        }
+        t.row(cells);
+    }
+    t
+}
+
+/// A statistic's change in %, or `new` / `gone`.
+fn change(r: &Row<'_>, m: Stat) -> String {
+    match r.status() {
+        "common" => fmt_pct(r.pct(m)),
+        s => s.to_owned(),
+    }
 }
 
 /// One side's statistics as a JSON object.
@@ -413,11 +473,34 @@ mod tests {
         let r = rows(&base, &cand, Stat::Mean, Sort::Name, None);
         assert_eq!(r[0].pct(Stat::Mean), Some(20.0));
         assert_eq!(r[0].pct(Stat::P50), None);
-        let text = render(&base, &cand, &r, &[Stat::Mean, Stat::P50], Output::Text);
+        let text = render(
+            &base,
+            &cand,
+            &r,
+            &[Stat::Mean, Stat::P50],
+            Output::Text,
+            true,
+        );
         assert!(text.contains("10 ns -> 12 ns"), "{text}");
         assert!(text.contains("- -> -"), "{text}");
         assert!(text.contains("aggregate layout"), "{text}");
-        let json = render(&base, &cand, &r, &[Stat::Mean, Stat::P50], Output::Json);
+        let narrow = render(
+            &base,
+            &cand,
+            &r,
+            &[Stat::Mean, Stat::P50],
+            Output::Text,
+            false,
+        );
+        assert!(narrow.contains("12 ns +20.0%"), "{narrow}");
+        let json = render(
+            &base,
+            &cand,
+            &r,
+            &[Stat::Mean, Stat::P50],
+            Output::Json,
+            false,
+        );
         assert!(
             json.contains("\"change_pct\":{\"mean\":20,\"p50\":null}"),
             "{json}"

@@ -41,7 +41,9 @@ pub(crate) fn run_diff(a: &DiffArgs) -> Result<(), String> {
         a.metric.clone()
     };
     let rows = diff::rows(&base, &cand, diff::key(&metrics), a.sort, a.threshold);
-    print(&diff::render(&base, &cand, &rows, &metrics, a.format));
+    print(&diff::render(
+        &base, &cand, &rows, &metrics, a.format, a.wide,
+    ));
     Ok(())
 }
 

@@ -26,6 +26,7 @@ use crate::compare::table::fmt_ns;
 use crate::compare::Select;
 use crate::export::{open, TempOut};
 use crate::items::Tracks;
+use crate::report::tree::Tree;
 use html::{note, Page};
 use scan::SlowCall;
 
@@ -50,6 +51,10 @@ pub(crate) struct ReportArgs {
     /// Most slices drawn in the timeline (the window is chosen to hold about this many calls).
     #[arg(long, default_value_t = 12_000)]
     pub(crate) max_slices: usize,
+    /// Draw the flamegraph's wall-clock time (calls, `.await` included) instead of busy time
+    /// (polls).
+    #[arg(long)]
+    pub(crate) wall: bool,
     #[arg(long, default_value_t = crate::sort::DEFAULT_RUN_ITEMS, hide = true)]
     pub(crate) sort_run_items: usize,
 }
@@ -106,6 +111,34 @@ fn diff_section(page: &mut Page, base: &Path, cand: &Path) -> Result<(), String>
     Ok(())
 }
 
+/// The flamegraph: of busy time (the polls) unless `--wall` or the file has no polls, else
+/// of the call tree's wall-clock time.
+fn flame_section(
+    page: &mut Page,
+    p: &scope_profiler::read::Profile,
+    a: &ReportArgs,
+    calls: &Tree,
+    tracks: &mut Tracks,
+) -> Result<(), String> {
+    let polls = if a.wall {
+        None
+    } else {
+        scan::poll_tree(p, tracks, &a.output, a.sort_run_items)?
+    };
+    let (tree, what) = match &polls {
+        Some(t) => (t, "busy time (the calls' polls, on a thread; no .await)"),
+        None => (calls, "wall-clock time (calls, .await included)"),
+    };
+    let frames = tree.rows((tree.total() as f64 * FLAME_MIN_SHARE) as u64, FLAME_FRAMES);
+    let body = note(&format!(
+        "Icicle flamegraph of {what}: callers above callees, width = inclusive time. Click a \
+         frame to zoom in."
+    )) + "<button id=\"flame-reset\" type=\"button\">reset zoom</button>"
+        + &svg::flamegraph(tree, &frames, &tracks.names);
+    page.section("flamegraph", "Flamegraph", body);
+    Ok(())
+}
+
 /// The sections drawn from the calls: summary, flamegraph, timeline, slowest calls.
 fn details(
     page: &mut Page,
@@ -149,15 +182,7 @@ fn details(
     }
     body.push_str(&html::tree_table(&rows, &tracks.names, total));
     page.section("summary", "Summary (call tree)", body);
-    let frames = o
-        .tree
-        .rows((total as f64 * FLAME_MIN_SHARE) as u64, FLAME_FRAMES);
-    let body = note(
-        "Icicle flamegraph: callers above callees, width = inclusive time. Click a frame to \
-         zoom in.",
-    ) + "<button id=\"flame-reset\" type=\"button\">reset zoom</button>"
-        + &svg::flamegraph(&o.tree, &frames, &tracks.names);
-    page.section("flamegraph", "Flamegraph", body);
+    flame_section(page, p, a, &o.tree, &mut tracks)?;
     let window = scan::window(&o, a.max_slices);
     let slow: Vec<SlowCall> = o
         .slowest

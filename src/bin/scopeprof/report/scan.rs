@@ -211,6 +211,44 @@ pub(crate) fn overview(
     })
 }
 
+/// The tree of `p`'s polls (a poll's path is the polls open on its thread): its exclusive
+/// times are busy time, where the CPU went, with no `.await` in them. `None` for a file
+/// without polls.
+pub(crate) fn poll_tree(
+    p: &Profile,
+    tracks: &mut Tracks,
+    out: &Path,
+    run_items: usize,
+) -> Result<Option<Tree>, String> {
+    if p.poll_count() == 0 {
+        return Ok(None);
+    }
+    let mut sorter = Sorter::new(run_items, spill_path(out));
+    collect(p, tracks, &mut sorter, true, &mut |_, it| {
+        it.kind == Kind::Poll
+    })?;
+    let mut sink = TreeSink {
+        tree: Tree::new(),
+        busy: Busy::new(0, 0),
+    };
+    let mut walker = Walker::new();
+    let mut hb = Heartbeat::new();
+    let infallible = |e: Infallible| -> std::io::Error { match e {} };
+    sorter
+        .finish(|it| {
+            hb.tick();
+            walker.push(it, &mut sink).map_err(infallible)
+        })
+        .map_err(|e| {
+            format!(
+                "{}: cannot read back the temporary sort file: {e}",
+                out.display()
+            )
+        })?;
+    let Ok(()) = walker.finish(&mut sink);
+    Ok(Some(sink.tree))
+}
+
 /// The busiest window holding about `max_slices` calls: (start, end) in ns. Its width is
 /// the run's span x `max_slices` / calls; it lies in the run of buckets of that width with
 /// the most busy time (centered in it when narrower than one bucket).
