@@ -40,9 +40,6 @@
 //!
 //! Results also go, one JSON object per run, to `$COST_JSON` when set.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Instant;
 
 use scope_profiler::{FlushGuard, Mode, ScopeLayer};
@@ -271,25 +268,9 @@ struct Figures {
     flusher: f64,
 }
 
-/// A future that is pending `n` times (waking itself) before it completes: n + 1 polls.
-struct YieldN(u32);
-
-impl Future for YieldN {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 == 0 {
-            return Poll::Ready(());
-        }
-        self.0 -= 1;
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    }
-}
-
-#[tracing::instrument(name = "cost_async3", skip_all)]
-async fn async3() {
-    YieldN(2).await;
-}
+#[path = "common/futures.rs"]
+mod futures;
+use futures::{async3, YieldN};
 
 #[tracing::instrument(name = "cost_request", skip_all)]
 async fn request(i: u64) -> u64 {

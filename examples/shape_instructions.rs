@@ -16,10 +16,6 @@
 //! each configuration at two sizes under `valgrind --tool=callgrind --separate-threads=yes`
 //! and divides the difference by the difference of the sizes, so fixed costs cancel.
 
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use tracing::{info_span, Dispatch, Subscriber};
 use tracing_subscriber::prelude::*;
 
@@ -27,25 +23,9 @@ use tracing_subscriber::prelude::*;
 struct Noop;
 impl<S: Subscriber> tracing_subscriber::Layer<S> for Noop {}
 
-/// A future that is pending `n` times (waking itself) before it completes: n + 1 polls.
-struct YieldN(u32);
-
-impl Future for YieldN {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 == 0 {
-            return Poll::Ready(());
-        }
-        self.0 -= 1;
-        cx.waker().wake_by_ref();
-        Poll::Pending
-    }
-}
-
-#[tracing::instrument(name = "cost_async3", skip_all)]
-async fn async3() {
-    YieldN(2).await;
-}
+#[path = "../benches/common/futures.rs"]
+mod futures;
+use futures::async3;
 
 fn run(shape: &str, dispatch: &Dispatch, ops: u64) {
     tracing::dispatcher::with_default(dispatch, || match shape {

@@ -4,6 +4,9 @@
 //! thousands of mutated copies (truncations, bit flips, overwritten ranges) of real files.
 
 mod cli_common;
+#[path = "common/rng.rs"]
+mod rng;
+use rng::Rng;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -204,21 +207,6 @@ fn broken_files_give_status_2_and_one_line() {
             "{args:?}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
-    }
-}
-
-/// xorshift64*: a small deterministic generator for the mutations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
     }
 }
 

@@ -388,27 +388,12 @@ fn the_summary_goes_to_the_writer_given_and_the_report_displays_it() {
     );
 }
 
-/// A callsite `tracing` never registered with anyone: what a span looks like to the layer
-/// when `new_span` comes before `register_callsite` (another thread is still registering the
-/// callsite: under load, one of eight threads starting at once lost ~1 200 of its first spans
-/// as corrupt records).
-struct Unregistered;
-impl tracing_core::Callsite for Unregistered {
-    fn set_interest(&self, _: tracing_core::Interest) {}
-    fn metadata(&self) -> &tracing_core::Metadata<'_> {
-        &UNREGISTERED
-    }
-}
-static UNREGISTERED_CS: Unregistered = Unregistered;
-static UNREGISTERED: tracing_core::Metadata<'static> = tracing_core::metadata! {
-    name: "registered_late",
-    target: "core_test",
-    level: tracing_core::Level::INFO,
-    fields: &[],
-    callsite: &UNREGISTERED_CS,
-    kind: tracing_core::Kind::SPAN,
-};
+#[path = "common/unregistered.rs"]
+mod unregistered;
+use unregistered::UNREGISTERED;
 
+/// Under load, one of eight threads starting at once lost ~1 200 of its first spans as
+/// corrupt records: `new_span` came before the layer's `register_callsite` had finished.
 #[test]
 fn a_span_created_before_its_callsite_is_registered_is_recorded() {
     use tracing_core::Subscriber;

@@ -17,6 +17,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use tracing_subscriber::prelude::*;
 
+#[path = "common/rng.rs"]
+mod rng;
+use rng::Rng;
+
 /// The system allocator; in a reading child, an allocation over [`CAP`] ends the child.
 struct Capped;
 
@@ -100,21 +104,6 @@ fn real_profile(dir: &std::path::Path) -> std::path::PathBuf {
     guard.finalize().unwrap();
     drop(guard);
     out
-}
-
-/// A small deterministic generator (xorshift64*): a failing mutant can be reproduced.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
 }
 
 /// One mutant: flipped bytes and hostile sizes, mostly in the first 8 KiB (the superblock,

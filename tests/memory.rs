@@ -59,23 +59,27 @@ async fn held(alive: Arc<AtomicUsize>, gate: Arc<tokio::sync::Semaphore>) {
     let _ = gate.acquire().await;
 }
 
-#[test]
-#[ignore = "child of live_spans_cost_at_most_64_bytes_each: run by its parent"]
-fn child_live_spans() {
-    let n = env_u64("MEM_N") as usize;
-    let profiled = env_u64("MEM_PROFILED") == 1;
-    let dir = tempfile::tempdir().unwrap();
-    let (dispatch, guard) = subscriber(profiled, &dir.path().join("live.h5"), false);
+/// `n` Tokio tasks on `workers` workers whose threads use `dispatch`, each inside one
+/// `held` call: returns once all are alive, with what releases them (the runtime, their
+/// handles and the gate they wait on).
+fn hold_open(
+    dispatch: &tracing::Dispatch,
+    workers: usize,
+    n: usize,
+) -> (
+    tokio::runtime::Runtime,
+    Vec<tokio::task::JoinHandle<()>>,
+    Arc<tokio::sync::Semaphore>,
+) {
     let d = dispatch.clone();
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(workers)
         .on_thread_start(move || std::mem::forget(tracing::dispatcher::set_default(&d)))
         .build()
         .unwrap();
     let alive = Arc::new(AtomicUsize::new(0));
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
-    let before = common::status_kib("VmRSS:");
-    let handles: Vec<_> = tracing::dispatcher::with_default(&dispatch, || {
+    let handles: Vec<_> = tracing::dispatcher::with_default(dispatch, || {
         let _rt = rt.enter();
         (0..n)
             .map(|_| tokio::spawn(held(alive.clone(), gate.clone())))
@@ -84,6 +88,32 @@ fn child_live_spans() {
     while alive.load(Ordering::Relaxed) < n {
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
+    (rt, handles, gate)
+}
+
+/// Lets the tasks of [`hold_open`] finish, and waits for them.
+fn release(
+    rt: &tokio::runtime::Runtime,
+    handles: Vec<tokio::task::JoinHandle<()>>,
+    gate: &tokio::sync::Semaphore,
+) {
+    gate.add_permits(handles.len());
+    rt.block_on(async {
+        for h in handles {
+            h.await.unwrap();
+        }
+    });
+}
+
+#[test]
+#[ignore = "child of live_spans_cost_at_most_64_bytes_each: run by its parent"]
+fn child_live_spans() {
+    let n = env_u64("MEM_N") as usize;
+    let profiled = env_u64("MEM_PROFILED") == 1;
+    let dir = tempfile::tempdir().unwrap();
+    let (dispatch, guard) = subscriber(profiled, &dir.path().join("live.h5"), false);
+    let before = common::status_kib("VmRSS:");
+    let (rt, handles, gate) = hold_open(&dispatch, 2, n);
     if let Some(g) = &guard {
         g.sync().unwrap();
     }
@@ -91,12 +121,7 @@ fn child_live_spans() {
     // creation is over, and what the profiler keeps is what they need.
     std::thread::sleep(std::time::Duration::from_millis(1500));
     let live = common::status_kib("VmRSS:");
-    gate.add_permits(n);
-    rt.block_on(async {
-        for h in handles {
-            h.await.unwrap();
-        }
-    });
+    release(&rt, handles, &gate);
     drop(rt);
     if let Some(g) = guard {
         let report = g.finalize().unwrap();
@@ -138,35 +163,14 @@ fn child_task_burst() {
     } else {
         (tracing::Dispatch::new(tracing_subscriber::registry()), None)
     };
-    let d = dispatch.clone();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(4)
-        .on_thread_start(move || std::mem::forget(tracing::dispatcher::set_default(&d)))
-        .build()
-        .unwrap();
-    let alive = Arc::new(AtomicUsize::new(0));
-    let gate = Arc::new(tokio::sync::Semaphore::new(0));
     let before = common::status_kib("VmRSS:");
-    let handles: Vec<_> = tracing::dispatcher::with_default(&dispatch, || {
-        let _rt = rt.enter();
-        (0..n)
-            .map(|_| tokio::spawn(held(alive.clone(), gate.clone())))
-            .collect()
-    });
-    while alive.load(Ordering::Relaxed) < n {
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    let (rt, handles, gate) = hold_open(&dispatch, 4, n);
     if let Some(g) = &guard {
         g.sync().unwrap();
     }
     std::thread::sleep(std::time::Duration::from_millis(1000));
     let live = common::status_kib("VmRSS:");
-    gate.add_permits(n);
-    rt.block_on(async {
-        for h in handles {
-            h.await.unwrap();
-        }
-    });
+    release(&rt, handles, &gate);
     if let Some(g) = &guard {
         g.sync().unwrap();
     }

@@ -16,6 +16,10 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use scope_profiler::ScopeLayer;
+
+#[path = "common/rng.rs"]
+mod rng;
+use rng::Rng;
 use tracing_subscriber::prelude::*;
 
 /// The system allocator, recording the largest single request.
@@ -226,21 +230,6 @@ fn real_spool() -> Vec<u8> {
     );
     drop(guard);
     bytes
-}
-
-/// A small deterministic generator (xorshift64*), so a failing mutant can be reproduced.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
 }
 
 /// Offsets of the frames' heads in a spool.

@@ -178,25 +178,9 @@ fn a_disabled_subscriber_creates_no_span() {
     assert!(guard.finalize().unwrap().regions().is_empty());
 }
 
-/// A callsite `tracing` never registered with anyone: what a span looks like to the
-/// subscriber when `new_span` comes before `register_callsite` (another thread is still
-/// registering the callsite).
-struct Unregistered;
-impl tracing_core::Callsite for Unregistered {
-    fn set_interest(&self, _: tracing_core::Interest) {}
-    fn metadata(&self) -> &tracing_core::Metadata<'_> {
-        &UNREGISTERED
-    }
-}
-static UNREGISTERED_CS: Unregistered = Unregistered;
-static UNREGISTERED: tracing_core::Metadata<'static> = tracing_core::metadata! {
-    name: "registered_late",
-    target: "subscriber_test",
-    level: tracing_core::Level::INFO,
-    fields: &[],
-    callsite: &UNREGISTERED_CS,
-    kind: tracing_core::Kind::SPAN,
-};
+#[path = "common/unregistered.rs"]
+mod unregistered;
+use unregistered::UNREGISTERED;
 
 #[test]
 fn a_span_created_before_its_callsite_is_registered_is_recorded() {

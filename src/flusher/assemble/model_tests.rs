@@ -84,7 +84,6 @@ fn program(
         };
         // Spans are made one after the other in time, each a little apart: ticks are unique.
         clock += 1 + rng.below(5) * 10;
-        let t_new = clock;
         let n_polls = rng.below(5); // 0: never entered
         let mut polls = Vec::new();
         for _ in 0..n_polls {
