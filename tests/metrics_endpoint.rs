@@ -529,12 +529,9 @@ fn idle_and_slow_clients_delay_neither_a_scrape_nor_the_drop() {
     let body = scrape(addr);
     let scrape_time = t.elapsed();
     let seen = calls_of(&body, "a");
-    // The calls may not be assembled yet (none, or the region known with 0 calls so far:
-    // a sync call is final once the watermark has passed its close), never half of them.
-    assert!(
-        seen.is_none_or(|c| c == 0.0 || c == 3.0),
-        "{seen:?}: {body}"
-    );
+    // A live scrape shows the calls final so far (a sync call is final once the watermark
+    // has passed its close): any of the three, never more.
+    assert!(seen.is_none_or(|c| c <= 3.0), "{seen:?}: {body}");
     // The idle clients still hold their slots; a scrape after the slow one started is served.
     let t = std::time::Instant::now();
     guard.finalize().unwrap();
