@@ -13,13 +13,13 @@
 use super::insts::NONE;
 use super::lanes::Held;
 use super::{Assembler, LaneState, RawCall, RawPoll, NOT_ENTERED, NO_SCHED, TASK_SPAN};
+use crate::recording::lane::record::{Record, CLOSE, ENTER, EXIT, NEW};
 
 /// One-step calls held at most, over every lane (40 bytes each: 1.25 MiB). Beyond it, a lane's
 /// oldest held call is final at once, unconfirmed: a backlog (the watermark far behind) keeps
 /// memory bounded, and loses only what a span polled on another lane between its exit and a
 /// close on its creating lane would add, in that case alone.
 const HELD_MAX: usize = 1 << 15;
-use crate::recording::lane::record::{Record, CLOSE, ENTER, EXIT, NEW};
 
 impl Assembler {
     /// The fast path at the start of `records`: how many records it took (0: none).
