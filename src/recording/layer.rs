@@ -190,7 +190,12 @@ where
         }
         // The task id goes into the stream only when it changes on this lane.
         let task = self.track_async.then(record::current_task_id);
-        with_local(&self.shared, |l| l.push_enter(id.into_u64(), task, false));
+        // Under Tokio's own instrumentation a task's enter is written at once; every other
+        // enter waits for its exit, which writes the whole poll (see `lane::writer`).
+        let eager = matches!(task, Some(t) if t != 0) && self.shared.tokio.seen();
+        with_local(&self.shared, |l| {
+            l.push_enter(id.into_u64(), task, false, eager)
+        });
     }
 
     #[inline(always)]
@@ -204,7 +209,7 @@ where
         if let Some(sinks) = &self.shared.sinks {
             sinks.before_exit(id);
         }
-        with_local(&self.shared, |l| l.push(Record::exit(id, t)));
+        with_local(&self.shared, |l| l.push_exit(id, t));
         if let Some(sinks) = &self.shared.sinks {
             if let Some(meta) = ctx.metadata(&Id::from_u64(id)) {
                 sinks.exit(id, meta, &mut |payload| {

@@ -271,7 +271,10 @@ impl Subscriber for ScopeSubscriber {
         let task = self.track_async.then(record::current_task_id);
         // Its first record, when this thread created it just before (the flusher's fast path).
         let fresh = self.implicit && spans::take_fresh(self.shared.uid, id);
-        with_local(&self.shared, |l| l.push_enter(id, task, fresh));
+        // Under Tokio's own instrumentation a task's enter is written at once; every other
+        // enter waits for its exit, which writes the whole poll (see `lane::writer`).
+        let eager = matches!(task, Some(t) if t != 0) && self.shared.tokio.seen();
+        with_local(&self.shared, |l| l.push_enter(id, task, fresh, eager));
     }
 
     #[inline]
@@ -286,7 +289,7 @@ impl Subscriber for ScopeSubscriber {
         if let Some(sinks) = &self.shared.sinks {
             sinks.before_exit(id);
         }
-        with_local(&self.shared, |l| l.push(Slot::exit(id, t)));
+        with_local(&self.shared, |l| l.push_exit(id, t));
         if let Some(sinks) = &self.shared.sinks {
             if let Some(meta) = self.ids.meta(id) {
                 sinks.exit(id, meta, &mut |payload| {
