@@ -169,7 +169,7 @@ where
         // No clock read: an id is never reused while its span is open, and the flusher tells
         // instances of a reused id apart by their order in the lanes (see `assemble`).
         let meta = attrs.metadata();
-        with_local(&self.shared, |l| {
+        with_local(&self.shared, move |l| {
             l.known_callsite(meta as *const Metadata<'static> as usize, || {
                 self.register_span_site(meta)
             });
@@ -190,10 +190,10 @@ where
         }
         // The task id goes into the stream only when it changes on this lane.
         let task = self.track_async.then(record::current_task_id);
-        // Under Tokio's own instrumentation a task's enter is written at once; every other
-        // enter waits for its exit, which writes the whole poll (see `lane::writer`).
-        let eager = matches!(task, Some(t) if t != 0) && self.shared.tokio.seen();
-        with_local(&self.shared, |l| {
+        // Published at its exit, with it, but under Tokio's own instrumentation a task's
+        // enter is published at once (see `lane::writer`).
+        let eager = self.track_async && task != Some(0) && self.shared.tokio.seen();
+        with_local(&self.shared, move |l| {
             l.push_enter(id.into_u64(), task, false, eager)
         });
     }
@@ -209,11 +209,11 @@ where
         if let Some(sinks) = &self.shared.sinks {
             sinks.before_exit(id);
         }
-        with_local(&self.shared, |l| l.push_exit(id, t));
+        with_local(&self.shared, move |l| l.push(Record::exit(id, t)));
         if let Some(sinks) = &self.shared.sinks {
             if let Some(meta) = ctx.metadata(&Id::from_u64(id)) {
                 sinks.exit(id, meta, &mut |payload| {
-                    with_local(&self.shared, |l| l.push(Record::aux(id, payload)));
+                    with_local(&self.shared, move |l| l.push(Record::aux(id, payload)));
                 });
             }
         }
@@ -230,9 +230,9 @@ where
             // Sink payloads go before the CLOSE record, so they reach the call before the
             // flusher completes it.
             sinks.close(id, &mut |payload| {
-                with_local(&self.shared, |l| l.push(Record::aux(id, payload)));
+                with_local(&self.shared, move |l| l.push(Record::aux(id, payload)));
             });
         }
-        with_local(&self.shared, |l| l.push(Record::close(id)));
+        with_local(&self.shared, move |l| l.push(Record::close(id)));
     }
 }

@@ -14,6 +14,7 @@
 //! `line_timing` they are checkpoints of their span, as with the layer). Programs that need
 //! those use `ScopeLayer`.
 
+mod entered;
 mod spans;
 
 pub(crate) use spans::{index_of_id, Callsites as SpanSites};
@@ -215,7 +216,7 @@ impl Subscriber for ScopeSubscriber {
         // No creation record when the flusher reads the callsite from the id (one record
         // less per span on this thread and in the flusher); a task's spawn has its own.
         if !spawn && (!self.implicit || explicit) {
-            with_local(&self.shared, |l| l.push(Slot::new_span(id, meta)));
+            with_local(&self.shared, move |l| l.push(Slot::new_span(id, meta)));
         }
         Id::from_u64(id)
     }
@@ -244,7 +245,7 @@ impl Subscriber for ScopeSubscriber {
         let id = if let Some(parent) = event.parent() {
             parent.into_u64()
         } else if event.is_contextual() {
-            match spans::current(self.shared.uid) {
+            match entered::current(self.shared.uid) {
                 Some(id) => id,
                 None => return,
             }
@@ -259,7 +260,7 @@ impl Subscriber for ScopeSubscriber {
     #[inline]
     fn enter(&self, span: &Id) {
         let id = span.into_u64();
-        spans::push_entered(self.shared.uid, id);
+        entered::push(self.shared.uid, id);
         if self.skip() || id == NO_ID {
             return;
         }
@@ -271,10 +272,10 @@ impl Subscriber for ScopeSubscriber {
         let task = self.track_async.then(record::current_task_id);
         // Its first record, when this thread created it just before (the flusher's fast path).
         let fresh = self.implicit && spans::take_fresh(self.shared.uid, id);
-        // Under Tokio's own instrumentation a task's enter is written at once; every other
-        // enter waits for its exit, which writes the whole poll (see `lane::writer`).
-        let eager = matches!(task, Some(t) if t != 0) && self.shared.tokio.seen();
-        with_local(&self.shared, |l| l.push_enter(id, task, fresh, eager));
+        // Published at its exit, with it, but under Tokio's own instrumentation a task's
+        // enter is published at once (see `lane::writer`).
+        let eager = self.track_async && task != Some(0) && self.shared.tokio.seen();
+        with_local(&self.shared, move |l| l.push_enter(id, task, fresh, eager));
     }
 
     #[inline]
@@ -282,18 +283,18 @@ impl Subscriber for ScopeSubscriber {
         // The clock first, before anything touches memory (see `crate::recording::layer`).
         let t = ticks();
         let id = span.into_u64();
-        spans::pop_entered(self.shared.uid, id);
+        entered::pop(self.shared.uid, id);
         if self.skip() || id == NO_ID {
             return;
         }
         if let Some(sinks) = &self.shared.sinks {
             sinks.before_exit(id);
         }
-        with_local(&self.shared, |l| l.push_exit(id, t));
+        with_local(&self.shared, move |l| l.push(Slot::exit(id, t)));
         if let Some(sinks) = &self.shared.sinks {
             if let Some(meta) = self.ids.meta(id) {
                 sinks.exit(id, meta, &mut |payload| {
-                    with_local(&self.shared, |l| l.push(Slot::aux(id, payload)));
+                    with_local(&self.shared, move |l| l.push(Slot::aux(id, payload)));
                 });
             }
         }
@@ -313,16 +314,16 @@ impl Subscriber for ScopeSubscriber {
         if !self.skip() && id != NO_ID {
             if let Some(sinks) = &self.shared.sinks {
                 sinks.close(id, &mut |payload| {
-                    with_local(&self.shared, |l| l.push(Slot::aux(id, payload)));
+                    with_local(&self.shared, move |l| l.push(Slot::aux(id, payload)));
                 });
             }
-            with_local(&self.shared, |l| l.push(Slot::close(id)));
+            with_local(&self.shared, move |l| l.push(Slot::close(id)));
         }
         true
     }
 
     fn current_span(&self) -> Current {
-        match spans::current(self.shared.uid) {
+        match entered::current(self.shared.uid) {
             Some(id) => match self.ids.meta(id) {
                 Some(meta) => Current::new(Id::from_u64(id), meta),
                 // Not an id of ours (cannot happen: ids are made with their callsite).

@@ -8,21 +8,18 @@
 //! records were, so the flusher routes each to the very span instance that lost the record
 //! (span ids are reused, so an id alone would not do) and drops that call whole.
 //!
-//! ## A poll is written whole, at its exit
-//! An enter writes nothing: it reads the clock and keeps the enter in [`Writer::open`]. The
-//! exit of that span then writes the enter and the exit together, with one check for room
-//! and one release store for both (a *leaf* poll: most polls of an async fn, every sync span
-//! without children). Any other record first writes the open enter, so the stream is exactly
-//! what writing each enter at once would give, only published later: a child's records
-//! always come after its parent's enter, a checkpoint after its span's enter.
-//!
-//! A lane therefore may hold an enter the flusher cannot see yet, while the flusher takes a
-//! lane with nothing new as read up to the drain's start. That is harmless for every rule of
-//! the assembler: whatever the flusher relates to this poll across lanes (the span's close,
-//! a task's later calls, a record of the span on another thread after this poll) happens
-//! after the exit, which publishes the enter first (see `flusher::assemble`). The one
+//! ## A poll is published whole, at its exit
+//! An enter secures room for its exit too, writes its record and does not publish it: the
+//! exit's release store publishes both (one store less per poll on the program's thread, and
+//! the flusher never sees half a leaf poll). Any record written in between (a child's, a
+//! checkpoint) publishes it with its own, so the stream is the same; only an enter is seen
+//! later. A lane therefore may hold an enter the flusher cannot see yet, while the flusher
+//! takes a lane with nothing new as read up to the drain's start. That is harmless for every
+//! rule of the assembler: whatever the flusher relates to this poll across lanes (the span's
+//! close, a task's later calls, a record of the span on another thread after this poll)
+//! happens after the exit, which publishes the enter (see `flusher::assemble`). The one
 //! exception is a Tokio task's timeline under Tokio's own instrumentation, which orders wakes
-//! from other threads *during* the poll against its start: those enters are written at once
+//! from other threads *during* the poll against its start: those enters are published at once
 //! ([`Writer::push_enter`]'s `eager`).
 
 use std::sync::Arc;
@@ -60,20 +57,9 @@ pub(crate) struct Writer {
     stalled: Option<u64>,
     /// Spans that lost records since the last chunk, in order, waiting for their markers.
     lost: Vec<Lost>,
-    /// The enter not written yet (id 0: none), with its task switch; see the module docs.
-    open: Open,
     /// Span callsites this thread knows to be registered with the flusher (a direct-mapped
     /// cache by address; see [`Writer::known_callsite`]).
     known: [usize; KNOWN],
-}
-
-/// An enter kept until its exit (see the module docs).
-#[derive(Clone, Copy, Debug, Default)]
-struct Open {
-    /// The enter record (its id 0: no enter is open; span ids are never 0).
-    rec: Record,
-    /// The task the enter runs in (`None`: not tracked).
-    task: Option<u64>,
 }
 
 /// Entries of [`Writer::known`].
@@ -107,7 +93,6 @@ impl Writer {
             next_seq: 0,
             stalled: None,
             lost: Vec::new(),
-            open: Open::default(),
             known: [0; KNOWN],
         }
     }
@@ -142,7 +127,6 @@ impl Writer {
     /// Appends one record; false when it had to be dropped (no chunk to be had).
     #[inline(always)]
     pub(crate) fn push(&mut self, rec: Record) -> bool {
-        self.write_open();
         if !self.room(1) {
             self.note_lost(&rec);
             return false;
@@ -152,10 +136,10 @@ impl Writer {
         true
     }
 
-    /// An enter of span `id` in Tokio task `task` (0: none; `None`: not tracked): kept until
-    /// its exit, which writes both (see the module docs), or written at once when `eager`.
-    /// The clock is read last, once the records before it are written, so no handoff of a
-    /// buffer falls inside the call it starts. False when it had to be dropped.
+    /// Appends an enter of span `id` in Tokio task `task` (0: none; `None`: not tracked),
+    /// reading the clock only once its slots are secured, so a chunk handoff never falls
+    /// inside the call it starts. Published by the next record (its exit, mostly; see the
+    /// module docs), or at once when `eager`. False when it had to be dropped.
     #[inline(always)]
     pub(crate) fn push_enter(
         &mut self,
@@ -164,32 +148,11 @@ impl Writer {
         fresh: bool,
         eager: bool,
     ) -> bool {
-        // A parent's enter is written before its child's (one branch, not taken between
-        // sibling polls).
-        self.write_open();
-        if eager {
-            return self.push_enter_now(id, task, fresh);
-        }
-        let ticks = crate::recording::clock::ticks();
-        self.open = Open {
-            rec: if fresh {
-                Record::enter_fresh(id, ticks)
-            } else {
-                Record::enter(id, ticks)
-            },
-            task,
-        };
-        true
-    }
-
-    /// Appends an enter at once (see [`push_enter`](Self::push_enter)).
-    #[inline(never)]
-    fn push_enter_now(&mut self, id: u64, task: Option<u64>, fresh: bool) -> bool {
         let switch = task.filter(|&t| t != self.task);
-        // A fresh enter asks for room for its exit and close too, so a sync span's three
-        // records share one buffer and the flusher's one-step path sees them together (at
-        // most two slots of a buffer go unused).
-        let need = 1 + usize::from(switch.is_some()) + 2 * usize::from(fresh);
+        // Room for the exit too, so the poll is published whole; a fresh enter asks for its
+        // close as well, so a sync span's three records share one buffer and the flusher's
+        // one-step path sees them together (at most two slots of a buffer go unused).
+        let need = 2 + usize::from(switch.is_some()) + usize::from(fresh);
         if !self.room(need) {
             self.task = TASK_UNKNOWN;
             self.note_lost(&Record::enter(id, 0));
@@ -205,70 +168,16 @@ impl Writer {
         } else {
             Record::enter(id, ticks)
         });
-        self.publish();
+        if eager {
+            self.publish();
+        }
         true
-    }
-
-    /// Appends an exit of span `id` at `ticks`: with its enter, when that is still open (one
-    /// check for room and one release store for the whole poll). False when dropped.
-    #[inline(always)]
-    pub(crate) fn push_exit(&mut self, id: u64, ticks: u64) -> bool {
-        if self.open.rec.id != id {
-            return self.push(Record::exit(id, ticks));
-        }
-        let Open { rec, task } = std::mem::take(&mut self.open);
-        let switch = task.filter(|&t| t != self.task);
-        // A fresh poll leaves room for its close too, so a sync span's three records share
-        // one buffer (the flusher's one-step path sees them together).
-        let need = 2 + usize::from(switch.is_some()) + usize::from(rec.is_fresh());
-        let exit = Record::exit(id, ticks);
-        if !self.room(need) {
-            self.task = TASK_UNKNOWN;
-            self.note_lost(&rec);
-            self.note_lost(&exit);
-            return false;
-        }
-        if let Some(t) = switch {
-            self.write(Record::task(t));
-            self.task = t;
-        }
-        self.write(rec);
-        self.write(exit);
-        self.publish();
-        true
-    }
-
-    /// Writes the open enter, if any, before another record (see the module docs).
-    #[inline(always)]
-    fn write_open(&mut self) {
-        if self.open.rec.id != 0 {
-            self.write_open_slow();
-        }
-    }
-
-    #[inline(never)]
-    fn write_open_slow(&mut self) {
-        let Open { rec, task } = std::mem::take(&mut self.open);
-        let switch = task.filter(|&t| t != self.task);
-        let need = 1 + usize::from(switch.is_some());
-        if !self.room(need) {
-            self.task = TASK_UNKNOWN;
-            self.note_lost(&rec);
-            return;
-        }
-        if let Some(t) = switch {
-            self.write(Record::task(t));
-            self.task = t;
-        }
-        self.write(rec);
-        self.publish();
     }
 
     /// Appends two records that must be read together (a checkpoint and its site): the
     /// clock is read by `first` once both slots are secured. False when dropped.
     #[inline(always)]
     pub(crate) fn push_pair(&mut self, first: impl FnOnce() -> Record, second: Record) -> bool {
-        self.write_open();
         if !self.room(2) {
             let rec = first();
             self.note_lost(&rec);
@@ -288,7 +197,6 @@ impl Writer {
         &mut self,
         make: impl FnOnce(u64) -> [Record; N],
     ) -> bool {
-        self.write_open();
         if !self.room(N) {
             let recs = make(crate::recording::clock::ticks());
             self.note_lost(&recs[0]);
@@ -306,7 +214,6 @@ impl Writer {
     /// counted as dropped, without a lost marker. False when dropped.
     #[inline(always)]
     pub(crate) fn push_marker(&mut self, make: impl FnOnce(u64) -> Record) -> bool {
-        self.write_open();
         if !self.room(1) {
             self.lane
                 .dropped
@@ -403,6 +310,8 @@ impl Writer {
         take: impl FnOnce(&Pool, &mut Option<u64>, bool) -> Option<Box<Chunk>>,
     ) -> bool {
         if !self.chunk.is_null() {
+            // An enter written last is not published yet (see the module docs).
+            self.publish();
             // SAFETY: `chunk` came from Box::into_raw in `install` and is owned by us.
             let full = unsafe { Box::from_raw(self.chunk) };
             self.chunk = std::ptr::null_mut();
@@ -474,22 +383,6 @@ impl Writer {
     /// the rest on the lane for the flusher (never waiting for a buffer, in any mode), hands
     /// the last chunk over and marks the lane exited.
     pub(crate) fn finish(&mut self) {
-        // A span still entered at the thread's exit: its enter is in the stream, as when
-        // enters were written at once.
-        if self.open.rec.id != 0 {
-            let Open { rec, task } = std::mem::take(&mut self.open);
-            let switch = task.filter(|&t| t != self.task);
-            if self.len + 2 <= self.cap {
-                if let Some(t) = switch {
-                    self.write(Record::task(t));
-                }
-                self.write(rec);
-                self.publish();
-            } else {
-                // Written below as a lost marker, with the others.
-                self.note_lost(&rec);
-            }
-        }
         let mut i = 0;
         while i < self.lost.len() {
             if self.len >= self.cap
@@ -508,6 +401,8 @@ impl Writer {
         }
         self.lost.clear();
         if !self.chunk.is_null() {
+            // A span still entered at the thread's exit: its enter is in the stream.
+            self.publish();
             // SAFETY: owned by us since `install`; handed over exactly once.
             let last = unsafe { Box::from_raw(self.chunk) };
             self.chunk = std::ptr::null_mut();
@@ -551,7 +446,7 @@ mod tests {
         // A plain enter fits in one of them; a fresh one needs three.
         assert!(w.push_enter(100, None, false, true));
         assert!(w.push_enter(101, None, true, true));
-        assert!(w.push_exit(101, 9));
+        assert!(w.push(Record::exit(101, 9)));
         assert!(w.push(Record::close(101)));
         w.finish();
         let mut chunks = Vec::new();
@@ -571,13 +466,19 @@ mod tests {
     }
 
     /// Every record `lane` published so far, drained.
-    fn drained(lane: &Lane, pool: &Pool, st: &mut DrainState) -> Vec<Record> {
+    fn drained(lane: &Lane, pool: &Pool, st: &mut DrainState) -> Vec<(u64, u64)> {
         let mut recs = Vec::new();
-        lane.drain(st, pool, 16, |r| recs.extend_from_slice(r));
+        lane.drain(st, pool, 16, |r| {
+            recs.extend(r.iter().map(|r| (r.id, r.kind())));
+        });
         recs
     }
 
-    fn lane_and_writer() -> (Arc<Pool>, Arc<Lane>, Writer) {
+    /// A leaf poll is published whole at its exit; a parent's enter with its child's first
+    /// record; a span still entered when its thread exits is in the stream.
+    #[test]
+    fn a_poll_is_published_at_its_exit_and_the_stream_keeps_its_order() {
+        use crate::recording::lane::record::{ENTER, EVENT, EXIT, TASK};
         let pool = Arc::new(Pool::new(
             8 * CHUNK_BYTES,
             Policy {
@@ -586,59 +487,43 @@ mod tests {
             },
         ));
         let lane = Arc::new(Lane::new(0, "t".into(), 0, 0));
-        let w = Writer::new(lane.clone(), pool.clone());
-        (pool, lane, w)
-    }
-
-    /// A leaf poll is published whole at its exit; a parent's enter before its child's
-    /// records; a checkpoint after its span's enter: the stream is the one eager enters give.
-    #[test]
-    fn a_poll_is_written_at_its_exit_and_the_stream_keeps_its_order() {
-        use crate::recording::lane::record::{ENTER, EVENT, EXIT, TASK};
-        let (pool, lane, mut w) = lane_and_writer();
+        let mut w = Writer::new(lane.clone(), pool.clone());
         let mut st = DrainState::default();
         assert!(w.push(Record::close(6)));
         assert!(w.push_enter(7, Some(3), false, false));
-        let seen = drained(&lane, &pool, &mut st);
-        assert_eq!(seen.len(), 1, "the enter waits for its exit: {seen:?}");
-        assert!(w.push_exit(7, 50));
-        let kinds: Vec<u64> = drained(&lane, &pool, &mut st)
-            .iter()
-            .map(|r| r.kind())
-            .collect();
         assert_eq!(
-            kinds,
-            [TASK, ENTER, EXIT],
+            drained(&lane, &pool, &mut st),
+            [(6, CLOSE)],
+            "the enter waits"
+        );
+        assert!(w.push(Record::exit(7, 50)));
+        assert_eq!(
+            drained(&lane, &pool, &mut st),
+            [(3, TASK), (7, ENTER), (7, EXIT)],
             "task switch, then the whole poll"
         );
-        // A parent entered, a child inside it, a checkpoint of the parent, its exit.
-        assert!(w.push_enter(8, Some(3), false, false));
-        assert!(w.push_enter(9, Some(3), false, false));
-        assert!(w.push_exit(9, 60));
-        assert!(w.push_pair(|| Record::event(8, 61), Record::spawn_site(1)));
-        assert!(w.push_exit(8, 70));
-        let got: Vec<(u64, u64)> = drained(&lane, &pool, &mut st)
-            .iter()
-            .map(|r| (r.id, r.kind()))
-            .collect();
+        assert!(w.push_enter(8, Some(3), false, true));
         assert_eq!(
-            got,
-            [
-                (8, ENTER),
-                (9, ENTER),
-                (9, EXIT),
-                (8, EVENT),
-                (1, EVENT),
-                (8, EXIT)
-            ]
+            drained(&lane, &pool, &mut st),
+            [(8, ENTER)],
+            "eager: at once"
         );
-        // An enter still open when the thread exits is in the stream.
+        assert!(w.push_enter(9, Some(3), false, false));
+        assert!(w.push_pair(|| Record::event(9, 61), Record::spawn_site(1)));
+        assert!(w.push(Record::exit(9, 62)));
+        assert!(w.push(Record::exit(8, 70)));
         assert!(w.push_enter(10, None, false, false));
         w.finish();
-        let last = drained(&lane, &pool, &mut st);
         assert_eq!(
-            last.iter().map(|r| (r.id, r.kind())).collect::<Vec<_>>(),
-            [(10, ENTER)]
+            drained(&lane, &pool, &mut st),
+            [
+                (9, ENTER),
+                (9, EVENT),
+                (1, EVENT),
+                (9, EXIT),
+                (8, EXIT),
+                (10, ENTER)
+            ]
         );
     }
 

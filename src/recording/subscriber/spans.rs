@@ -114,8 +114,6 @@ thread_local! {
     /// (subscriber uid, callsite address, index).
     static INDEX_CACHE: RefCell<[(u64, usize, u32); 64]> =
         const { RefCell::new([(0, 0, 0); 64]) };
-    /// Spans entered on this thread, innermost last: (subscriber uid, span id).
-    static ENTERED: RefCell<Vec<(u64, u64)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Span ids of one subscriber.
@@ -258,34 +256,6 @@ pub(super) fn take_fresh(uid: u64, id: u64) -> bool {
     })
 }
 
-/// This thread entered span `id` of subscriber `uid`.
-#[inline]
-pub(super) fn push_entered(uid: u64, id: u64) {
-    let _ = ENTERED.try_with(|s| s.borrow_mut().push((uid, id)));
-}
-
-/// This thread exited span `id` of subscriber `uid` (the innermost entry of it; exits may
-/// come out of order).
-#[inline]
-pub(super) fn pop_entered(uid: u64, id: u64) {
-    let _ = ENTERED.try_with(|s| {
-        let mut s = s.borrow_mut();
-        if s.last() == Some(&(uid, id)) {
-            s.pop();
-        } else if let Some(at) = s.iter().rposition(|&e| e == (uid, id)) {
-            s.remove(at);
-        }
-    });
-}
-
-/// The innermost span of subscriber `uid` entered on this thread.
-pub(super) fn current(uid: u64) -> Option<u64> {
-    ENTERED
-        .try_with(|s| s.borrow().iter().rev().find(|e| e.0 == uid).map(|e| e.1))
-        .ok()
-        .flatten()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,19 +314,5 @@ mod tests {
         assert!(!h.release(6));
         assert!(h.release(6), "the last of three");
         assert_eq!(h.outstanding.load(Ordering::Relaxed), 0);
-    }
-
-    #[test]
-    fn the_current_span_is_the_innermost_entered() {
-        push_entered(1, 10);
-        push_entered(2, 99);
-        push_entered(1, 11);
-        assert_eq!(current(1), Some(11));
-        pop_entered(1, 10); // out of order
-        assert_eq!(current(1), Some(11));
-        pop_entered(1, 11);
-        assert_eq!(current(1), None);
-        assert_eq!(current(2), Some(99));
-        pop_entered(2, 99);
     }
 }
