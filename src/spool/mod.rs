@@ -7,7 +7,7 @@
 //!
 //! | tag | frame | payload |
 //! |---|---|---|
-//! | 0 | header | magic `SPRSPOL1`, `start_time_ns` i64, `timestamp` str, `label` str ("" = none), `track_threads` u8, `track_async` u8, `aggregate` u8 |
+//! | 0 | header | magic `SPRSPOL2` (`SPRSPOL1`: version 1, still read; it has no frames 10-13), `start_time_ns` i64, `timestamp` str, `label` str ("" = none), `track_threads` u8, `track_async` u8, `aggregate` u8 |
 //! | 1 | region | `id` u32, `line` i64, `name` str, `file` str |
 //! | 2 | calls (read, no longer written) | `region` u32, `n` u32, then n x (`start - previous start`, `dur`, `thread`, `task`, `await`, `gpu`), each a zigzag LEB128 varint |
 //! | 8 | calls | `region` u32, `n` u32, `varying` u8 (bit 0 thread, 1 task, 2 await, 3 gpu), then each column that does not vary in the frame once (`thread`, `task`, `await`, `gpu`, those whose bit is clear), then n x (`start - previous start`, `dur`, and the varying columns), every value a zigzag LEB128 varint: a sync span's call on one thread costs its start and duration, 3-4 bytes; then, only when a call of the frame ran in a Tokio task with a timeline, n x `scheduled` (-1 = none) |
@@ -40,7 +40,11 @@ use crate::data::rows::{CallRecord, PollRecord, ThreadRow};
 use crate::data::stats::Stats;
 use loss::CallSpan;
 
-const MAGIC: &[u8; 8] = b"SPRSPOL1";
+/// The magic of the spools written now (version 2: the open-calls frame and the task
+/// edges, tags 10-13).
+const MAGIC: &[u8; 8] = b"SPRSPOL2";
+/// The magic of version 1, still read (a spool left by an older build).
+const MAGIC_V1: &[u8; 8] = b"SPRSPOL1";
 pub(crate) const TAG_HEADER: u8 = 0;
 pub(crate) const TAG_REGION: u8 = 1;
 pub(crate) const TAG_CALLS: u8 = 2;

@@ -6,7 +6,7 @@ use std::io;
 use std::path::Path;
 
 use super::{
-    Header, SpoolRegion, MAGIC, TAG_AGGREGATE, TAG_CALLS, TAG_CALL_COLUMNS, TAG_HEADER, TAG_POLLS,
+    Header, SpoolRegion, MAGIC, MAGIC_V1, TAG_AGGREGATE, TAG_CALLS, TAG_CALL_COLUMNS, TAG_HEADER, TAG_POLLS,
     TAG_POLL_RUNS, TAG_REGION, TAG_SITES, TAG_TASKS, TAG_THREADS,
 };
 use crate::data::rows::{CallRecord, PollRecord, TaskRow, ThreadRow};
@@ -47,6 +47,8 @@ fn get_varint(d: &[u8], at: &mut usize) -> Option<i64> {
 #[derive(Debug, Default)]
 pub(crate) struct SpoolContents {
     pub header: Header,
+    /// The spool format's version: 1 (`SPRSPOL1`) or 2 (`SPRSPOL2`, see [`super`]).
+    pub version: u8,
     /// The regions, by id.
     pub regions: Vec<SpoolRegion>,
     /// Calls per region id, in spool order.
@@ -139,7 +141,7 @@ pub(crate) fn scan_into(
         };
         match tag {
             TAG_HEADER => {
-                out.header = header(&mut r).map_err(&bad)?;
+                (out.header, out.version) = header(&mut r).map_err(&bad)?;
                 saw_header = true;
             }
             TAG_CALLS | TAG_CALL_COLUMNS => {
@@ -209,11 +211,13 @@ fn decode_frame(
     Ok(())
 }
 
-/// Frame 0: the magic, then the run's header.
-fn header(r: &mut Cursor<'_>) -> Result<Header, &'static str> {
-    if r.take(8).ok_or("short header")? != MAGIC {
-        return Err("not a scope-profiler spool (bad magic)");
-    }
+/// Frame 0: the magic (either version), then the run's header; returns the version too.
+fn header(r: &mut Cursor<'_>) -> Result<(Header, u8), &'static str> {
+    let version = match r.take(8).ok_or("short header")? {
+        m if m == MAGIC => 2,
+        m if m == MAGIC_V1 => 1,
+        _ => return Err("not a scope-profiler spool (bad magic)"),
+    };
     let mut read = || -> Option<Header> {
         Some(Header {
             start_time_ns: r.i64()?,
@@ -224,7 +228,7 @@ fn header(r: &mut Cursor<'_>) -> Result<Header, &'static str> {
             aggregate: r.u8()? != 0,
         })
     };
-    read().ok_or("header")
+    read().map(|h| (h, version)).ok_or("header")
 }
 
 /// Frame 1: one region declared at its id. The writer declares a file's regions densely, from
