@@ -62,6 +62,7 @@ mod fast;
 mod implicit;
 mod insts;
 mod lanes;
+mod open;
 mod stash;
 mod tokio;
 pub(crate) use implicit::Implicit;

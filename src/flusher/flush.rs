@@ -35,6 +35,7 @@ use crate::Mode;
 
 mod fold;
 mod live;
+mod open;
 mod snapshot;
 pub(crate) use snapshot::{RegionSnapshot, Snapshot};
 
@@ -491,6 +492,7 @@ impl Flusher {
         let mut threads = self.exited.take_unspooled();
         threads.extend(self.lanes.iter().map(|(l, _, _)| thread_row(l)));
         let agg = self.aggregate_stats();
+        self.spool_open_calls();
         if let Some(spool) = &mut self.spool {
             spool.flush(&threads, &agg);
             // A spool created again after a failure has a new descriptor.

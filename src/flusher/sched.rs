@@ -292,6 +292,13 @@ impl Sched {
         for_shrink(&mut self.calls);
     }
 
+    /// Where Tokio task `tokio` stands, as its events up to the watermark tell (`None`: no
+    /// timeline of it).
+    pub(crate) fn state_of(&self, tokio: u64) -> Option<crate::data::open_calls::TaskState> {
+        let serial = self.by_tokio.get(&tokio)?;
+        self.timelines.get(serial).map(Timeline::state)
+    }
+
     /// Live tasks (tests).
     #[cfg(test)]
     pub(crate) fn live(&self) -> usize {

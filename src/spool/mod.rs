@@ -17,6 +17,10 @@
 //! | 6 | polls (read, no longer written) | `n` u32, then n x (`region`, `start - previous start`, `dur`, `thread`, `task`), each a zigzag LEB128 varint |
 //! | 7 | polls in runs | `n` u32, then runs until n polls: `len`, `region`, `thread`, `task - previous run's task`, then len x (`start - previous start`, `dur`); every value a zigzag LEB128 varint. A run is consecutive polls of one region, thread and task (a span polled in a loop, a sync span's one poll per call under `track_async`): those three cost nothing per poll; then, only when a poll of the frame has one (a Tokio task's, see [`crate::flusher::sched`]), n x `scheduled` in poll order (-1 = none) |
 //! | 9 | sites | `n` u32, then n x (`id` u32, `line` u32, `col` u32, `name` str, `file` str): Tokio spawn sites (see [`crate::data::sites`]) |
+//! | 10 | open calls (version 2) | `at_ns` i64, `open` u64 (calls open then, all of them), `n` u32 (at most 4096: the oldest), then n x (`region`, `start - previous start`, `thread`, `tokio_id` (0 = none), `task` (dense index, -1 = none yet), `parent` (index of the enclosing open call in this frame, -1 = none), `state` (0 unknown, 1 running, 2 scheduled, 3 idle, 4 suspended)), each a zigzag LEB128 varint, oldest first: the calls open at that flush (see [`crate::data::open_calls`]); a later frame replaces an earlier one |
+//! | 11 | wakes (version 2) | `n` u32, then n x (`tick - previous tick`, `thread` (waking), `waker_task` (-1 = the runtime's driver or a thread outside tasks), `woken_task`), each a zigzag LEB128 varint (see [`crate::data::edges::Wake`]) |
+//! | 12 | spawns (version 2) | `n` u32, then n x (`tick - previous tick`, `thread`, `parent_task` (-1 = the thread, outside tasks), `child_task`), varints as above |
+//! | 13 | follows_from links (version 2) | `n` u32, then n x (`tick - previous tick`, `span_region`, `span_start` (-1 = not entered yet), `follows_region`, `follows_start`), varints as above |
 //!
 //! A frame cut short by a crash is ignored on reading. The flusher writes frames at every
 //! flush interval (and whenever 1 MiB is buffered; fsynced with `durable`); each finalize moves
@@ -55,6 +59,10 @@ pub(crate) const TAG_TASKS: u8 = 5;
 pub(crate) const TAG_POLLS: u8 = 6;
 pub(crate) const TAG_POLL_RUNS: u8 = 7;
 pub(crate) const TAG_SITES: u8 = 9;
+pub(crate) const TAG_OPEN_CALLS: u8 = 10;
+pub(crate) const TAG_WAKES: u8 = 11;
+pub(crate) const TAG_SPAWNS: u8 = 12;
+pub(crate) const TAG_FOLLOWS: u8 = 13;
 /// Calls buffered per region before they become a frame.
 const CALLS_PER_FRAME: usize = 4096;
 /// Bytes buffered before they are written out.
@@ -140,6 +148,8 @@ pub(crate) struct SpoolWriter {
     pub(crate) lanes: LaneCounts,
     /// fsync every write (`Builder::durable`).
     durable: bool,
+    /// Task edges not yet in a frame (see [`edges`]).
+    edges: edges::PendingEdges,
 }
 
 impl LaneCounts {
@@ -189,6 +199,7 @@ impl SpoolWriter {
             lost_calls: 0,
             lanes: LaneCounts::default(),
             durable,
+            edges: Default::default(),
         };
         if durable {
             if let Err(e) = crate::data::files::sync_dir(&w.path) {
@@ -466,6 +477,7 @@ impl SpoolWriter {
             self.put_calls(r as u32);
         }
         self.put_polls();
+        self.put_edges();
         self.put_preamble();
         self.put_threads(threads);
         if !aggregate.is_empty() {
@@ -588,6 +600,7 @@ fn frame(buf: &mut Vec<u8>, tag: u8, payload: &[u8]) {
     buf.extend_from_slice(payload);
 }
 
+pub(crate) mod edges;
 mod follow;
 pub(crate) mod loss;
 mod phase;
@@ -600,6 +613,8 @@ pub(crate) use loss::SpoolFailure;
 pub(crate) use read::read;
 pub(crate) use read::{scan, scan_into, SpoolContents};
 
+#[cfg(test)]
+mod edges_tests;
 #[cfg(test)]
 mod fuzz_tests;
 #[cfg(test)]

@@ -98,6 +98,17 @@ impl Timeline {
         }
     }
 
+    /// Where the task stands: in a poll, woken (or spawned) and waiting for a worker, or
+    /// waiting for a wake.
+    pub(crate) fn state(&self) -> crate::data::open_calls::TaskState {
+        use crate::data::open_calls::TaskState;
+        match self.state {
+            State::Running { .. } => TaskState::Running,
+            State::Spawned | State::Woken { .. } => TaskState::Scheduled,
+            State::Idle { .. } => TaskState::Idle,
+        }
+    }
+
     /// A wake at `tick`.
     pub(crate) fn wake(&mut self, tick: u64) {
         match &mut self.state {

@@ -21,6 +21,7 @@
 
 pub(crate) mod aux;
 pub(crate) mod ctx;
+mod edges;
 pub(crate) mod lanes;
 pub(crate) mod lines;
 pub(crate) mod staged;
@@ -345,6 +346,7 @@ fn write_contents(
             if !lanes_written {
                 lanes::write_lanes(ctx, file, data, lanes::Lanes::of(data))?;
             }
+            edges::write_edges(ctx, file, data)?;
         }
         Layout::Aggregate => write_aggregate(ctx, &index, &events, &data.regions)?,
     }
