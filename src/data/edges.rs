@@ -49,11 +49,13 @@ pub struct FollowsFrom {
     pub tick_ns: i64,
     /// The region of the span that follows.
     pub span_region: String,
-    /// That span's first enter (ns), when it had one by then.
+    /// That span's first enter (ns), when the flusher knew it: it resolves a link once it
+    /// has read every record before it (usually a few ms later), so an enter soon after the
+    /// link is known too.
     pub span_start_ns: Option<i64>,
     /// The region of the span it follows from.
     pub follows_region: String,
-    /// That span's first enter (ns), when it had one by then.
+    /// That span's first enter (ns), when the flusher knew it.
     pub follows_start_ns: Option<i64>,
 }
 

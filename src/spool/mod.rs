@@ -20,7 +20,7 @@
 //! | 10 | open calls (version 2) | `at_ns` i64, `open` u64 (calls open then, all of them), `n` u32 (at most 4096: the oldest), then n x (`region`, `start - previous start`, `thread`, `tokio_id` (0 = none), `task` (dense index, -1 = none yet), `parent` (index of the enclosing open call in this frame, -1 = none), `state` (0 unknown, 1 running, 2 scheduled, 3 idle, 4 suspended)), each a zigzag LEB128 varint, oldest first: the calls open at that flush (see [`crate::data::open_calls`]); a later frame replaces an earlier one |
 //! | 11 | wakes (version 2) | `n` u32, then n x (`tick - previous tick`, `thread` (waking), `waker_task` (-1 = the runtime's driver or a thread outside tasks), `woken_task`), each a zigzag LEB128 varint (see [`crate::data::edges::Wake`]) |
 //! | 12 | spawns (version 2) | `n` u32, then n x (`tick - previous tick`, `thread`, `parent_task` (-1 = the thread, outside tasks), `child_task`), varints as above |
-//! | 13 | follows_from links (version 2) | `n` u32, then n x (`tick - previous tick`, `span_region`, `span_start` (-1 = not entered yet), `follows_region`, `follows_start`), varints as above |
+//! | 13 | follows_from links (version 2) | `n` u32, then n x (`tick - previous tick`, `span_region`, `span_start` (-1 = not entered when the flusher resolved the link), `follows_region`, `follows_start`), varints as above |
 //!
 //! A frame cut short by a crash is ignored on reading. The flusher writes frames at every
 //! flush interval (and whenever 1 MiB is buffered; fsynced with `durable`); each finalize moves

@@ -53,3 +53,21 @@ impl Assembler {
         }
     }
 }
+
+impl Assembler {
+    /// What span id `id` means now: its newest instance's region and first enter (`None`
+    /// for the enter: not entered yet), or its held one-step call's. Without either (`ScopeSubscriber` makes one at
+    /// its span's first record), the region its id carries, not entered. `None`: a span this
+    /// profiler does not know (filtered out, or completed and gone).
+    pub(crate) fn span_now(&mut self, id: u64) -> Option<(u32, Option<u64>)> {
+        if let Some(k) = self.insts.newest(id) {
+            let i = self.insts.get(k);
+            return Some((i.region, (i.first != NOT_ENTERED).then_some(i.first)));
+        }
+        // A one-step call (created, entered once, exited and closed in a row) has none.
+        if let Some(h) = self.lanes.held_call(id) {
+            return Some((h.region, Some(h.start)));
+        }
+        Some((self.implicit_region(id)?, None))
+    }
+}

@@ -79,6 +79,8 @@ pub(crate) struct Timeline {
     pub extra_wakes: u64,
     /// Its span closed (the task ended): later wakes are ignored.
     pub closed: bool,
+    /// The lane it was spawned on, and the Tokio task in a poll there then (0: none).
+    pub spawned_by: (u32, u64),
 }
 
 impl Timeline {
@@ -95,6 +97,7 @@ impl Timeline {
             last_end: 0,
             extra_wakes: 0,
             closed: false,
+            spawned_by: (0, 0),
         }
     }
 

@@ -14,7 +14,8 @@
 //! * `spawns/` (Tokio's instrumentation): `tick_ns`, `thread_ids`, `parent_task_ids` (-1: the
 //!   thread, outside tasks) and `child_task_ids`;
 //! * `follows_from/`: `tick_ns`, `span_regions` (str), `span_start_ns` (-1: not entered
-//!   then), `follows_regions` (str) and `follows_start_ns`.
+//!   when the flusher resolved the link, a few ms after it), `follows_regions` (str) and
+//!   `follows_start_ns`.
 //!
 //! Task ids are `task_table` indices. The edges are read from the phase's spool files as the
 //! file is written (one pass that skips every other frame).
