@@ -1,6 +1,8 @@
 //! The open-calls frame of spool version 2: a live spool says which calls are open now, with
 //! their parents, and `recover` keeps the calls open at a crash in the file.
 
+mod common;
+
 use scope_profiler::read::{spool_open_calls, Profile, TaskState};
 use scope_profiler::ScopeLayer;
 use tracing_subscriber::prelude::*;
@@ -57,6 +59,9 @@ fn a_live_spool_names_the_open_calls_and_recover_keeps_them() {
         let p = Profile::open(&rec).unwrap();
         assert_eq!(p.open_calls().unwrap(), Some(open));
         assert!(p.wakes().unwrap().is_empty());
+        // The reference reader ignores the group.
+        let said = common::py("scope-profiler", &["inspect", rec.to_str().unwrap()]);
+        assert!(said.contains("done"), "{said}");
     }
     // Closed since: the next frame says so.
     guard.sync().unwrap();

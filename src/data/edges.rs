@@ -6,7 +6,9 @@
 //! Plain data: nothing here reads or writes a file. Times are absolute ns on the clock of the
 //! file's `events`; tasks are dense task indices (`task_table/index`).
 
-/// One wake of a Tokio task (recorded with Tokio's instrumentation, `--cfg tokio_unstable`).
+/// One wake of a Tokio task (recorded with Tokio's instrumentation, `--cfg tokio_unstable`)
+/// that queued it: it ended a suspension, or was the first during a poll (an extra wake of a
+/// task already queued is only counted, in `metadata/tokio_extra_wakes`).
 ///
 /// The attribution rule: a wake belongs to task T only when it happens inside one of T's polls
 /// on the waking thread, or on that thread right at T's completion (a `JoinHandle` wake fires

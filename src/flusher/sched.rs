@@ -276,8 +276,8 @@ impl Sched {
             Kind::Wake => match self.timelines.get_mut(&e.key) {
                 Some(t) if !t.closed => {
                     self.counts.wakes += 1;
-                    t.wake(e.tick);
-                    if self.keep_edges && t.tokio != 0 {
+                    let queued = t.wake(e.tick);
+                    if self.keep_edges && queued && t.tokio != 0 {
                         self.edges.push(edges::EdgeOut::Wake {
                             tick: e.tick,
                             lane: e.arg,

@@ -112,8 +112,9 @@ impl Timeline {
         }
     }
 
-    /// A wake at `tick`.
-    pub(crate) fn wake(&mut self, tick: u64) {
+    /// A wake at `tick`; returns whether it queued the task (ended a suspension, or was the
+    /// first during a poll), not an extra wake of a task already queued.
+    pub(crate) fn wake(&mut self, tick: u64) -> bool {
         match &mut self.state {
             State::Idle { since } => {
                 let since = *since;
@@ -123,8 +124,12 @@ impl Timeline {
                 };
             }
             State::Running { woke, .. } if *woke == 0 => *woke = tick,
-            _ => self.extra_wakes += 1,
+            _ => {
+                self.extra_wakes += 1;
+                return false;
+            }
         }
+        true
     }
 
     /// A poll starts at `tick` on `lane`; returns the poll it proves was one (the previous,
