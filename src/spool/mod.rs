@@ -22,6 +22,10 @@
 //! | 12 | spawns (version 2) | `n` u32, then n x (`tick - previous tick`, `thread`, `parent_task` (-1 = the thread, outside tasks), `child_task`), varints as above |
 //! | 13 | follows_from links (version 2) | `n` u32, then n x (`tick - previous tick`, `span_region`, `span_start` (-1 = not entered when the flusher resolved the link), `follows_region`, `follows_start`), varints as above |
 //!
+//! A file may hold several *segments* ([`SpoolWriter::new_segment`], see [`segment`]): each
+//! begins with the header, every region and site and the thread table again, so the bytes
+//! from a segment's start read as a spool of their own.
+//!
 //! A frame cut short by a crash is ignored on reading. The flusher writes frames at every
 //! flush interval (and whenever 1 MiB is buffered; fsynced with `durable`); each finalize moves
 //! the spool aside as that phase's file (`<spool>.<phase>`, deleted once published) and starts
@@ -150,6 +154,9 @@ pub(crate) struct SpoolWriter {
     durable: bool,
     /// Task edges not yet in a frame (see [`edges`]).
     edges: edges::PendingEdges,
+    /// Where the current segment begins in the file (see [`segment`]): 0, or where
+    /// [`SpoolWriter::new_segment`] began one.
+    segment_start: u64,
 }
 
 impl LaneCounts {
@@ -200,6 +207,7 @@ impl SpoolWriter {
             lanes: LaneCounts::default(),
             durable,
             edges: Default::default(),
+            segment_start: 0,
         };
         if durable {
             if let Err(e) = crate::data::files::sync_dir(&w.path) {
@@ -526,7 +534,7 @@ impl SpoolWriter {
                 // What this write would have declared is declared again by the next one.
                 self.written_regions = self.regions_on_disk;
                 self.written_sites = self.sites_on_disk;
-                self.need_header = self.on_disk == 0;
+                self.need_header = self.on_disk == self.segment_start;
                 self.fail(context, e);
             }
         }
@@ -606,6 +614,7 @@ pub(crate) mod loss;
 mod phase;
 mod phase_data;
 mod read;
+mod segment;
 mod sites;
 pub(crate) use follow::LaneFollower;
 pub(crate) use loss::SpoolFailure;
