@@ -79,13 +79,6 @@ pub(crate) struct Edges {
     pub follows: Vec<FollowsRow>,
 }
 
-impl Edges {
-    /// Whether there is none.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.wakes.is_empty() && self.spawns.is_empty() && self.follows.is_empty()
-    }
-}
-
 /// `Option<i64>` as the spool and the file store it: -1 for `None`.
 pub(crate) fn or_none(v: Option<i64>) -> i64 {
     v.unwrap_or(-1)

@@ -307,29 +307,46 @@ pub(super) fn edge_frame(
     }
 }
 
-/// Whether `tag` is an edge frame's (read only by [`read_edges`]).
+/// Whether `tag` is an edge frame's (read only by [`scan_edges`]).
 pub(super) fn is_edge_tag(tag: u8) -> bool {
     matches!(tag, TAG_WAKES | TAG_SPAWNS | TAG_FOLLOWS)
 }
 
-/// Every edge of the spool files `files` (a phase's, in order), and each file's regions by
-/// id (the last file's): one pass per file that skips every frame but regions and edges.
+/// Hands the edges of the spool files `files` (a phase's, in order) to `f`, one frame at a
+/// time (`Edges` holding that frame's rows only) with the regions declared so far: one pass
+/// per file that skips every frame but regions and edges. Memory: one frame.
 ///
 /// # Errors
 /// A file cannot be read, or an edge frame is malformed (the error names the file).
+pub(crate) fn scan_edges(
+    files: &[PathBuf],
+    mut f: impl FnMut(&Edges, &[SpoolRegion]),
+) -> io::Result<()> {
+    for file in files {
+        edges_of(file, &mut f)?;
+    }
+    Ok(())
+}
+
+/// Every edge of the spool files `files`, collected (tests).
+#[cfg(test)]
 pub(crate) fn read_edges(files: &[PathBuf]) -> io::Result<(Edges, Vec<SpoolRegion>)> {
     let mut out = Edges::default();
     let mut regions = Vec::new();
-    for file in files {
-        regions = edges_of(file, &mut out)?;
-    }
+    scan_edges(files, |e, r| {
+        out.wakes.extend_from_slice(&e.wakes);
+        out.spawns.extend_from_slice(&e.spawns);
+        out.follows.extend_from_slice(&e.follows);
+        regions = r.to_vec();
+    })?;
     Ok((out, regions))
 }
 
-fn edges_of(path: &Path, out: &mut Edges) -> io::Result<Vec<SpoolRegion>> {
+fn edges_of(path: &Path, f: &mut impl FnMut(&Edges, &[SpoolRegion])) -> io::Result<()> {
     use super::read::frames::{Frame, Frames};
     let mut frames = Frames::open(path)?;
     let mut regions = Vec::new();
+    let mut out = Edges::default();
     let bad = |what: &str| {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -349,8 +366,12 @@ fn edges_of(path: &Path, out: &mut Edges) -> io::Result<Vec<SpoolRegion>> {
         if tag == TAG_REGION {
             super::read::region(&mut r, &mut regions).ok_or_else(|| bad("region"))?;
         } else {
-            edge_frame(tag, &mut r, regions.len(), out).ok_or_else(|| bad("edges"))?;
+            edge_frame(tag, &mut r, regions.len(), &mut out).ok_or_else(|| bad("edges"))?;
+            f(&out, &regions);
+            out.wakes.clear();
+            out.spawns.clear();
+            out.follows.clear();
         }
     }
-    Ok(regions)
+    Ok(())
 }

@@ -1,5 +1,5 @@
 //! The frames of spool version 2: open calls (the latest replaces earlier ones) and task
-//! edges (streamed, read by `edges::read_edges` alone), round trip and refusal.
+//! edges (streamed, read by `edges::scan_edges` alone), round trip and refusal.
 
 use super::edges::{read_edges, OpenFrame};
 use super::*;
