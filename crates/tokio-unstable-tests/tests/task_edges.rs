@@ -96,3 +96,56 @@ fn a_spawned_childs_spawn_edge_and_its_join_wake_land_in_the_file() {
 fn id() -> u64 {
     tokio::task::id().to_string().parse().unwrap()
 }
+
+/// A live spool's open-calls frame says where an open call's task stands: a task waiting on
+/// a channel is idle, and the task that reads the spool is running.
+#[test]
+fn the_open_calls_frame_gives_each_open_calls_task_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool = dir.path().join(".open_states.h5.spool");
+    let seen: Arc<Mutex<Option<scope_profiler::read::OpenCalls>>> = Arc::default();
+    let stuck_id: Arc<Mutex<u64>> = Arc::default();
+    let (s2, id2) = (seen.clone(), stuck_id.clone());
+    profile(
+        dir.path(),
+        "open_states",
+        1,
+        |b| b.spool_sync_interval(Duration::from_millis(20)),
+        |rt, _| {
+            rt.block_on(async move {
+                let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+                let stuck = tokio::spawn(
+                    async move {
+                        *id2.lock().unwrap() = id();
+                        rx.await.unwrap();
+                    }
+                    .instrument(tracing::info_span!("stuck")),
+                );
+                let looker = tokio::spawn(
+                    async move {
+                        // Many flush intervals (20 ms), in this task's poll.
+                        spin(Duration::from_millis(300));
+                        *s2.lock().unwrap() = scope_profiler::read::spool_open_calls(&spool)
+                            .expect("read the live spool");
+                    }
+                    .instrument(tracing::info_span!("looker")),
+                );
+                looker.await.unwrap();
+                tx.send(()).unwrap();
+                stuck.await.unwrap();
+            })
+        },
+    );
+    let open = seen.lock().unwrap().clone().expect("an open-calls frame");
+    eprintln!("{open:?}");
+    let stuck = open
+        .calls
+        .iter()
+        .find(|c| c.region == "stuck")
+        .expect("the stuck call is open");
+    assert_eq!(stuck.tokio_id, Some(*stuck_id.lock().unwrap()));
+    assert_eq!(stuck.state, scope_profiler::read::TaskState::Idle);
+    assert!(open.age_ns(stuck) > 0);
+    let looker = open.calls.iter().find(|c| c.region == "looker").unwrap();
+    assert_eq!(looker.state, scope_profiler::read::TaskState::Running);
+}
