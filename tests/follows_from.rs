@@ -57,6 +57,53 @@ fn follows_from_links_land_in_the_file_through_the_layer() {
     tracing::subscriber::with_default(subscriber, program);
     guard.finalize().unwrap();
     check(&out);
+    // The quiet span is no span at all (disabled): nothing was left out.
+    let f = hdf5::File::open(&out).unwrap();
+    assert!(f
+        .group("metadata")
+        .unwrap()
+        .attr("follows_from_lost")
+        .is_err());
+}
+
+/// A link to a span that is gone by the time the flusher resolves it is left out, and counted
+/// in `metadata/follows_from_lost`.
+#[test]
+fn a_link_to_a_span_already_gone_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("f.h5");
+    let (layer, guard) = ScopeLayer::builder()
+        .output(&out)
+        .summary(false)
+        .build()
+        .unwrap();
+    let subscriber = tracing_subscriber::registry().with(layer);
+    tracing::subscriber::with_default(subscriber, || {
+        let gone = tracing::info_span!("gone");
+        gone.in_scope(|| std::hint::black_box(1));
+        let id = gone.id();
+        drop(gone);
+        // Completed and forgotten by the flusher.
+        guard.sync().unwrap();
+        let effect = tracing::info_span!("effect");
+        effect.follows_from(id);
+        effect.in_scope(|| std::hint::black_box(2));
+    });
+    guard.finalize().unwrap();
+    assert!(Profile::open(&out)
+        .unwrap()
+        .follows_from()
+        .unwrap()
+        .is_empty());
+    let f = hdf5::File::open(&out).unwrap();
+    let lost: i64 = f
+        .group("metadata")
+        .unwrap()
+        .attr("follows_from_lost")
+        .unwrap()
+        .read_scalar()
+        .unwrap();
+    assert_eq!(lost, 1);
 }
 
 #[test]

@@ -383,6 +383,9 @@ pub(crate) fn write_metadata(ctx: &Ctx<'_>, meta: &Group, data: &PhaseData) -> R
     ctx.attr(meta, "dropped_calls", &count(data.losses.dropped_calls))?;
     ctx.attr(meta, "backpressure_waits", &count(data.losses.waits))?;
     ctx.attr(meta, "backpressure_wait_ns", &count(data.losses.wait_ns))?;
+    if data.losses.follows_lost > 0 {
+        ctx.attr(meta, "follows_from_lost", &count(data.losses.follows_lost))?;
+    }
     let tokio = &data.extra.tokio;
     if tokio.counts.tasks > 0 || tokio.hidden_calls > 0 {
         // Tokio's own instrumentation (see `crate::flusher::sched`), since `build()`.
