@@ -46,6 +46,7 @@ use std::path::{Path, PathBuf};
 
 use crate::data::rows::{CallRecord, PollRecord, ThreadRow};
 use crate::data::stats::Stats;
+use encode::{columns_of, frame, put_str, put_varint};
 use loss::CallSpan;
 
 /// The magic of the spools written now (version 2: the open-calls frame and the task
@@ -565,50 +566,8 @@ impl SpoolWriter {
     }
 }
 
-/// The calls' count and time range, and which of their columns (bit 0 thread, 1 task,
-/// 2 await, 3 gpu) vary within them.
-fn columns_of(calls: &[CallRecord]) -> (CallSpan, u8) {
-    let first = &calls[0];
-    let mut span = CallSpan::default();
-    let mut varying = 0u8;
-    for c in calls {
-        span.add(c.start_ns, c.start_ns + c.dur_ns.max(0));
-        varying |= u8::from(c.thread != first.thread)
-            | u8::from(c.task != first.task) << 1
-            | u8::from(c.await_ns != first.await_ns) << 2
-            | u8::from(c.gpu_ns != first.gpu_ns) << 3;
-    }
-    (span, varying)
-}
-
-/// Appends `v` as a zigzag LEB128 varint (small magnitudes of either sign take one byte).
-#[inline]
-fn put_varint(buf: &mut Vec<u8>, v: i64) {
-    let mut z = ((v << 1) ^ (v >> 63)) as u64;
-    if z < 0x80 {
-        // Most values (ids, zeros, small deltas): one byte.
-        buf.push(z as u8);
-        return;
-    }
-    while z >= 0x80 {
-        buf.push((z as u8) | 0x80);
-        z >>= 7;
-    }
-    buf.push(z as u8);
-}
-
-fn put_str(p: &mut Vec<u8>, s: &str) {
-    p.extend_from_slice(&(s.len() as u32).to_le_bytes());
-    p.extend_from_slice(s.as_bytes());
-}
-
-fn frame(buf: &mut Vec<u8>, tag: u8, payload: &[u8]) {
-    buf.push(tag);
-    buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    buf.extend_from_slice(payload);
-}
-
 pub(crate) mod edges;
+mod encode;
 mod follow;
 pub(crate) mod loss;
 mod phase;
