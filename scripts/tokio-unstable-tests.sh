@@ -31,5 +31,5 @@ if [ $# -gt 0 ]; then
 fi
 cargo test --locked
 # The same programs through the other front end, ScopeSubscriber (already built).
-SCOPE_FRONT_END=subscriber cargo test --locked --test edges --test join --test lanes \
+SCOPE_FRONT_END=subscriber cargo test --locked --test edges --test join --test lanes --test task_edges \
     --test latency --test monitor

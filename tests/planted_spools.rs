@@ -103,6 +103,29 @@ fn huge_call_count() -> Vec<u8> {
     out
 }
 
+/// A version-2 header, then an open-calls frame (tag 10) that declares `u32::MAX` calls of
+/// `u64::MAX` open in a few bytes.
+fn huge_open_calls() -> Vec<u8> {
+    let mut out = header();
+    out[5..13].copy_from_slice(b"SPRSPOL2");
+    let mut p = 5i64.to_le_bytes().to_vec();
+    p.extend_from_slice(&u64::MAX.to_le_bytes());
+    p.extend_from_slice(&u32::MAX.to_le_bytes());
+    p.extend_from_slice(&[0, 2, 0, 0, 1, 1, 2]);
+    frame(&mut out, 10, &p);
+    out
+}
+
+/// A version-2 header, then a wakes frame (tag 11) that declares `u32::MAX` wakes.
+fn huge_wake_count() -> Vec<u8> {
+    let mut out = header();
+    out[5..13].copy_from_slice(b"SPRSPOL2");
+    let mut p = u32::MAX.to_le_bytes().to_vec();
+    p.extend_from_slice(&[2, 0, 1, 2]);
+    frame(&mut out, 11, &p);
+    out
+}
+
 fn build(out: &Path) -> Result<scope_profiler::FlushGuard, scope_profiler::Error> {
     let (layer, guard) = ScopeLayer::builder().output(out).summary(false).build()?;
     drop(layer);
@@ -133,6 +156,8 @@ fn a_huge_region_id_is_refused_not_allocated() {
     for (what, bytes) in [
         ("region id", huge_region_id()),
         ("call count", huge_call_count()),
+        ("open-calls count", huge_open_calls()),
+        ("wake count", huge_wake_count()),
     ] {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out.h5");

@@ -16,12 +16,14 @@
 //! - `host`: which process on which host made a temporary file, and whether it still runs;
 //! - `time`: the monotonic clock that names temporary files.
 
+pub(crate) mod edges;
 pub(crate) mod files;
 pub(crate) mod host;
 pub(crate) mod launcher;
 pub(crate) mod lines;
 #[cfg(feature = "prometheus")]
 pub(crate) mod metrics_options;
+pub(crate) mod open_calls;
 pub(crate) mod report;
 pub(crate) mod rows;
 pub(crate) mod scan;

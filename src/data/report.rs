@@ -104,6 +104,9 @@ pub(crate) struct Losses {
     pub waits: u64,
     pub wait_ns: u64,
     pub corrupt: u64,
+    /// `follows_from` links left out: beyond the side channel's bound, or naming a span the
+    /// profiler did not know (see `crate::recording::follows`).
+    pub follows_lost: u64,
 }
 
 /// Calls of a phase whose per-call detail (start, end, thread, task) could not be written,

@@ -328,6 +328,8 @@ pub(crate) struct PhaseExtra {
     pub child_overhead_ns: i64,
     /// Tokio's own instrumentation: spawn sites and counts.
     pub tokio: TokioExtra,
+    /// The calls open at a crash (a phase `recover` wrote from a spool's open-calls frame).
+    pub open_calls: Option<crate::data::open_calls::OpenCalls>,
 }
 
 /// What Tokio's own instrumentation (`--cfg tokio_unstable`) adds to a phase besides columns.

@@ -15,6 +15,7 @@ fn losses_of(snap: &Snapshot) -> crate::data::report::Losses {
         waits: snap.waits,
         wait_ns: snap.wait_ns,
         corrupt: snap.corrupt,
+        follows_lost: snap.follows_lost,
     }
 }
 

@@ -26,12 +26,25 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::data::open_calls::OpenCalls;
 use crate::data::rows::{Layout, PhaseData, RegionRow, SpooledCalls, ThreadRow};
 use crate::data::stats::Stats;
 use crate::finalize::scan::scan as first_pass;
 use crate::output::hdf5::WriteOptions;
 use crate::spool::{self, SpoolContents};
 use crate::{Error, SESSION_REGION};
+
+/// One line on the calls open at a crash: how many, and the oldest three with their ages.
+fn open_line(open: &OpenCalls) -> String {
+    let oldest: Vec<String> = (open.calls.iter().take(3))
+        .map(|c| format!("{} ({:.3} s)", c.region, open.age_ns(c) as f64 / 1e9))
+        .collect();
+    format!(
+        "{} call(s) were open at the last flush before the crash; oldest: {}",
+        open.open,
+        oldest.join(", ")
+    )
+}
 
 /// What a recovery read and wrote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -49,6 +62,9 @@ pub struct Recovered {
     pub calls: u64,
     /// Bytes at the end of a spool that a crash cut off mid-frame (ignored).
     pub torn_bytes: u64,
+    /// The calls open at the spool's last flush before the crash (spool version 2), also
+    /// stored in the file under `/scope_profiler_rs/open_calls`.
+    pub open_calls: Option<OpenCalls>,
 }
 
 /// What the `recover` commands print: the calls and regions written, the bytes a crash cut
@@ -69,6 +85,9 @@ impl std::fmt::Display for Recovered {
                 "\nignored {} bytes of a frame cut short by the crash",
                 self.torn_bytes
             )?;
+        }
+        if let Some(open) = self.open_calls.as_ref().filter(|o| o.open > 0) {
+            write!(f, "\n{}", open_line(open))?;
         }
         for p in &self.other_runs {
             write!(f, "\nleft alone (an older run): {}", p.display())?;
@@ -366,6 +385,8 @@ struct Combined {
     header: spool::Header,
     threads: Vec<ThreadRow>,
     torn_bytes: u64,
+    /// The latest open-calls frame of all the spools.
+    open_calls: Option<OpenCalls>,
     names: Vec<spool::SpoolRegion>,
     counts: Vec<u64>,
     aggregate: Vec<Stats>,
@@ -382,6 +403,11 @@ impl Combined {
             all.torn_bytes += c.torn_bytes;
             if !c.threads.is_empty() {
                 all.threads = c.threads.clone();
+            }
+            if let Some(o) = &c.open_calls {
+                if all.open_calls.as_ref().is_none_or(|a| a.at_ns <= o.at_ns) {
+                    all.open_calls = Some(o.named(&c.regions));
+                }
             }
             let n = c.regions.len().max(p.counts.len());
             if all.names.len() < n {
@@ -482,6 +508,10 @@ fn write(output: &Path, spools: &[Pass0], no_replace: bool) -> Result<Recovered,
         label: all.header.label.clone(),
         threads: all.threads,
         track_threads: all.header.track_threads,
+        extra: crate::data::rows::PhaseExtra {
+            open_calls: all.open_calls.clone(),
+            ..Default::default()
+        },
         spooled: Some(SpooledCalls {
             files: spools.iter().map(|p| p.path.clone()).collect(),
             row_of,
@@ -507,61 +537,9 @@ fn write(output: &Path, spools: &[Pass0], no_replace: bool) -> Result<Recovered,
         regions,
         calls,
         torn_bytes: all.torn_bytes,
+        open_calls: all.open_calls,
     })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::data::rows::CallRecord;
-    use crate::spool::{Header, SpoolWriter};
-
-    /// A spool on a read-only file system (a full disk is alike: no room for a temporary
-    /// file there) recovers into another directory, also when the phase is too large to nest
-    /// in memory: the external sort's temporary file goes beside the output, not the spool.
-    #[test]
-    fn a_large_phase_recovers_from_a_read_only_spool_elsewhere() {
-        let fs = crate::testing::Tmpfs::mount("4m");
-        let spool = spool::spool_path(&fs.path().join("out.h5"));
-        let header = Header {
-            timestamp: "t".into(),
-            ..Header::default()
-        };
-        let mut w = SpoolWriter::create(spool.clone(), header, false).unwrap();
-        w.region(0, "r", "", -1);
-        for k in 0..5_000 {
-            w.call(0, CallRecord::new(k * 10, 5, 0));
-        }
-        w.flush(&[], &[]);
-        drop(w);
-        fs.cover_read_only();
-        let out = tempfile::tempdir().unwrap();
-        let budget = &crate::finalize::nesting::TEST_BUDGET;
-        budget.with(|b| b.set(Some(1_000)));
-        let r = recover_spool(&spool, out.path().join("rec.h5"));
-        budget.with(|b| b.set(None));
-        fs.uncover();
-        assert_eq!(r.expect("recovered").calls, 5_000);
-    }
-
-    /// A temporary profile that a killed process left beside the output goes; one of a live
-    /// process (this one) stays.
-    #[test]
-    fn stale_temporary_profiles_of_dead_processes_go() {
-        let dir = tempfile::tempdir().unwrap();
-        let out = dir.path().join("p.h5");
-        let mut child = std::process::Command::new("true").spawn().unwrap();
-        let dead = child.id();
-        child.wait().unwrap();
-        let here = crate::data::host::ProcTag::here();
-        let gone = crate::data::host::ProcTag { pid: dead, ..here };
-        let stale = dir.path().join(format!(".p.h5.{}.0.tmp", gone.render()));
-        let live = dir.path().join(format!(".p.h5.{}.0.tmp", here.render()));
-        let other = dir.path().join(".p.h5.spool");
-        for f in [&stale, &live, &other] {
-            std::fs::write(f, b"x").unwrap();
-        }
-        assert_eq!(crate::output::hdf5::remove_stale_temps(&out), 1);
-        assert!(!stale.exists() && live.exists() && other.exists());
-    }
-}
+mod tests;

@@ -66,6 +66,7 @@ mod fast;
 mod implicit;
 mod insts;
 mod lanes;
+mod open;
 mod stash;
 mod tokio;
 pub(crate) use implicit::Implicit;
@@ -283,6 +284,12 @@ impl Assembler {
         if ticks != 0 && self.replaying.is_none() {
             ls.stamp(ticks);
         }
+        // A task completed with the lane's previous record: only this record may be its wake.
+        let completed = if ls.completed != 0 {
+            std::mem::take(&mut ls.completed)
+        } else {
+            0
+        };
         if r.kind() == NEW {
             let Some(region) = self.regions.region_of(r.callsite_addr()) else {
                 self.corrupt += 1;
@@ -305,7 +312,10 @@ impl Assembler {
         match r.kind() {
             ENTER => self.enter(lane, ls, task, k, ticks),
             EXIT => self.exit(lane, ls, k, ticks),
-            TASK if self.insts.get(k).flags & TASK_SPAN != 0 => self.sched.wake(k, ticks),
+            TASK if self.insts.get(k).flags & TASK_SPAN != 0 => {
+                let by = self.waker(ls, completed);
+                self.sched.wake_by(k, ticks, lane, by)
+            }
             // A wake routed to a span that is no task: its task's id is another span's now.
             TASK => self.sched.wake_of_ended_task(),
             AUX => self.insts.extra(k).aux.push(r.payload()),
@@ -415,6 +425,9 @@ impl Assembler {
         }
         if inst.closed_lane == NONE && inst.flags & TASK_SPAN != 0 {
             self.task_closing(k);
+            if self.replaying.is_none() {
+                ls.completed = self.sched.tokio_of(k);
+            }
         }
         let inst = self.insts.get_mut(k);
         if inst.closed_lane == NONE {

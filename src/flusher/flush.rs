@@ -34,7 +34,9 @@ use crate::spool::SpoolWriter;
 use crate::Mode;
 
 mod fold;
+mod follows;
 mod live;
+mod open;
 mod snapshot;
 pub(crate) use snapshot::{RegionSnapshot, Snapshot};
 
@@ -143,6 +145,9 @@ pub(crate) struct Flusher {
     hidden_calls: u64,
     /// Tokio spawn sites declared to the spool.
     spooled_sites: usize,
+    /// `follows_from` links waiting for the watermark, and those whose spans were unknown.
+    follows: Vec<crate::recording::follows::Link>,
+    follows_unresolved: u64,
     /// The live metrics this flusher feeds (feature `prometheus`, when they are on).
     #[cfg(feature = "prometheus")]
     metrics: Option<crate::metrics::Live>,
@@ -169,6 +174,8 @@ impl Flusher {
             .span_sites
             .clone()
             .map(crate::flusher::assemble::Implicit::new);
+        // Wakes and spawns are streamed to the spool, and not kept without one.
+        asm.sched.keep_edges = spool.is_some() && shared.config.track_async;
         #[cfg(feature = "prometheus")]
         let metrics = shared.metrics.as_ref().map(|hub| hub.live());
         Flusher {
@@ -198,6 +205,8 @@ impl Flusher {
             pauses_seen: 0,
             hidden_calls: 0,
             spooled_sites: 0,
+            follows: Vec::new(),
+            follows_unresolved: 0,
             #[cfg(feature = "prometheus")]
             metrics,
         }
@@ -404,6 +413,7 @@ impl Flusher {
             .min(start);
         self.watermark = self.watermark.max(wm);
         let passed = self.watermark.saturating_sub(self.margin);
+        self.resolve_follows(passed);
         self.asm.complete(passed, &mut self.scratch);
         self.fold();
         self.settle_tasks(passed);
@@ -491,6 +501,7 @@ impl Flusher {
         let mut threads = self.exited.take_unspooled();
         threads.extend(self.lanes.iter().map(|(l, _, _)| thread_row(l)));
         let agg = self.aggregate_stats();
+        self.spool_open_calls();
         if let Some(spool) = &mut self.spool {
             spool.flush(&threads, &agg);
             // A spool created again after a failure has a new descriptor.

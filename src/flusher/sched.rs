@@ -21,6 +21,7 @@
 //! window. Work: O(log w) per event for the window's w events (one sort of nearly sorted runs
 //! per round); a wake costs one event.
 
+pub(crate) mod edges;
 pub(crate) mod timeline;
 
 pub(crate) use crate::data::rows::SchedCounts;
@@ -45,11 +46,13 @@ enum Kind {
 }
 
 /// One event: `key` is the task's timeline serial (polls, wakes) or its Tokio id (calls);
-/// `arg` the lane of a poll's start or the instance of a call.
+/// `arg` the lane of a poll's start or a wake, or the instance of a call; `by` the Tokio id
+/// of the task a wake is attributed to (0: the runtime's driver; see [`edges`]).
 #[derive(Clone, Copy, Debug)]
 struct Ev {
     tick: u64,
     key: u64,
+    by: u64,
     arg: u32,
     kind: Kind,
 }
@@ -99,14 +102,34 @@ pub(crate) struct Sched {
     /// Settled polls and ended tasks, for the flusher to take.
     pub(crate) out: Vec<TaskOut>,
     pub(crate) counts: SchedCounts,
+    /// Keep the wakes and spawns in [`Sched::edges`] (the flusher writes them to a spool).
+    pub(crate) keep_edges: bool,
+    /// Settled wakes and spawns, for the flusher to take (see [`edges`]).
+    pub(crate) edges: Vec<edges::EdgeOut>,
 }
 
 impl Sched {
     /// Instance `k` (of region `region`) is a task spawned at `tick` from site `site`.
+    #[cfg(test)]
     pub(crate) fn spawn(&mut self, k: u32, region: u32, tick: u64, site: u32) {
+        self.spawn_by(k, region, tick, site, 0, 0);
+    }
+
+    /// Instance `k` (of region `region`) is a task spawned at `tick` from site `site`, on
+    /// lane `lane` by Tokio task `by` (0: the thread, outside tasks).
+    pub(crate) fn spawn_by(
+        &mut self,
+        k: u32,
+        region: u32,
+        tick: u64,
+        site: u32,
+        lane: u32,
+        by: u64,
+    ) {
         self.next_serial += 1;
         let mut t = Timeline::new(tick, site);
         t.region = region;
+        t.spawned_by = (lane, by);
         self.timelines.insert(self.next_serial, t);
         self.by_inst.insert(k, self.next_serial);
         self.counts.tasks += 1;
@@ -121,15 +144,29 @@ impl Sched {
             if t.tokio == 0 && tokio != 0 {
                 t.tokio = tokio;
                 self.by_tokio.insert(tokio, serial);
+                if self.keep_edges {
+                    let (lane, by) = t.spawned_by;
+                    self.edges.push(edges::EdgeOut::Spawn {
+                        tick: t.spawn,
+                        lane,
+                        by,
+                        child: tokio,
+                    });
+                }
             }
         }
     }
 
     fn task_event(&mut self, k: u32, tick: u64, kind: Kind, arg: u32) {
+        self.task_event_by(k, tick, kind, arg, 0);
+    }
+
+    fn task_event_by(&mut self, k: u32, tick: u64, kind: Kind, arg: u32, by: u64) {
         if let Some(&serial) = self.by_inst.get(&k) {
             self.pending.push(Ev {
                 tick,
                 key: serial,
+                by,
                 arg,
                 kind,
             });
@@ -147,8 +184,15 @@ impl Sched {
     }
 
     /// A wake of task span `k` at `tick`.
+    #[cfg(test)]
     pub(crate) fn wake(&mut self, k: u32, tick: u64) {
-        self.task_event(k, tick, Kind::Wake, 0);
+        self.wake_by(k, tick, 0, 0);
+    }
+
+    /// A wake of task span `k` at `tick`, on lane `lane`, attributed to Tokio task `by` (0:
+    /// the runtime's driver, see [`edges`]).
+    pub(crate) fn wake_by(&mut self, k: u32, tick: u64, lane: u32, by: u64) {
+        self.task_event_by(k, tick, Kind::Wake, lane, by);
     }
 
     /// The task of span `k` ended at `tick` (its future dropped): wakes after it are of a task
@@ -167,6 +211,7 @@ impl Sched {
         self.pending.push(Ev {
             tick,
             key: tokio,
+            by: 0,
             arg: k,
             kind: Kind::CallStart,
         });
@@ -177,6 +222,7 @@ impl Sched {
         self.pending.push(Ev {
             tick,
             key: tokio,
+            by: 0,
             arg: k,
             kind: Kind::CallExit,
         });
@@ -230,7 +276,15 @@ impl Sched {
             Kind::Wake => match self.timelines.get_mut(&e.key) {
                 Some(t) if !t.closed => {
                     self.counts.wakes += 1;
-                    t.wake(e.tick);
+                    let queued = t.wake(e.tick);
+                    if self.keep_edges && queued && t.tokio != 0 {
+                        self.edges.push(edges::EdgeOut::Wake {
+                            tick: e.tick,
+                            lane: e.arg,
+                            by: e.by,
+                            woken: t.tokio,
+                        });
+                    }
                 }
                 // Its task has ended (its span id may be another span's by now).
                 _ => self.counts.ended_wakes += 1,
@@ -290,6 +344,21 @@ impl Sched {
         for_shrink(&mut self.by_tokio);
         for_shrink(&mut self.timelines);
         for_shrink(&mut self.calls);
+    }
+
+    /// The Tokio id of the task of span instance `k` (0: none, or not polled yet).
+    pub(crate) fn tokio_of(&self, k: u32) -> u64 {
+        let serial = self.by_inst.get(&k);
+        serial
+            .and_then(|s| self.timelines.get(s))
+            .map_or(0, |t| t.tokio)
+    }
+
+    /// Where Tokio task `tokio` stands, as its events up to the watermark tell (`None`: no
+    /// timeline of it).
+    pub(crate) fn state_of(&self, tokio: u64) -> Option<crate::data::open_calls::TaskState> {
+        let serial = self.by_tokio.get(&tokio)?;
+        self.timelines.get(serial).map(Timeline::state)
     }
 
     /// Live tasks (tests).

@@ -379,6 +379,14 @@ impl Tasks {
         self.slots[k as usize].open.earliest()
     }
 
+    /// The dense index Tokio task `tokio_id` has in this phase, if it has one yet (gives
+    /// none).
+    pub(crate) fn known_index(&self, tokio_id: u64) -> Option<i64> {
+        let k = *self.by_id.get(&tokio_id)?;
+        let index = self.slots[k as usize].index;
+        (index >= 0).then_some(index)
+    }
+
     /// The dense index of a Tokio task id (given on first need in this phase). A task first
     /// seen through a poll counts as quiet until a call of it comes (so one whose call is
     /// dropped still retires).

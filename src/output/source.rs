@@ -167,6 +167,7 @@ pub(crate) fn phase_extra(
         overhead,
         child_overhead_ns,
         tokio: data.extra.tokio.clone(),
+        open_calls: data.extra.open_calls.clone(),
     }
 }
 

@@ -50,6 +50,7 @@
 //! ```
 
 mod columns;
+mod edges;
 mod stream;
 mod summary;
 mod tasks;
@@ -58,7 +59,10 @@ use std::path::{Path, PathBuf};
 
 use ::hdf5::{Dataset, File};
 
+pub use crate::data::edges::{FollowsFrom, Spawn, Wake};
+pub use crate::data::open_calls::{OpenCall, OpenCalls, TaskState};
 use columns::{short, H5};
+pub use edges::spool_open_calls;
 pub use summary::{json_str, Calls, Summary};
 pub use tasks::TaskWaits;
 

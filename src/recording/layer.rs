@@ -177,6 +177,14 @@ where
         });
     }
 
+    fn on_follows_from(&self, span: &Id, follows: &Id, _ctx: Context<'_, S>) {
+        if !self.skip() {
+            self.shared
+                .follows
+                .record(span.into_u64(), follows.into_u64());
+        }
+    }
+
     #[inline(always)]
     fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
         if self.skip() {

@@ -13,6 +13,7 @@
 //! - `shared`: the state one profiler's front end, lanes, flusher and guard share (config,
 //!   clock, pool, callsites, sinks); the session's MPI is not in it (the guard holds that);
 //! - `region`: the callsite registry the front ends fill and the flusher reads;
+//! - `follows`: `follows_from` links, a bounded side channel to the flusher;
 //! - `tokio`: Tokio's own instrumentation (`--cfg tokio_unstable`): task spawns and wakes
 //!   (the spawn-site table is `crate::data::sites`).
 //!
@@ -20,6 +21,7 @@
 
 pub(crate) mod clock;
 pub(crate) mod events;
+pub(crate) mod follows;
 pub(crate) mod lane;
 pub(crate) mod layer;
 pub(crate) mod pause;

@@ -55,6 +55,8 @@ pub(crate) struct Shared {
     pub lines: crate::recording::events::EventSites,
     /// Tokio's own callsites and spawn sites (`--cfg tokio_unstable`).
     pub tokio: crate::recording::tokio::TokioSites,
+    /// `follows_from` links, for the flusher (a side channel: they are rare).
+    pub follows: crate::recording::follows::Follows,
     /// The profiler's own cost, measured at `build()` (None when disabled).
     pub overhead: Option<crate::data::report::SelfCost>,
     /// Where the flusher publishes the live metrics, when they are on.
@@ -108,6 +110,7 @@ impl Shared {
             pause: Default::default(),
             lines: Default::default(),
             tokio: Default::default(),
+            follows: Default::default(),
             overhead: None,
             #[cfg(feature = "prometheus")]
             metrics: None,

@@ -223,7 +223,12 @@ impl Subscriber for ScopeSubscriber {
 
     fn record(&self, _span: &Id, _values: &Record<'_>) {}
 
-    fn record_follows_from(&self, _span: &Id, _follows: &Id) {}
+    fn record_follows_from(&self, span: &Id, follows: &Id) {
+        let (span, follows) = (span.into_u64(), follows.into_u64());
+        if span != NO_ID && follows != NO_ID && !self.skip() {
+            self.shared.follows.record(span, follows);
+        }
+    }
 
     fn event_enabled(&self, _event: &Event<'_>) -> bool {
         self.line_timing || self.track_async

@@ -1,7 +1,8 @@
 //! Mutated spools never make a reader panic or allocate beyond the file: every frame kind the
-//! writer makes (header, regions, calls, polls in runs, task rows, sites, threads, aggregate)
-//! is mutated where its ids and counts live, then read by [`super::scan`] with the lanes kept
-//! and by the lane follower. (`tests/planted_spools.rs` fuzzes the public `recover_spool` with
+//! writer makes (header, regions, calls, polls in runs, task rows, sites, threads, aggregate,
+//! and version 2's open calls, wakes, spawns and `follows_from` links)
+//! is mutated where its ids and counts live, then read by [`super::scan`] with the lanes kept,
+//! by the edges' reader and by the lane follower. (`tests/planted_spools.rs` fuzzes the public `recover_spool` with
 //! an allocation cap checked by a counting allocator.)
 
 use super::*;
@@ -54,6 +55,38 @@ fn every_frame_kind(dir: &Path) -> Vec<u8> {
         cpu_ns: 1,
         name: "main".into(),
     };
+    // Version 2: the open calls and the task edges.
+    let open = crate::data::open_calls::OpenRaw {
+        region: 1,
+        start_ns: 3,
+        thread: 0,
+        tokio_id: 9,
+        task: 0,
+        state: crate::data::open_calls::TaskState::Running,
+    };
+    let open = crate::data::open_calls::nest(vec![open, open]);
+    w.open_calls(100, 2, &open);
+    let (waker_task, woken_task) = (Some(0), 1);
+    w.wake(crate::data::edges::Wake {
+        tick_ns: 5,
+        thread: 0,
+        waker_task,
+        woken_task,
+    });
+    let (parent_task, child_task) = (None, 1);
+    w.spawn(crate::data::edges::Spawn {
+        tick_ns: 4,
+        thread: 0,
+        parent_task,
+        child_task,
+    });
+    w.follows(crate::data::edges::FollowsRow {
+        tick_ns: 6,
+        span_region: 1,
+        span_start_ns: -1,
+        follows_region: 0,
+        follows_start_ns: 2,
+    });
     w.flush(&[thread], &[(0, Stats::default())]);
     std::fs::read(&path).unwrap()
 }
@@ -68,7 +101,17 @@ fn mutated_spools_are_read_or_refused_never_a_panic() {
         heads.push(at);
         at += 5 + u32::from_le_bytes(base[at + 1..at + 5].try_into().unwrap()) as usize;
     }
-    assert!(heads.len() >= 8, "every frame kind: {} frames", heads.len());
+    let tags: std::collections::HashSet<u8> = heads.iter().map(|&h| base[h]).collect();
+    for tag in [
+        TAG_OPEN_CALLS,
+        TAG_WAKES,
+        TAG_SPAWNS,
+        TAG_FOLLOWS,
+        TAG_POLL_RUNS,
+        TAG_SITES,
+    ] {
+        assert!(tags.contains(&tag), "frame {tag} in {tags:?}");
+    }
     let target = dir.path().join("mutant");
     let mut state = 0x9E37_79B9_7F4A_7C15u64;
     let mut next = |n: usize| {
@@ -92,6 +135,13 @@ fn mutated_spools_are_read_or_refused_never_a_panic() {
         }
         std::fs::write(&target, &m).unwrap();
         match scan(&target, true, Some(&mut |_, _| {})) {
+            Ok(_) => read_back += 1,
+            Err(e) => {
+                assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+                refused += 1;
+            }
+        }
+        match edges::read_edges(std::slice::from_ref(&target)) {
             Ok(_) => read_back += 1,
             Err(e) => {
                 assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");

@@ -7,7 +7,7 @@
 //!
 //! | tag | frame | payload |
 //! |---|---|---|
-//! | 0 | header | magic `SPRSPOL1`, `start_time_ns` i64, `timestamp` str, `label` str ("" = none), `track_threads` u8, `track_async` u8, `aggregate` u8 |
+//! | 0 | header | magic `SPRSPOL2` (`SPRSPOL1`: version 1, still read; it has no frames 10-13), `start_time_ns` i64, `timestamp` str, `label` str ("" = none), `track_threads` u8, `track_async` u8, `aggregate` u8 |
 //! | 1 | region | `id` u32, `line` i64, `name` str, `file` str |
 //! | 2 | calls (read, no longer written) | `region` u32, `n` u32, then n x (`start - previous start`, `dur`, `thread`, `task`, `await`, `gpu`), each a zigzag LEB128 varint |
 //! | 8 | calls | `region` u32, `n` u32, `varying` u8 (bit 0 thread, 1 task, 2 await, 3 gpu), then each column that does not vary in the frame once (`thread`, `task`, `await`, `gpu`, those whose bit is clear), then n x (`start - previous start`, `dur`, and the varying columns), every value a zigzag LEB128 varint: a sync span's call on one thread costs its start and duration, 3-4 bytes; then, only when a call of the frame ran in a Tokio task with a timeline, n x `scheduled` (-1 = none) |
@@ -17,6 +17,14 @@
 //! | 6 | polls (read, no longer written) | `n` u32, then n x (`region`, `start - previous start`, `dur`, `thread`, `task`), each a zigzag LEB128 varint |
 //! | 7 | polls in runs | `n` u32, then runs until n polls: `len`, `region`, `thread`, `task - previous run's task`, then len x (`start - previous start`, `dur`); every value a zigzag LEB128 varint. A run is consecutive polls of one region, thread and task (a span polled in a loop, a sync span's one poll per call under `track_async`): those three cost nothing per poll; then, only when a poll of the frame has one (a Tokio task's, see [`crate::flusher::sched`]), n x `scheduled` in poll order (-1 = none) |
 //! | 9 | sites | `n` u32, then n x (`id` u32, `line` u32, `col` u32, `name` str, `file` str): Tokio spawn sites (see [`crate::data::sites`]) |
+//! | 10 | open calls (version 2) | `at_ns` i64, `open` u64 (calls open then, all of them), `n` u32 (at most 4096: the oldest), then n x (`region`, `start - previous start`, `thread`, `tokio_id` (0 = none), `task` (dense index, -1 = none yet), `parent` (index of the enclosing open call in this frame, -1 = none), `state` (0 unknown, 1 running, 2 scheduled, 3 idle, 4 suspended)), each a zigzag LEB128 varint, oldest first: the calls open at that flush (see [`crate::data::open_calls`]); a later frame replaces an earlier one |
+//! | 11 | wakes (version 2) | `n` u32, then n x (`tick - previous tick`, `thread` (waking), `waker_task` (-1 = the runtime's driver or a thread outside tasks), `woken_task`), each a zigzag LEB128 varint (see [`crate::data::edges::Wake`]) |
+//! | 12 | spawns (version 2) | `n` u32, then n x (`tick - previous tick`, `thread`, `parent_task` (-1 = the thread, outside tasks), `child_task`), varints as above |
+//! | 13 | follows_from links (version 2) | `n` u32, then n x (`tick - previous tick`, `span_region`, `span_start` (-1 = not entered when the flusher resolved the link), `follows_region`, `follows_start`), varints as above |
+//!
+//! A file may hold several *segments* ([`SpoolWriter::new_segment`], see [`segment`]): each
+//! begins with the header, every region and site and the thread table again, so the bytes
+//! from a segment's start read as a spool of their own.
 //!
 //! A frame cut short by a crash is ignored on reading. The flusher writes frames at every
 //! flush interval (and whenever 1 MiB is buffered; fsynced with `durable`); each finalize moves
@@ -38,9 +46,14 @@ use std::path::{Path, PathBuf};
 
 use crate::data::rows::{CallRecord, PollRecord, ThreadRow};
 use crate::data::stats::Stats;
+use encode::{columns_of, frame, put_str, put_varint};
 use loss::CallSpan;
 
-const MAGIC: &[u8; 8] = b"SPRSPOL1";
+/// The magic of the spools written now (version 2: the open-calls frame and the task
+/// edges, tags 10-13).
+const MAGIC: &[u8; 8] = b"SPRSPOL2";
+/// The magic of version 1, still read (a spool left by an older build).
+const MAGIC_V1: &[u8; 8] = b"SPRSPOL1";
 pub(crate) const TAG_HEADER: u8 = 0;
 pub(crate) const TAG_REGION: u8 = 1;
 pub(crate) const TAG_CALLS: u8 = 2;
@@ -51,6 +64,10 @@ pub(crate) const TAG_TASKS: u8 = 5;
 pub(crate) const TAG_POLLS: u8 = 6;
 pub(crate) const TAG_POLL_RUNS: u8 = 7;
 pub(crate) const TAG_SITES: u8 = 9;
+pub(crate) const TAG_OPEN_CALLS: u8 = 10;
+pub(crate) const TAG_WAKES: u8 = 11;
+pub(crate) const TAG_SPAWNS: u8 = 12;
+pub(crate) const TAG_FOLLOWS: u8 = 13;
 /// Calls buffered per region before they become a frame.
 const CALLS_PER_FRAME: usize = 4096;
 /// Bytes buffered before they are written out.
@@ -136,6 +153,11 @@ pub(crate) struct SpoolWriter {
     pub(crate) lanes: LaneCounts,
     /// fsync every write (`Builder::durable`).
     durable: bool,
+    /// Task edges not yet in a frame (see [`edges`]).
+    edges: edges::PendingEdges,
+    /// Where the current segment begins in the file (see [`segment`]): 0, or where
+    /// [`SpoolWriter::new_segment`] began one.
+    segment_start: u64,
 }
 
 impl LaneCounts {
@@ -185,6 +207,8 @@ impl SpoolWriter {
             lost_calls: 0,
             lanes: LaneCounts::default(),
             durable,
+            edges: Default::default(),
+            segment_start: 0,
         };
         if durable {
             if let Err(e) = crate::data::files::sync_dir(&w.path) {
@@ -462,6 +486,7 @@ impl SpoolWriter {
             self.put_calls(r as u32);
         }
         self.put_polls();
+        self.put_edges();
         self.put_preamble();
         self.put_threads(threads);
         if !aggregate.is_empty() {
@@ -510,7 +535,7 @@ impl SpoolWriter {
                 // What this write would have declared is declared again by the next one.
                 self.written_regions = self.regions_on_disk;
                 self.written_sites = self.sites_on_disk;
-                self.need_header = self.on_disk == 0;
+                self.need_header = self.on_disk == self.segment_start;
                 self.fail(context, e);
             }
         }
@@ -541,54 +566,14 @@ impl SpoolWriter {
     }
 }
 
-/// The calls' count and time range, and which of their columns (bit 0 thread, 1 task,
-/// 2 await, 3 gpu) vary within them.
-fn columns_of(calls: &[CallRecord]) -> (CallSpan, u8) {
-    let first = &calls[0];
-    let mut span = CallSpan::default();
-    let mut varying = 0u8;
-    for c in calls {
-        span.add(c.start_ns, c.start_ns + c.dur_ns.max(0));
-        varying |= u8::from(c.thread != first.thread)
-            | u8::from(c.task != first.task) << 1
-            | u8::from(c.await_ns != first.await_ns) << 2
-            | u8::from(c.gpu_ns != first.gpu_ns) << 3;
-    }
-    (span, varying)
-}
-
-/// Appends `v` as a zigzag LEB128 varint (small magnitudes of either sign take one byte).
-#[inline]
-fn put_varint(buf: &mut Vec<u8>, v: i64) {
-    let mut z = ((v << 1) ^ (v >> 63)) as u64;
-    if z < 0x80 {
-        // Most values (ids, zeros, small deltas): one byte.
-        buf.push(z as u8);
-        return;
-    }
-    while z >= 0x80 {
-        buf.push((z as u8) | 0x80);
-        z >>= 7;
-    }
-    buf.push(z as u8);
-}
-
-fn put_str(p: &mut Vec<u8>, s: &str) {
-    p.extend_from_slice(&(s.len() as u32).to_le_bytes());
-    p.extend_from_slice(s.as_bytes());
-}
-
-fn frame(buf: &mut Vec<u8>, tag: u8, payload: &[u8]) {
-    buf.push(tag);
-    buf.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    buf.extend_from_slice(payload);
-}
-
+pub(crate) mod edges;
+mod encode;
 mod follow;
 pub(crate) mod loss;
 mod phase;
 mod phase_data;
 mod read;
+mod segment;
 mod sites;
 pub(crate) use follow::LaneFollower;
 pub(crate) use loss::SpoolFailure;
@@ -596,6 +581,8 @@ pub(crate) use loss::SpoolFailure;
 pub(crate) use read::read;
 pub(crate) use read::{scan, scan_into, SpoolContents};
 
+#[cfg(test)]
+mod edges_tests;
 #[cfg(test)]
 mod fuzz_tests;
 #[cfg(test)]

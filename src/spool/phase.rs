@@ -102,6 +102,7 @@ impl SpoolWriter {
         // The next phase: a fresh file, its header and the region table.
         self.torn = false;
         self.on_disk = 0;
+        self.segment_start = 0;
         self.need_header = true;
         self.written_regions = 0;
         self.regions_on_disk = 0;

@@ -6,20 +6,20 @@ use std::io;
 use std::path::Path;
 
 use super::{
-    Header, SpoolRegion, MAGIC, TAG_AGGREGATE, TAG_CALLS, TAG_CALL_COLUMNS, TAG_HEADER, TAG_POLLS,
-    TAG_POLL_RUNS, TAG_REGION, TAG_SITES, TAG_TASKS, TAG_THREADS,
+    Header, SpoolRegion, MAGIC, MAGIC_V1, TAG_AGGREGATE, TAG_CALLS, TAG_CALL_COLUMNS, TAG_HEADER,
+    TAG_OPEN_CALLS, TAG_POLLS, TAG_POLL_RUNS, TAG_REGION, TAG_SITES, TAG_TASKS, TAG_THREADS,
 };
 use crate::data::rows::{CallRecord, PollRecord, TaskRow, ThreadRow};
 use crate::data::sites::SiteInfo;
 use crate::data::stats::Stats;
 
-mod frames;
+pub(super) mod frames;
 
 use frames::{Frame, Frames};
 
 /// Reads a zigzag LEB128 varint.
 #[inline]
-fn get_varint(d: &[u8], at: &mut usize) -> Option<i64> {
+pub(super) fn get_varint(d: &[u8], at: &mut usize) -> Option<i64> {
     // Most values (deltas, small ids, zeros) fit one byte.
     let b = *d.get(*at)?;
     if b < 0x80 {
@@ -47,6 +47,8 @@ fn get_varint(d: &[u8], at: &mut usize) -> Option<i64> {
 #[derive(Debug, Default)]
 pub(crate) struct SpoolContents {
     pub header: Header,
+    /// The spool format's version: 1 (`SPRSPOL1`) or 2 (`SPRSPOL2`, see [`super`]).
+    pub version: u8,
     /// The regions, by id.
     pub regions: Vec<SpoolRegion>,
     /// Calls per region id, in spool order.
@@ -64,6 +66,8 @@ pub(crate) struct SpoolContents {
     pub sites: Vec<SiteInfo>,
     /// Bytes at the end that did not form a whole frame (a write cut short).
     pub torn_bytes: u64,
+    /// The calls open at the latest flush (the latest open-calls frame; version 2).
+    pub open_calls: Option<super::edges::OpenFrame>,
 }
 
 /// Reads a whole spool (tolerating a torn last frame) into memory.
@@ -139,7 +143,7 @@ pub(crate) fn scan_into(
         };
         match tag {
             TAG_HEADER => {
-                out.header = header(&mut r).map_err(&bad)?;
+                (out.header, out.version) = header(&mut r).map_err(&bad)?;
                 saw_header = true;
             }
             TAG_CALLS | TAG_CALL_COLUMNS => {
@@ -171,7 +175,8 @@ fn skips(tag: u8, want_calls: bool, keep_lanes: bool) -> bool {
     match tag {
         TAG_CALLS | TAG_CALL_COLUMNS => !want_calls,
         TAG_POLLS | TAG_POLL_RUNS | TAG_TASKS => !keep_lanes,
-        _ => false,
+        // Read by `spool::edges::scan_edges` alone.
+        t => super::edges::is_edge_tag(t),
     }
 }
 
@@ -204,16 +209,23 @@ fn decode_frame(
             out.aggregate = aggregate(r).ok_or_else(|| bad("a malformed aggregate frame"))?
         }
         TAG_SITES => sites(r, &mut out.sites).ok_or_else(|| bad("a malformed sites frame"))?,
+        TAG_OPEN_CALLS => {
+            let open = super::edges::open_frame(r, out.regions.len())
+                .ok_or_else(|| bad("a malformed open-calls frame"))?;
+            out.open_calls = Some(open);
+        }
         _ => return Err(bad(&format!("unknown frame tag {tag}"))),
     }
     Ok(())
 }
 
-/// Frame 0: the magic, then the run's header.
-fn header(r: &mut Cursor<'_>) -> Result<Header, &'static str> {
-    if r.take(8).ok_or("short header")? != MAGIC {
-        return Err("not a scope-profiler spool (bad magic)");
-    }
+/// Frame 0: the magic (either version), then the run's header; returns the version too.
+fn header(r: &mut Cursor<'_>) -> Result<(Header, u8), &'static str> {
+    let version = match r.take(8).ok_or("short header")? {
+        m if m == MAGIC => 2,
+        m if m == MAGIC_V1 => 1,
+        _ => return Err("not a scope-profiler spool (bad magic)"),
+    };
     let mut read = || -> Option<Header> {
         Some(Header {
             start_time_ns: r.i64()?,
@@ -224,14 +236,14 @@ fn header(r: &mut Cursor<'_>) -> Result<Header, &'static str> {
             aggregate: r.u8()? != 0,
         })
     };
-    read().ok_or("header")
+    read().map(|h| (h, version)).ok_or("header")
 }
 
 /// Frame 1: one region declared at its id. The writer declares a file's regions densely, from
 /// 0 (a later frame may repeat an id), so an id past the next one is malformed: an id read
 /// from a file never sizes an allocation by itself (a planted `u32::MAX` would otherwise ask
 /// for hundreds of gigabytes).
-fn region(r: &mut Cursor<'_>, regions: &mut Vec<SpoolRegion>) -> Option<()> {
+pub(super) fn region(r: &mut Cursor<'_>, regions: &mut Vec<SpoolRegion>) -> Option<()> {
     let id = r.u32()? as usize;
     let line = r.i64()?;
     let name = r.str()?;
@@ -544,26 +556,26 @@ pub(super) struct Cursor<'a> {
 }
 
 impl Cursor<'_> {
-    fn take(&mut self, n: usize) -> Option<&[u8]> {
+    pub(super) fn take(&mut self, n: usize) -> Option<&[u8]> {
         let s = self.d.get(self.at..self.at + n)?;
         self.at += n;
         Some(s)
     }
-    fn u8(&mut self) -> Option<u8> {
+    pub(super) fn u8(&mut self) -> Option<u8> {
         self.take(1).map(|b| b[0])
     }
-    fn u32(&mut self) -> Option<u32> {
+    pub(super) fn u32(&mut self) -> Option<u32> {
         self.take(4)
             .map(|b| u32::from_le_bytes(b.try_into().expect("4")))
     }
-    fn u64(&mut self) -> Option<u64> {
+    pub(super) fn u64(&mut self) -> Option<u64> {
         self.take(8)
             .map(|b| u64::from_le_bytes(b.try_into().expect("8")))
     }
-    fn i64(&mut self) -> Option<i64> {
+    pub(super) fn i64(&mut self) -> Option<i64> {
         self.u64().map(|v| v as i64)
     }
-    fn str(&mut self) -> Option<String> {
+    pub(super) fn str(&mut self) -> Option<String> {
         let n = self.u32()? as usize;
         Some(String::from_utf8_lossy(self.take(n)?).into_owned())
     }

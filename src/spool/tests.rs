@@ -525,3 +525,29 @@ fn call_frames_store_constant_columns_once_and_old_call_frames_still_read() {
     };
     assert_eq!(got[0], vec![want]);
 }
+
+/// A spool of version 1 (magic `SPRSPOL1`, the frames of that version) is still read; one
+/// written now is version 2; a third magic is refused.
+#[test]
+fn version_one_spools_still_read_and_new_ones_are_version_two() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, w) = one_call(dir.path());
+    drop(w);
+    let now = read(&path).unwrap();
+    assert_eq!(now.version, 2);
+    let mut bytes = std::fs::read(&path).unwrap();
+    // The header frame's payload begins with the magic, after its 5-byte head.
+    assert_eq!(bytes[0], TAG_HEADER);
+    assert_eq!(&bytes[5..13], b"SPRSPOL2");
+    bytes[5..13].copy_from_slice(b"SPRSPOL1");
+    let old = dir.path().join("old");
+    std::fs::write(&old, &bytes).unwrap();
+    let c = read(&old).unwrap();
+    assert_eq!(c.version, 1);
+    assert_eq!(c.header, header());
+    assert_eq!(c.calls[0], vec![call(1, 1)]);
+    bytes[5..13].copy_from_slice(b"SPRSPOL9");
+    std::fs::write(&old, &bytes).unwrap();
+    let e = read(&old).unwrap_err();
+    assert!(e.to_string().contains("bad magic"), "{e}");
+}

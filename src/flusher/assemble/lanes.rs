@@ -115,6 +115,10 @@ pub(super) struct LaneState {
     pub held: HeldQueue,
     /// The lane's first tick after its last held call (0: none yet).
     pub held_tick: u64,
+    /// The Tokio task whose span closed on it with the latest record read (0: none): a wake
+    /// that is the lane's next record is at that task's completion (see
+    /// [`crate::flusher::sched::edges`]).
+    pub completed: u64,
     /// Its thread exited and everything was read: the state goes once empty.
     gone: bool,
 }
@@ -194,7 +198,8 @@ impl Lanes {
     /// Gives a lane's state back (dropped if the lane is gone and it is empty).
     #[inline]
     pub(super) fn put(&mut self, lane: u32, state: LaneState) {
-        if !(state.gone && state.is_empty()) && (state.task != 0 || !state.is_empty()) {
+        let keep = state.task != 0 || state.completed != 0 || !state.is_empty();
+        if !(state.gone && state.is_empty()) && keep {
             self.by_lane.insert(lane, state);
         }
     }
@@ -233,6 +238,13 @@ impl Lanes {
         self.by_lane
             .values()
             .flat_map(|s| s.held.iter().map(|h| h.id))
+    }
+
+    /// The newest held one-step call of span `id`, on any lane (a search: for the rare
+    /// question of what an id means, see `Assembler::span_now`).
+    pub(super) fn held_call(&self, id: u64) -> Option<Held> {
+        let held = self.by_lane.values().flat_map(|s| s.held.iter());
+        held.filter(|h| h.id == id).max_by_key(|h| h.start).copied()
     }
 
     /// Forgets the polls of instance `k` on every lane (their exits were lost).

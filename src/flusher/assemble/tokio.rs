@@ -36,9 +36,34 @@ impl Assembler {
         };
         let k = self.insts.create(n.id, region);
         self.insts.get_mut(k).flags |= TASK_SPAN;
-        self.sched.spawn(k, region, tick, site);
+        let by = self.task_on_lane(ls);
+        self.sched.spawn_by(k, region, tick, site, lane, by);
         if let Some(stashed) = self.stash.remove(&n.id) {
             self.replay(lane, stashed, out);
+        }
+    }
+
+    /// The Tokio task in a poll on lane `ls` now: the innermost poll of a task span in
+    /// progress there (0: none). Not while replaying stashed records, which are not where
+    /// their lane stands.
+    pub(super) fn task_on_lane(&self, ls: &LaneState) -> u64 {
+        if self.replaying.is_some() {
+            return 0;
+        }
+        ls.polls
+            .iter()
+            .rev()
+            .find(|p| self.insts.get(p.inst).flags & TASK_SPAN != 0)
+            .map_or(0, |p| self.sched.tokio_of(p.inst))
+    }
+
+    /// The Tokio task a wake read on lane `ls` is attributed to (0: the runtime's driver):
+    /// the task in a poll there, else the task that completed with the lane's previous
+    /// record (`completed`), see [`crate::flusher::sched::edges`].
+    pub(super) fn waker(&self, ls: &LaneState, completed: u64) -> u64 {
+        match self.task_on_lane(ls) {
+            0 if self.replaying.is_none() => completed,
+            by => by,
         }
     }
 

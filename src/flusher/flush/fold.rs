@@ -3,8 +3,10 @@
 //! up to the watermark (see [`crate::flusher::task`]).
 
 use super::{Flusher, PhaseRegion, BATCH_KEEP, MEMORY_CALL_CAP};
+use crate::data::edges::{Spawn, Wake};
 use crate::data::rows::{CallRecord, PollRecord};
 use crate::flusher::assemble::{RawCall, NO_SCHED};
+use crate::flusher::sched::edges::EdgeOut;
 use crate::flusher::sched::TaskOut;
 use crate::flusher::task::polls::TaskPoll;
 use crate::flusher::task::TaskCall;
@@ -60,6 +62,7 @@ impl Flusher {
         }
         self.polls();
         self.task_polls();
+        self.task_edges();
         // A round after a burst can hold many calls and polls;
         // give that memory back instead of keeping the batch vectors at their peak.
         if self.scratch.capacity() > BATCH_KEEP {
@@ -307,6 +310,57 @@ impl Flusher {
                     self.asm.tasks.task_ended(tokio, site, last);
                 }
             }
+        }
+    }
+
+    /// Streams the wakes and spawns the timelines settled (see
+    /// [`crate::flusher::sched::edges`]) to the spool, tasks as dense indices.
+    pub(super) fn task_edges(&mut self) {
+        if self.asm.sched.edges.is_empty() {
+            return;
+        }
+        let clock = self.shared.clock;
+        let mut edges = std::mem::take(&mut self.asm.sched.edges);
+        let (tasks, spool) = (&mut self.asm.tasks, &mut self.spool);
+        let mut by = |t: u64| (t != 0).then(|| tasks.index(t));
+        for e in edges.drain(..) {
+            let Some(spool) = spool.as_mut() else {
+                break;
+            };
+            match e {
+                EdgeOut::Wake {
+                    tick,
+                    lane,
+                    by: waker,
+                    woken,
+                } => {
+                    let waker_task = by(waker);
+                    spool.wake(Wake {
+                        tick_ns: clock.to_ns(tick),
+                        thread: lane,
+                        waker_task,
+                        woken_task: by(woken).unwrap_or(-1),
+                    })
+                }
+                EdgeOut::Spawn {
+                    tick,
+                    lane,
+                    by: parent,
+                    child,
+                } => {
+                    let parent_task = by(parent);
+                    spool.spawn(Spawn {
+                        tick_ns: clock.to_ns(tick),
+                        thread: lane,
+                        parent_task,
+                        child_task: by(child).unwrap_or(-1),
+                    })
+                }
+            }
+        }
+        // Its capacity, for the next round.
+        if edges.capacity() <= BATCH_KEEP {
+            self.asm.sched.edges = edges;
         }
     }
 

@@ -61,6 +61,9 @@ pub(crate) struct Snapshot {
     pub wait_ns: u64,
     /// Records rejected as corrupt so far (never followed).
     pub corrupt: u64,
+    /// `follows_from` links left out so far (dropped by the side channel's bound, or
+    /// naming no span the flusher knew).
+    pub follows_lost: u64,
     /// Calls the spool could not take since `build()` (after a write error).
     pub spool_lost: u64,
     /// Earliest start and latest end of this phase's calls (`None` without calls).
@@ -115,6 +118,8 @@ impl Flusher {
             waits: self.shared.pool.waits.load(Ordering::Relaxed),
             wait_ns: self.shared.pool.wait_ns.load(Ordering::Relaxed),
             corrupt: self.asm.corrupt,
+            follows_lost: self.follows_unresolved
+                + self.shared.follows.dropped.load(Ordering::Relaxed),
             tokio: crate::data::rows::TokioExtra {
                 sites: (self.shared.tokio.sites.since(0).into_iter())
                     .map(|(_, s)| s)

@@ -79,6 +79,8 @@ pub(crate) struct Timeline {
     pub extra_wakes: u64,
     /// Its span closed (the task ended): later wakes are ignored.
     pub closed: bool,
+    /// The lane it was spawned on, and the Tokio task in a poll there then (0: none).
+    pub spawned_by: (u32, u64),
 }
 
 impl Timeline {
@@ -95,11 +97,24 @@ impl Timeline {
             last_end: 0,
             extra_wakes: 0,
             closed: false,
+            spawned_by: (0, 0),
         }
     }
 
-    /// A wake at `tick`.
-    pub(crate) fn wake(&mut self, tick: u64) {
+    /// Where the task stands: in a poll, woken (or spawned) and waiting for a worker, or
+    /// waiting for a wake.
+    pub(crate) fn state(&self) -> crate::data::open_calls::TaskState {
+        use crate::data::open_calls::TaskState;
+        match self.state {
+            State::Running { .. } => TaskState::Running,
+            State::Spawned | State::Woken { .. } => TaskState::Scheduled,
+            State::Idle { .. } => TaskState::Idle,
+        }
+    }
+
+    /// A wake at `tick`; returns whether it queued the task (ended a suspension, or was the
+    /// first during a poll), not an extra wake of a task already queued.
+    pub(crate) fn wake(&mut self, tick: u64) -> bool {
         match &mut self.state {
             State::Idle { since } => {
                 let since = *since;
@@ -109,8 +124,12 @@ impl Timeline {
                 };
             }
             State::Running { woke, .. } if *woke == 0 => *woke = tick,
-            _ => self.extra_wakes += 1,
+            _ => {
+                self.extra_wakes += 1;
+                return false;
+            }
         }
+        true
     }
 
     /// A poll starts at `tick` on `lane`; returns the poll it proves was one (the previous,

@@ -21,6 +21,7 @@
 
 pub(crate) mod aux;
 pub(crate) mod ctx;
+mod edges;
 pub(crate) mod lanes;
 pub(crate) mod lines;
 pub(crate) mod staged;
@@ -345,6 +346,7 @@ fn write_contents(
             if !lanes_written {
                 lanes::write_lanes(ctx, file, data, lanes::Lanes::of(data))?;
             }
+            edges::write_edges(ctx, file, data)?;
         }
         Layout::Aggregate => write_aggregate(ctx, &index, &events, &data.regions)?,
     }
@@ -381,6 +383,9 @@ pub(crate) fn write_metadata(ctx: &Ctx<'_>, meta: &Group, data: &PhaseData) -> R
     ctx.attr(meta, "dropped_calls", &count(data.losses.dropped_calls))?;
     ctx.attr(meta, "backpressure_waits", &count(data.losses.waits))?;
     ctx.attr(meta, "backpressure_wait_ns", &count(data.losses.wait_ns))?;
+    if data.losses.follows_lost > 0 {
+        ctx.attr(meta, "follows_from_lost", &count(data.losses.follows_lost))?;
+    }
     let tokio = &data.extra.tokio;
     if tokio.counts.tasks > 0 || tokio.hidden_calls > 0 {
         // Tokio's own instrumentation (see `crate::flusher::sched`), since `build()`.

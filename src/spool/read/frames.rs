@@ -8,7 +8,7 @@ use std::path::Path;
 
 /// A spool file read frame by frame: a 5-byte head (tag, little-endian `u32` length), then
 /// the payload.
-pub(super) struct Frames {
+pub(crate) struct Frames {
     input: BufReader<File>,
     /// Offset in the file of the next byte `input` yields.
     pos: u64,
@@ -16,11 +16,11 @@ pub(super) struct Frames {
     /// longer written to).
     file_len: u64,
     /// The payload of the latest frame read.
-    pub(super) payload: Vec<u8>,
+    pub(crate) payload: Vec<u8>,
 }
 
 /// What [`Frames::next`] found.
-pub(super) enum Frame {
+pub(crate) enum Frame {
     /// A whole frame with this tag; its payload is in [`Frames::payload`].
     Read(u8),
     /// A whole frame skipped unread.
@@ -33,7 +33,7 @@ impl Frames {
     /// Opens the spool at `path`: a regular file only. A link at `path` is not followed and a
     /// FIFO or device is refused without blocking (`O_NOFOLLOW | O_NONBLOCK`, then `fstat`),
     /// since a spool may be a file someone else planted beside the output.
-    pub(super) fn open(path: &Path) -> io::Result<Frames> {
+    pub(crate) fn open(path: &Path) -> io::Result<Frames> {
         let file = open_regular(path)?;
         let file_len = file.metadata()?.len();
         Ok(Frames {
@@ -45,7 +45,7 @@ impl Frames {
     }
 
     /// Reads the next frame, or skips its payload unread when `skip(tag)`.
-    pub(super) fn next(&mut self, skip: impl Fn(u8) -> bool) -> io::Result<Frame> {
+    pub(crate) fn next(&mut self, skip: impl Fn(u8) -> bool) -> io::Result<Frame> {
         let mut head = [0u8; 5];
         let got = read_full(&mut self.input, &mut head)?;
         if got < 5 {
