@@ -20,11 +20,7 @@
 //! harmless: the flusher tracks, per lane, a clock tick before which everything that lane
 //! recorded has been read (the latest tick read from it, or the tick at which a drain of it
 //! started and found nothing left), and the minimum over all lanes is the watermark (see
-//! `crate::flusher::flush`). (A poll in progress is published only at its exit, so a lane
-//! may hold an enter older than that tick: see `lane::writer`. Nothing the rules below relate
-//! to it happens before the exit, and enters of Tokio tasks under Tokio's instrumentation,
-//! whose timelines order other lanes' wakes against them, are written at once.)
-//! Every record of a span instance happened before its `CLOSE`, so:
+//! `crate::flusher::flush`). Every record of a span instance happened before its `CLOSE`, so:
 //! - an instance is completed once the watermark has passed its `CLOSE` ([`Assembler::complete`]);
 //!   by then its polls on every other worker thread have been read. How far the flusher is
 //!   behind does not matter: what waits here is bounded by the window between the lanes'

@@ -198,11 +198,8 @@ where
         }
         // The task id goes into the stream only when it changes on this lane.
         let task = self.track_async.then(record::current_task_id);
-        // Published at its exit, with it, but under Tokio's own instrumentation a task's
-        // enter is published at once (see `lane::writer`).
-        let eager = self.track_async && task != Some(0) && self.shared.tokio.seen();
         with_local(&self.shared, move |l| {
-            l.push_enter(id.into_u64(), task, false, eager)
+            l.push_enter(id.into_u64(), task, false)
         });
     }
 

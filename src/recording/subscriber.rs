@@ -277,10 +277,7 @@ impl Subscriber for ScopeSubscriber {
         let task = self.track_async.then(record::current_task_id);
         // Its first record, when this thread created it just before (the flusher's fast path).
         let fresh = self.implicit && spans::take_fresh(self.shared.uid, id);
-        // Published at its exit, with it, but under Tokio's own instrumentation a task's
-        // enter is published at once (see `lane::writer`).
-        let eager = self.track_async && task != Some(0) && self.shared.tokio.seen();
-        with_local(&self.shared, move |l| l.push_enter(id, task, fresh, eager));
+        with_local(&self.shared, move |l| l.push_enter(id, task, fresh));
     }
 
     #[inline]

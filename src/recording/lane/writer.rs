@@ -8,19 +8,11 @@
 //! records were, so the flusher routes each to the very span instance that lost the record
 //! (span ids are reused, so an id alone would not do) and drops that call whole.
 //!
-//! ## A poll is published whole, at its exit
-//! An enter secures room for its exit too, writes its record and does not publish it: the
-//! exit's release store publishes both (one store less per poll on the program's thread, and
-//! the flusher never sees half a leaf poll). Any record written in between (a child's, a
-//! checkpoint) publishes it with its own, so the stream is the same; only an enter is seen
-//! later. A lane therefore may hold an enter the flusher cannot see yet, while the flusher
-//! takes a lane with nothing new as read up to the drain's start. That is harmless for every
-//! rule of the assembler: whatever the flusher relates to this poll across lanes (the span's
-//! close, a task's later calls, a record of the span on another thread after this poll)
-//! happens after the exit, which publishes the enter (see `flusher::assemble`). The one
-//! exception is a Tokio task's timeline under Tokio's own instrumentation, which orders wakes
-//! from other threads *during* the poll against its start: those enters are published at once
-//! ([`Writer::push_enter`]'s `eager`).
+//! An enter secures room for its exit as well, so a leaf poll's two records share a buffer
+//! and reach the flusher together (its one-step paths see them side by side). It is still
+//! published at once: a span entered and stuck (a blocked request) must be visible to the
+//! flusher's open-calls frame and to the live view, so publishing the whole poll only at its
+//! exit (tried: one release store less per poll) is not worth what it hides.
 
 use std::sync::Arc;
 
@@ -138,16 +130,9 @@ impl Writer {
 
     /// Appends an enter of span `id` in Tokio task `task` (0: none; `None`: not tracked),
     /// reading the clock only once its slots are secured, so a chunk handoff never falls
-    /// inside the call it starts. Published by the next record (its exit, mostly; see the
-    /// module docs), or at once when `eager`. False when it had to be dropped.
+    /// inside the call it starts. False when it had to be dropped.
     #[inline(always)]
-    pub(crate) fn push_enter(
-        &mut self,
-        id: u64,
-        task: Option<u64>,
-        fresh: bool,
-        eager: bool,
-    ) -> bool {
+    pub(crate) fn push_enter(&mut self, id: u64, task: Option<u64>, fresh: bool) -> bool {
         let switch = task.filter(|&t| t != self.task);
         // Room for the exit too, so the poll is published whole; a fresh enter asks for its
         // close as well, so a sync span's three records share one buffer and the flusher's
@@ -168,9 +153,7 @@ impl Writer {
         } else {
             Record::enter(id, ticks)
         });
-        if eager {
-            self.publish();
-        }
+        self.publish();
         true
     }
 
@@ -310,8 +293,6 @@ impl Writer {
         take: impl FnOnce(&Pool, &mut Option<u64>, bool) -> Option<Box<Chunk>>,
     ) -> bool {
         if !self.chunk.is_null() {
-            // An enter written last is not published yet (see the module docs).
-            self.publish();
             // SAFETY: `chunk` came from Box::into_raw in `install` and is owned by us.
             let full = unsafe { Box::from_raw(self.chunk) };
             self.chunk = std::ptr::null_mut();
@@ -401,8 +382,6 @@ impl Writer {
         }
         self.lost.clear();
         if !self.chunk.is_null() {
-            // A span still entered at the thread's exit: its enter is in the stream.
-            self.publish();
             // SAFETY: owned by us since `install`; handed over exactly once.
             let last = unsafe { Box::from_raw(self.chunk) };
             self.chunk = std::ptr::null_mut();
@@ -444,8 +423,8 @@ mod tests {
             assert!(w.push(Record::exit(id + 1, 5)));
         }
         // A plain enter fits in one of them; a fresh one needs three.
-        assert!(w.push_enter(100, None, false, true));
-        assert!(w.push_enter(101, None, true, true));
+        assert!(w.push_enter(100, None, false));
+        assert!(w.push_enter(101, None, true));
         assert!(w.push(Record::exit(101, 9)));
         assert!(w.push(Record::close(101)));
         w.finish();
@@ -474,11 +453,11 @@ mod tests {
         recs
     }
 
-    /// A leaf poll is published whole at its exit; a parent's enter with its child's first
-    /// record; a span still entered when its thread exits is in the stream.
+    /// An enter is published at once (a stuck span stays visible), with room kept for its
+    /// exit, so a leaf poll's records share a buffer.
     #[test]
-    fn a_poll_is_published_at_its_exit_and_the_stream_keeps_its_order() {
-        use crate::recording::lane::record::{ENTER, EVENT, EXIT, TASK};
+    fn an_enter_is_published_at_once_and_keeps_room_for_its_exit() {
+        use crate::recording::lane::record::{ENTER, EXIT, TASK};
         let pool = Arc::new(Pool::new(
             8 * CHUNK_BYTES,
             Policy {
@@ -489,42 +468,19 @@ mod tests {
         let lane = Arc::new(Lane::new(0, "t".into(), 0, 0));
         let mut w = Writer::new(lane.clone(), pool.clone());
         let mut st = DrainState::default();
-        assert!(w.push(Record::close(6)));
-        assert!(w.push_enter(7, Some(3), false, false));
-        assert_eq!(
-            drained(&lane, &pool, &mut st),
-            [(6, CLOSE)],
-            "the enter waits"
-        );
+        assert!(w.push_enter(7, Some(3), false));
+        assert_eq!(drained(&lane, &pool, &mut st), [(3, TASK), (7, ENTER)]);
         assert!(w.push(Record::exit(7, 50)));
-        assert_eq!(
-            drained(&lane, &pool, &mut st),
-            [(3, TASK), (7, ENTER), (7, EXIT)],
-            "task switch, then the whole poll"
-        );
-        assert!(w.push_enter(8, Some(3), false, true));
-        assert_eq!(
-            drained(&lane, &pool, &mut st),
-            [(8, ENTER)],
-            "eager: at once"
-        );
-        assert!(w.push_enter(9, Some(3), false, false));
-        assert!(w.push_pair(|| Record::event(9, 61), Record::spawn_site(1)));
-        assert!(w.push(Record::exit(9, 62)));
-        assert!(w.push(Record::exit(8, 70)));
-        assert!(w.push_enter(10, None, false, false));
-        w.finish();
-        assert_eq!(
-            drained(&lane, &pool, &mut st),
-            [
-                (9, ENTER),
-                (9, EVENT),
-                (1, EVENT),
-                (9, EXIT),
-                (8, EXIT),
-                (10, ENTER)
-            ]
-        );
+        assert_eq!(drained(&lane, &pool, &mut st), [(7, EXIT)]);
+        // One slot left in the (small) first buffer: the enter goes to the next, with its exit.
+        for id in 0..(SMALL_LEN - 4) as u64 {
+            assert!(w.push(Record::close(id + 100)));
+        }
+        assert!(w.push_enter(8, Some(3), false));
+        assert!(w.push(Record::exit(8, 60)));
+        let mut chunks = Vec::new();
+        lane.drain(&mut st, &pool, 16, |r| chunks.push(r.len()));
+        assert_eq!(chunks, [SMALL_LEN - 4, 2], "{chunks:?}");
     }
 
     /// With the budget used up and no flusher freeing anything, an exiting thread returns at
