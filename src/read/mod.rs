@@ -50,6 +50,7 @@
 //! ```
 
 mod columns;
+pub mod live;
 mod stream;
 mod summary;
 mod tasks;

@@ -590,6 +590,7 @@ mod phase;
 mod phase_data;
 mod read;
 mod sites;
+pub(crate) mod tail;
 pub(crate) use follow::LaneFollower;
 pub(crate) use loss::SpoolFailure;
 #[cfg(test)]

@@ -13,7 +13,7 @@ use crate::data::rows::{CallRecord, PollRecord, TaskRow, ThreadRow};
 use crate::data::sites::SiteInfo;
 use crate::data::stats::Stats;
 
-mod frames;
+pub(super) mod frames;
 
 use frames::{Frame, Frames};
 
@@ -210,7 +210,7 @@ fn decode_frame(
 }
 
 /// Frame 0: the magic, then the run's header.
-fn header(r: &mut Cursor<'_>) -> Result<Header, &'static str> {
+pub(super) fn header(r: &mut Cursor<'_>) -> Result<Header, &'static str> {
     if r.take(8).ok_or("short header")? != MAGIC {
         return Err("not a scope-profiler spool (bad magic)");
     }
@@ -231,7 +231,7 @@ fn header(r: &mut Cursor<'_>) -> Result<Header, &'static str> {
 /// 0 (a later frame may repeat an id), so an id past the next one is malformed: an id read
 /// from a file never sizes an allocation by itself (a planted `u32::MAX` would otherwise ask
 /// for hundreds of gigabytes).
-fn region(r: &mut Cursor<'_>, regions: &mut Vec<SpoolRegion>) -> Option<()> {
+pub(super) fn region(r: &mut Cursor<'_>, regions: &mut Vec<SpoolRegion>) -> Option<()> {
     let id = r.u32()? as usize;
     let line = r.i64()?;
     let name = r.str()?;
@@ -256,7 +256,7 @@ fn room(n: usize, left: usize, min_bytes: usize) -> usize {
 const MALFORMED_CALLS: &str = "a malformed calls frame";
 
 /// Frame 2: calls of one declared region, start times delta-coded; returns the region.
-fn calls(
+pub(super) fn calls(
     r: &mut Cursor<'_>,
     declared: usize,
     out: &mut Vec<CallRecord>,
@@ -295,7 +295,7 @@ fn calls(
 }
 
 /// Frame 8: calls, the columns that do not vary stored once (see the writer).
-fn call_columns(
+pub(super) fn call_columns(
     r: &mut Cursor<'_>,
     declared: usize,
     out: &mut Vec<CallRecord>,
@@ -376,7 +376,7 @@ fn sites(r: &mut Cursor<'_>, all: &mut Vec<SiteInfo>) -> Option<()> {
 
 /// Adds thread rows to `all`: a row of an index already there replaces it (`at`: index ->
 /// position in `all`).
-fn merge_threads(
+pub(super) fn merge_threads(
     all: &mut Vec<ThreadRow>,
     at: &mut std::collections::HashMap<u32, usize>,
     rows: Vec<ThreadRow>,
@@ -393,7 +393,7 @@ fn merge_threads(
 }
 
 /// Frame 3: rows of the thread table (a later row of an index replaces an earlier one).
-fn threads(r: &mut Cursor<'_>) -> Option<Vec<ThreadRow>> {
+pub(super) fn threads(r: &mut Cursor<'_>) -> Option<Vec<ThreadRow>> {
     let n = r.u32()?;
     let mut rows = Vec::with_capacity(n.min(1 << 16) as usize);
     for _ in 0..n {
@@ -410,7 +410,7 @@ fn threads(r: &mut Cursor<'_>) -> Option<Vec<ThreadRow>> {
 }
 
 /// Frame 4: every region's aggregate statistics (the latest frame wins).
-fn aggregate(r: &mut Cursor<'_>) -> Option<Vec<(u32, Stats)>> {
+pub(super) fn aggregate(r: &mut Cursor<'_>) -> Option<Vec<(u32, Stats)>> {
     let n = r.u32()?;
     let mut all = Vec::with_capacity(n.min(1 << 16) as usize);
     for _ in 0..n {
