@@ -215,6 +215,7 @@ impl Source {
     }
 
     /// Retired tasks read so far (spools only).
+    #[allow(dead_code)] // for the tasks view once live tasks are in the spool
     pub(crate) fn retired_tasks(&self) -> Vec<RetiredTask> {
         match &self.kind {
             Kind::Spool { tasks, .. } => tasks.iter().copied().collect(),
