@@ -332,3 +332,150 @@ fn bad_targets_get_one_clear_line() {
     let _ = c.kill();
     let _ = c.wait();
 }
+
+/// Runs `scopeprof top ARGS` in an 80x24 pseudo-terminal, types `keys` once the screen shows
+/// `ready`, and returns its exit status, the screen (as a terminal shows it) before each key,
+/// and everything it wrote.
+fn in_a_terminal(args: &[&str], ready: &str, keys: &[&str]) -> (Option<i32>, Vec<String>, String) {
+    use std::io::{Read, Write};
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let (mut master, mut slave) = (0, 0);
+    let size = libc::winsize {
+        ws_row: 24,
+        ws_col: 80,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: openpty writes two descriptors into `master` and `slave` and reads `size`.
+    let rc = unsafe {
+        libc::openpty(
+            &mut master,
+            &mut slave,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            &size,
+        )
+    };
+    assert_eq!(rc, 0, "openpty");
+    // SAFETY: both descriptors were just opened and are owned here alone.
+    let (master, slave) = unsafe { (OwnedFd::from_raw_fd(master), OwnedFd::from_raw_fd(slave)) };
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_scopeprof"))
+        .arg("top")
+        .args(args)
+        .env("TERM", "xterm")
+        .env("NO_COLOR", "1")
+        .stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave)
+        .spawn()
+        .unwrap();
+    let mut writer = std::fs::File::from(master.try_clone().unwrap());
+    let screen = Arc::new(Mutex::new(Vec::new()));
+    let reader = {
+        let screen = screen.clone();
+        let mut master = std::fs::File::from(master);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 65536];
+            while let Ok(n) = master.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                screen.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        })
+    };
+    let text = |s: &Mutex<Vec<u8>>| String::from_utf8_lossy(&s.lock().unwrap()).into_owned();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !text(&screen).contains(ready) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut marks = Vec::new();
+    for k in keys {
+        marks.push(screen.lock().unwrap().len());
+        writer.write_all(k.as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let mut status = None;
+    while Instant::now() < deadline {
+        if let Some(s) = child.try_wait().unwrap() {
+            status = s.code();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    drop(writer);
+    drop(reader);
+    let raw = screen.lock().unwrap().clone();
+    let screens = marks
+        .iter()
+        .map(|&m| {
+            let mut vt = vt100::Parser::new(24, 80, 0);
+            vt.process(&raw[..m]);
+            vt.screen().contents()
+        })
+        .collect();
+    (status, screens, text(&screen))
+}
+
+#[test]
+fn the_terminal_ui_takes_keys_and_restores_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = tokio_profile(dir.path());
+    let file = file.to_str().unwrap();
+    // Sort, filter for `hand`, open its detail, the tasks and threads views, pause, move
+    // back, quit.
+    let keys = [
+        "s", "/", "h", "a", "n", "d", "\r", "\r", "3", "4", " ", "\x1b[D", "q",
+    ];
+    let (status, screens, raw) = in_a_terminal(&[file, "--window", "all"], "q quit", &keys);
+    assert_eq!(status, Some(0), "{raw}");
+    let before = |key: usize| &screens[key];
+    // The regions view, sorted by calls/s, then by wall%; the help line at the bottom.
+    assert!(
+        before(0).contains("calls/s*") && before(0).contains("handler"),
+        "{}",
+        before(0)
+    );
+    assert!(
+        before(0).lines().last().unwrap().starts_with("q quit"),
+        "{}",
+        before(0)
+    );
+    assert!(before(1).contains("wall%*"), "{}", before(1));
+    // Filtering as you type: `hand` leaves `handler` alone.
+    let filtered = before(6);
+    assert!(filtered.contains("filter: hand_"), "{filtered}");
+    assert!(
+        filtered.contains("handler") && !filtered.contains("main_work"),
+        "{filtered}"
+    );
+    // The detail of `handler`: its 12 calls, histogram and slowest calls in tasks.
+    let detail = before(8);
+    assert!(
+        detail.contains("handler: 12 calls, p50") && detail.contains("slowest"),
+        "{detail}"
+    );
+    assert!(detail.contains("task "), "{detail}");
+    // The tasks view (12 tasks, rooted at `handler`), the threads view.
+    assert!(
+        before(9).contains("root") && before(9).contains("handler"),
+        "{}",
+        before(9)
+    );
+    assert!(before(10).contains("tokio-rt-worker"), "{}", before(10));
+    // Paused, then moved back.
+    assert!(before(12).contains("[PAUSED]"), "{}", before(12));
+    // The alternate screen was left: the terminal is as it was.
+    assert!(
+        raw.ends_with("\x1b[?1049l\x1b[?25h") || raw.contains("\x1b[?1049l"),
+        "{raw}"
+    );
+    // Ctrl-C quits too.
+    let (status, _, raw) = in_a_terminal(&[file], "q quit", &["\x03"]);
+    assert_eq!(status, Some(0), "{raw}");
+    assert!(raw.contains("\x1b[?1049l"));
+}

@@ -128,9 +128,9 @@ fn json(
 pub(crate) fn dur(ns: Option<i64>) -> String {
     match ns {
         None => "-".into(),
-        Some(ns) if ns < 10_000 => format!("{ns} ns"),
-        Some(ns) if ns < 10_000_000 => format!("{:.1} us", ns as f64 / 1e3),
-        Some(ns) if ns < 10_000_000_000 => format!("{:.1} ms", ns as f64 / 1e6),
+        Some(ns) if ns < 1_000 => format!("{ns} ns"),
+        Some(ns) if ns < 1_000_000 => format!("{:.1} us", ns as f64 / 1e3),
+        Some(ns) if ns < 1_000_000_000 => format!("{:.1} ms", ns as f64 / 1e6),
         Some(ns) => format!("{:.2} s", ns as f64 / 1e9),
     }
 }

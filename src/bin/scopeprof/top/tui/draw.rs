@@ -23,8 +23,8 @@ pub(crate) struct Screen<'a> {
     pub(crate) has_tasks: bool,
 }
 
-const HELP: &str = "q quit  Tab/1-4 view  s/S sort  r reverse  / filter  Enter detail  \
-                    space pause  \u{2190}\u{2192} move  +/- width  a all  Home/End";
+/// Fits 80 columns; docs/cli.md lists every key.
+const HELP: &str = "q quit Tab view s/r sort / filter Enter detail spc pause <-/-> move +/- width";
 
 /// Draws one frame.
 pub(crate) fn draw(f: &mut Frame<'_>, app: &App, s: &Screen<'_>) {
@@ -66,7 +66,7 @@ fn status_line(app: &App, s: &Screen<'_>) -> String {
         .map_or("all".to_string(), |w| format!("{:.1}s", w as f64 / 1e9));
     let at = match (w, s.span) {
         (Some(w), Some((first, _))) => format!(
-            "{:.1}s..{:.1}s",
+            "{:.3}s..{:.3}s",
             (w.start_ns - first) as f64 / 1e9,
             (w.end_ns - first) as f64 / 1e9
         ),
@@ -205,17 +205,21 @@ fn detail(f: &mut Frame<'_>, area: Rect, app: &App, snap: &Snapshot) {
         );
         return;
     };
+    let [head, body] = Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(area);
     let [hist, slow] =
-        Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(area);
+        Layout::horizontal([Constraint::Percentage(45), Constraint::Percentage(55)]).areas(body);
     let peak = r.histogram.iter().copied().max().unwrap_or(0).max(1);
-    let mut lines = vec![Line::from(format!(
-        "{}: {} calls, p50 {}, p99 {}, max {}",
+    let summary = format!(
+        "{}: {} calls, p50 {}, p99 {}, max {}, await {}",
         r.name,
         r.calls,
         dur(r.p50_ns),
         dur(r.p99_ns),
-        dur(r.max_ns)
-    ))];
+        dur(r.max_ns),
+        pct(r.await_share) + "%"
+    );
+    f.render_widget(Paragraph::new(summary), head);
+    let mut lines = vec![Line::from("duration      calls")];
     let bar_width = hist.width.saturating_sub(22) as u64;
     for (k, &n) in r.histogram.iter().enumerate().filter(|(_, &n)| n > 0) {
         lines.push(Line::from(format!(
