@@ -174,8 +174,9 @@ struct TaskAcc {
 pub(crate) struct Collector {
     window: Window,
     regions: Vec<RegionAcc>,
-    /// Per thread index: calls, and intervals of calls outside tasks (clipped to the window).
-    threads: std::collections::BTreeMap<i64, (u64, Vec<(i64, i64)>)>,
+    /// Per thread index: calls, intervals of calls outside tasks (clipped to the window), and
+    /// the length at which they are merged next.
+    threads: std::collections::BTreeMap<i64, (u64, Vec<(i64, i64)>, usize)>,
     tasks: std::collections::BTreeMap<i64, TaskAcc>,
 }
 
@@ -206,10 +207,20 @@ impl Collector {
         acc.awaits = acc.awaits.saturating_add(c.await_ns.max(0));
         keep_slowest(&mut acc.slowest, c);
         if c.thread >= 0 {
-            let t = self.threads.entry(c.thread).or_default();
+            let t = self
+                .threads
+                .entry(c.thread)
+                .or_insert((0, Vec::new(), COMPACT_AT));
             t.0 += 1;
             if c.task < 0 {
                 t.1.push((c.start_ns.max(self.window.start_ns), end));
+                if t.1.len() >= t.2 {
+                    // Nested and overlapping calls merge, so memory follows the thread's
+                    // busy stretches more than its calls; merged again at twice the size
+                    // left (amortized O(log n) per call).
+                    merge(&mut t.1);
+                    t.2 = (2 * t.1.len()).max(COMPACT_AT);
+                }
             }
         }
         if c.task >= 0 {
@@ -270,7 +281,7 @@ impl Collector {
         let threads = self
             .threads
             .into_iter()
-            .map(|(index, (calls, spans))| ThreadRow {
+            .map(|(index, (calls, spans, _))| ThreadRow {
                 index,
                 name: thread_name(index),
                 calls,
@@ -315,22 +326,29 @@ fn keep_slowest(slowest: &mut Vec<SlowCall>, c: &Call) {
     slowest.truncate(SLOWEST);
 }
 
-/// Length of the union of the intervals `spans`.
-fn covered(mut spans: Vec<(i64, i64)>) -> i64 {
+/// Intervals of a thread kept before they are first merged.
+const COMPACT_AT: usize = 1 << 16;
+
+/// Replaces `spans` by their union: sorted, disjoint intervals.
+fn merge(spans: &mut Vec<(i64, i64)>) {
     spans.sort_unstable();
-    let mut total = 0i64;
-    let mut current: Option<(i64, i64)> = None;
-    for (a, b) in spans {
-        match current {
-            Some((s, e)) if a <= e => current = Some((s, e.max(b))),
-            Some((s, e)) => {
-                total += e - s;
-                current = Some((a, b));
-            }
-            None => current = Some((a, b)),
+    let mut out = 0usize;
+    for k in 0..spans.len() {
+        let (a, b) = spans[k];
+        if out > 0 && a <= spans[out - 1].1 {
+            spans[out - 1].1 = spans[out - 1].1.max(b);
+        } else {
+            spans[out] = (a, b);
+            out += 1;
         }
     }
-    total + current.map_or(0, |(s, e)| e - s)
+    spans.truncate(out);
+}
+
+/// Length of the union of the intervals `spans`.
+fn covered(mut spans: Vec<(i64, i64)>) -> i64 {
+    merge(&mut spans);
+    spans.iter().map(|(a, b)| b - a).sum()
 }
 
 #[cfg(test)]

@@ -130,4 +130,30 @@ fn union_of_intervals() {
     assert_eq!(covered(vec![]), 0);
     assert_eq!(covered(vec![(0, 10), (5, 15), (20, 30)]), 25);
     assert_eq!(covered(vec![(20, 30), (0, 100)]), 100);
+    let mut v = vec![(5, 6), (0, 2), (1, 3), (3, 4)];
+    merge(&mut v);
+    assert_eq!(v, [(0, 4), (5, 6)]);
+}
+
+#[test]
+fn a_busy_threads_intervals_stay_few() {
+    let w = Window {
+        start_ns: 0,
+        end_ns: i64::MAX / 2,
+    };
+    let mut c = Collector::new(w);
+    // Back-to-back calls, each holding a nested one: one interval in the end.
+    for k in 0..300_000i64 {
+        c.add(0, &call(k * 10, 10, 0, -1, 0));
+        c.add(1, &call(k * 10 + 2, 5, 0, -1, 0));
+    }
+    assert!(
+        c.threads[&0].1.len() < COMPACT_AT * 2,
+        "{}",
+        c.threads[&0].1.len()
+    );
+    let s = c.finish(&["a".to_string(), "b".to_string()], &[], None);
+    assert_eq!(s.threads[0].calls, 600_000);
+    let covered_ns = s.threads[0].utilisation * w.len_ns() as f64;
+    assert!((covered_ns - 3_000_000.0).abs() < 1.0, "{covered_ns}");
 }
