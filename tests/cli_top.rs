@@ -395,18 +395,12 @@ fn in_a_terminal(args: &[&str], ready: &str, keys: &[&str]) -> (Option<i32>, Vec
         writer.write_all(k.as_bytes()).unwrap();
         std::thread::sleep(Duration::from_millis(300));
     }
-    let mut status = None;
-    while Instant::now() < deadline {
-        if let Some(s) = child.try_wait().unwrap() {
-            status = s.code();
-            break;
-        }
+    while Instant::now() < deadline && child.try_wait().unwrap().is_none() {
         std::thread::sleep(Duration::from_millis(50));
     }
-    if status.is_none() {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
+    // Still running at the deadline: killed, and its status says so (no exit code).
+    let _ = child.kill();
+    let status = child.wait().unwrap().code();
     drop(writer);
     drop(reader);
     let raw = screen.lock().unwrap().clone();

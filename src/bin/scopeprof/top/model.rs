@@ -164,6 +164,10 @@ struct RegionAcc {
     slowest: Vec<SlowCall>,
 }
 
+/// Per thread: calls, intervals of calls outside tasks (clipped to the window), and the
+/// length at which they are merged next.
+type ThreadAcc = (u64, Vec<(i64, i64)>, usize);
+
 #[derive(Default)]
 struct TaskAcc {
     calls: u64,
@@ -174,9 +178,7 @@ struct TaskAcc {
 pub(crate) struct Collector {
     window: Window,
     regions: Vec<RegionAcc>,
-    /// Per thread index: calls, intervals of calls outside tasks (clipped to the window), and
-    /// the length at which they are merged next.
-    threads: std::collections::BTreeMap<i64, (u64, Vec<(i64, i64)>, usize)>,
+    threads: std::collections::BTreeMap<i64, ThreadAcc>,
     tasks: std::collections::BTreeMap<i64, TaskAcc>,
 }
 
