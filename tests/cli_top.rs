@@ -473,3 +473,41 @@ fn the_terminal_ui_takes_keys_and_restores_the_terminal() {
     assert_eq!(status, Some(0), "{raw}");
     assert!(raw.contains("\x1b[?1049l"));
 }
+
+#[test]
+fn mutated_spools_are_errors_never_panics() {
+    let dir = tempfile::tempdir().unwrap();
+    let (first, _) = spool_bytes(dir.path(), 300, 0);
+    let path = dir.path().join(".mutated.h5.spool");
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let (mut ok, mut err) = (0, 0);
+    for round in 0..500 {
+        let mut bytes = first.clone();
+        for _ in 0..1 + next() % 4 {
+            let at = (next() % bytes.len() as u64) as usize;
+            bytes[at] = next() as u8;
+        }
+        if round % 5 == 0 {
+            bytes.truncate((next() % bytes.len() as u64) as usize);
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        let mut f = SpoolFollower::open(&path).unwrap();
+        let read = f
+            .refresh(|_, _| {}, |_| {})
+            .and_then(|_| f.calls_between(i64::MIN, i64::MAX, |_, _| {}));
+        match read {
+            Ok(()) => ok += 1,
+            Err(e) => {
+                assert!(e.to_string().contains("spool"), "{e}");
+                err += 1
+            }
+        }
+    }
+    assert!(ok > 0 && err > 0, "{ok} read, {err} refused");
+}
