@@ -36,6 +36,8 @@ enum Kind {
     File {
         profile: Profile,
         span: Option<(i64, i64)>,
+        /// The spool of the program that published it: watched for a new phase.
+        spool: Option<PathBuf>,
     },
 }
 
@@ -46,7 +48,7 @@ pub(crate) struct Source {
     pub(crate) notice: Option<String>,
 }
 
-fn file_source(path: &std::path::Path) -> Result<Kind, String> {
+fn file_source(path: &std::path::Path, spool: Option<PathBuf>) -> Result<Kind, String> {
     let profile = Profile::open(path).map_err(|e| e.to_string())?;
     let mut span: Option<(i64, i64)> = None;
     profile
@@ -59,14 +61,25 @@ fn file_source(path: &std::path::Path) -> Result<Kind, String> {
             Ok(())
         })
         .map_err(|e| e.to_string())?;
-    Ok(Kind::File { profile, span })
+    Ok(Kind::File {
+        profile,
+        span,
+        spool,
+    })
+}
+
+/// The spool at `path` when it holds calls (a new phase has begun writing there).
+fn new_phase(path: &std::path::Path) -> Option<SpoolFollower> {
+    let mut f = SpoolFollower::open(path).ok()?;
+    f.refresh(|_, _| {}, |_| {}).ok()?;
+    f.time_span().is_some().then_some(f)
 }
 
 impl Source {
     /// Opens `target` (read only) and reads what is there.
     pub(crate) fn open(target: &Target) -> Result<Source, String> {
         let kind = match target {
-            Target::File(path) => file_source(path)?,
+            Target::File(path) => file_source(path, None)?,
             Target::Spool { spool, output } => Kind::Spool {
                 follower: SpoolFollower::open(spool)
                     .map_err(|e| format!("{}: {e}", spool.display()))?,
@@ -76,11 +89,17 @@ impl Source {
         };
         let mut s = Source { kind, notice: None };
         s.refresh()?;
-        if let (Kind::Spool { output, .. }, None) = (&s.kind, s.span()) {
+        if let (
+            Kind::Spool {
+                output, follower, ..
+            },
+            None,
+        ) = (&s.kind, s.span())
+        {
             // A new phase with nothing in it yet (or one that is shutting down) beside a
             // finished file: the file is what there is to see.
             if output.is_file() {
-                if let Ok(kind) = file_source(output) {
+                if let Ok(kind) = file_source(output, Some(follower.path().to_path_buf())) {
                     s.kind = kind;
                     s.notice =
                         Some("the live phase has no calls yet; showing the finished file".into());
@@ -95,7 +114,8 @@ impl Source {
         matches!(self.kind, Kind::Spool { .. })
     }
 
-    /// Reads what was added since the last refresh; follows a rotation.
+    /// Reads what was added since the last refresh; follows a rotation: a new phase's spool
+    /// once it holds calls, else the finished file.
     pub(crate) fn refresh(&mut self) -> Result<(), String> {
         let Kind::Spool {
             follower,
@@ -103,6 +123,15 @@ impl Source {
             tasks,
         } = &mut self.kind
         else {
+            if let Kind::File {
+                spool: Some(spool), ..
+            } = &self.kind
+            {
+                if let Some(next) = new_phase(spool) {
+                    self.follow(next, "a new phase began; following it");
+                    return self.refresh();
+                }
+            }
             return Ok(());
         };
         let path = follower.path().to_path_buf();
@@ -130,14 +159,13 @@ impl Source {
         }
         // The phase ended: read the rest of its file, then move on.
         read(follower, tasks).map_err(err)?;
-        if let Ok(next) = SpoolFollower::open(&path) {
-            *follower = next;
-            tasks.clear();
-            self.notice = Some("phase ended; following the new phase".into());
-            return self.refresh();
+        let output = output.clone();
+        if let Some(next) = new_phase(&path) {
+            self.follow(next, "phase ended; following the new phase");
+            return Ok(());
         }
         if output.is_file() {
-            if let Ok(kind) = file_source(output) {
+            if let Ok(kind) = file_source(&output, Some(path)) {
                 self.notice = Some("phase ended, showing the finished file".into());
                 self.kind = kind;
             }
@@ -145,6 +173,20 @@ impl Source {
             self.notice = Some("the spool was moved away (phase ended)".into());
         }
         Ok(())
+    }
+
+    /// Follows `spool` from now on, saying `why`.
+    fn follow(&mut self, spool: SpoolFollower, why: &str) {
+        let output = match &self.kind {
+            Kind::Spool { output, .. } => output.clone(),
+            Kind::File { profile, .. } => profile.path().to_path_buf(),
+        };
+        self.kind = Kind::Spool {
+            follower: spool,
+            output,
+            tasks: Default::default(),
+        };
+        self.notice = Some(why.into());
     }
 
     /// The region names (index = region id).
@@ -274,3 +316,7 @@ impl Source {
         ))
     }
 }
+
+#[cfg(test)]
+#[path = "source_tests.rs"]
+mod tests;
