@@ -21,6 +21,8 @@ pub(crate) struct Screen<'a> {
     pub(crate) density: &'a [u64],
     pub(crate) notes: &'a [String],
     pub(crate) has_tasks: bool,
+    /// The calls come from a spool being written (else a finished file).
+    pub(crate) live: bool,
 }
 
 /// Fits 80 columns; docs/cli.md lists every key.
@@ -60,7 +62,11 @@ pub(crate) fn draw(f: &mut Frame<'_>, app: &App, s: &Screen<'_>) {
 
 fn status_line(app: &App, s: &Screen<'_>) -> String {
     let w = s.snap.map(|x| x.window);
-    let mode = if app.follow { "LIVE" } else { "PAUSED" };
+    let mode = match (app.follow, s.live) {
+        (true, true) => "LIVE",
+        (true, false) => "END",
+        (false, _) => "PAUSED",
+    };
     let width = app
         .width_ns
         .map_or("all".to_string(), |w| format!("{:.1}s", w as f64 / 1e9));

@@ -56,11 +56,7 @@ pub(crate) fn run(mut source: Source, window: WindowSpec, refresh_ms: u64) -> Re
         .map_err(|e| format!("top: cannot use the terminal: {e}"))?;
     let mut term = Terminal::new(CrosstermBackend::new(std::io::stdout()))
         .map_err(|e| format!("top: cannot use the terminal: {e}"))?;
-    let title = format!(
-        "scopeprof top ({})",
-        if source.is_spool() { "spool" } else { "file" }
-    );
-    event_loop(&mut term, &mut source, App::new(window), refresh_ms, &title)
+    event_loop(&mut term, &mut source, App::new(window), refresh_ms)
 }
 
 /// The loop: refresh, snapshot (again only when the window or the data moved), draw, keys.
@@ -69,7 +65,6 @@ fn event_loop(
     source: &mut Source,
     mut app: App,
     refresh_ms: u64,
-    title: &str,
 ) -> Result<(), String> {
     let interval = Duration::from_millis(refresh_ms);
     let mut last: Option<(Window, Option<(i64, i64)>)> = None;
@@ -93,13 +88,19 @@ fn event_loop(
         let mut notes: Vec<String> = source.notice.iter().cloned().collect();
         notes.extend(source.open_calls().reason.map(String::from));
         notes.extend(source.no_calls_reason().map(String::from));
+        // The source may move from a spool to the finished file and back (phases).
+        let title = format!(
+            "scopeprof top ({})",
+            if source.is_spool() { "spool" } else { "file" }
+        );
         let screen = Screen {
-            title,
+            title: &title,
             snap: snap.as_ref(),
             span,
             density: &density,
             notes: &notes,
             has_tasks: source.has_tasks(),
+            live: source.is_spool(),
         };
         term.draw(|f| draw::draw(f, &app, &screen))
             .map_err(|e| format!("top: drawing failed: {e}"))?;
