@@ -462,7 +462,11 @@ fn the_terminal_ui_takes_keys_and_restores_the_terminal() {
     );
     assert!(before(10).contains("tokio-rt-worker"), "{}", before(10));
     // Paused, then moved back.
-    assert!(before(0).contains("[END]"), "a finished file: {}", before(0));
+    assert!(
+        before(0).contains("[END]"),
+        "a finished file: {}",
+        before(0)
+    );
     assert!(before(12).contains("[PAUSED]"), "{}", before(12));
     // The alternate screen was left: the terminal is as it was.
     assert!(
