@@ -226,6 +226,8 @@ fn every_command(readme: &str, dir: &Path, program: &Path, summary: &str) {
         json.starts_with("{\"file\":\"profiling_data.h5\""),
         "{json}"
     );
+    let top = run("top", &["profiling_data.h5", "--once", "--window", "all"]);
+    assert!(top.contains("handle_request"), "{top}");
     for (format, out) in [("perfetto", "run.pftrace"), ("chrome", "run.json")] {
         let said = run(
             "export",

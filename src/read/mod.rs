@@ -51,6 +51,7 @@
 
 mod columns;
 mod edges;
+pub mod live;
 mod stream;
 mod summary;
 mod tasks;

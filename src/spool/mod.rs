@@ -575,6 +575,7 @@ mod phase_data;
 mod read;
 mod segment;
 mod sites;
+pub(crate) mod tail;
 pub(crate) use follow::LaneFollower;
 pub(crate) use loss::SpoolFailure;
 #[cfg(test)]

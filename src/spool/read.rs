@@ -220,7 +220,7 @@ fn decode_frame(
 }
 
 /// Frame 0: the magic (either version), then the run's header; returns the version too.
-fn header(r: &mut Cursor<'_>) -> Result<(Header, u8), &'static str> {
+pub(super) fn header(r: &mut Cursor<'_>) -> Result<(Header, u8), &'static str> {
     let version = match r.take(8).ok_or("short header")? {
         m if m == MAGIC => 2,
         m if m == MAGIC_V1 => 1,
@@ -268,7 +268,7 @@ fn room(n: usize, left: usize, min_bytes: usize) -> usize {
 const MALFORMED_CALLS: &str = "a malformed calls frame";
 
 /// Frame 2: calls of one declared region, start times delta-coded; returns the region.
-fn calls(
+pub(super) fn calls(
     r: &mut Cursor<'_>,
     declared: usize,
     out: &mut Vec<CallRecord>,
@@ -307,7 +307,7 @@ fn calls(
 }
 
 /// Frame 8: calls, the columns that do not vary stored once (see the writer).
-fn call_columns(
+pub(super) fn call_columns(
     r: &mut Cursor<'_>,
     declared: usize,
     out: &mut Vec<CallRecord>,
@@ -388,7 +388,7 @@ fn sites(r: &mut Cursor<'_>, all: &mut Vec<SiteInfo>) -> Option<()> {
 
 /// Adds thread rows to `all`: a row of an index already there replaces it (`at`: index ->
 /// position in `all`).
-fn merge_threads(
+pub(super) fn merge_threads(
     all: &mut Vec<ThreadRow>,
     at: &mut std::collections::HashMap<u32, usize>,
     rows: Vec<ThreadRow>,
@@ -405,7 +405,7 @@ fn merge_threads(
 }
 
 /// Frame 3: rows of the thread table (a later row of an index replaces an earlier one).
-fn threads(r: &mut Cursor<'_>) -> Option<Vec<ThreadRow>> {
+pub(super) fn threads(r: &mut Cursor<'_>) -> Option<Vec<ThreadRow>> {
     let n = r.u32()?;
     let mut rows = Vec::with_capacity(n.min(1 << 16) as usize);
     for _ in 0..n {
@@ -422,7 +422,7 @@ fn threads(r: &mut Cursor<'_>) -> Option<Vec<ThreadRow>> {
 }
 
 /// Frame 4: every region's aggregate statistics (the latest frame wins).
-fn aggregate(r: &mut Cursor<'_>) -> Option<Vec<(u32, Stats)>> {
+pub(super) fn aggregate(r: &mut Cursor<'_>) -> Option<Vec<(u32, Stats)>> {
     let n = r.u32()?;
     let mut all = Vec::with_capacity(n.min(1 << 16) as usize);
     for _ in 0..n {

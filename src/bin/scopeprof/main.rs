@@ -3,6 +3,7 @@
 //! ```text
 //! scopeprof inspect FILE [--json]                         the summary table (or its rows as JSON),
 //!                                                         and the worst scheduled delays of tasks
+//! scopeprof top TARGET [--once --format json|text]        a running program's regions, live
 //! scopeprof export --format perfetto|chrome FILE -o OUT   a timeline for ui.perfetto.dev
 //! scopeprof flamegraph FILE -o OUT.svg [--folded]         exclusive-time flamegraph
 //! scopeprof recover OUTPUT.h5 [--spool SPOOL]             a profile from a crashed run's spool
@@ -28,6 +29,7 @@ mod proto;
 mod report;
 mod sort;
 mod supervise;
+mod top;
 mod walk;
 
 use std::path::PathBuf;
@@ -64,6 +66,9 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Watch a running program's regions live from its spool (or browse a finished file):
+    /// TARGET is the output path it was given, its process id, a `.h5` file or a spool.
+    Top(top::TopArgs),
     /// Write a timeline: a Perfetto protobuf trace or Chrome Trace Event JSON.
     Export {
         /// Output format.
@@ -144,6 +149,7 @@ fn files_read(cmd: &Cmd) -> String {
         Cmd::Inspect { file, .. } | Cmd::Export { file, .. } | Cmd::Flamegraph { file, .. } => {
             file.display().to_string()
         }
+        Cmd::Top(a) => a.target.display().to_string(),
         Cmd::Diff(a) => join(&[&a.base, &a.cand]),
         Cmd::Check(a) => join(&a.files.iter().chain(&a.cand).collect::<Vec<_>>()),
         Cmd::Report(a) => join(&a.files.iter().collect::<Vec<_>>()),
@@ -170,6 +176,19 @@ fn main() -> ExitCode {
             return ExitCode::from(supervise::BAD_INPUT);
         }
     };
+    if let Cmd::Top(a) = &cli.command {
+        if !a.once && !supervise::is_child() {
+            // The terminal UI runs in this process: it owns the terminal, and a supervising
+            // parent would take its quiet moments for a stall.
+            return match top::run(a) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(msg) => {
+                    eprintln!("scopeprof: {msg}");
+                    ExitCode::from(supervise::BAD_INPUT)
+                }
+            };
+        }
+    }
     if !supervise::is_child() {
         if let Err(msg) = refuse_svg_to_terminal(&cli.command) {
             eprintln!("scopeprof: {msg}");
@@ -195,6 +214,7 @@ fn main() -> ExitCode {
         Cmd::Diff(a) => compare::run_diff(a).map(|()| 0),
         Cmd::Check(a) => compare::run_check(a),
         Cmd::Report(a) => report::run(a).map(|()| 0),
+        Cmd::Top(a) => top::run(a).map(|()| 0),
         _ => export::run(cli.command).map(|()| 0),
     };
     match result {
