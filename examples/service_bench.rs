@@ -7,7 +7,8 @@
 //!   baseline, what any program pays for `tracing` itself;
 //! - `bare`: the bare `tracing_subscriber::registry()` (shown, labelled; not the baseline);
 //! - `layer`: ScopeLayer with `track_async(true)` writing a file, default settings;
-//! - `off`: ScopeLayer built with `SCOPE_PROFILER=off`.
+//! - `off`: ScopeLayer built with `SCOPE_PROFILER=off`;
+//! - with `--live`, `live`: `layer` with `live(true)` (a 200 ms spool sync, for `scopeprof top`).
 //!
 //! It prints the median, over rounds, of each configuration's throughput and process CPU per
 //! request (every thread: server, clients, flusher) and of their ratios to the same round's
@@ -18,7 +19,7 @@
 //! last call.
 //!
 //! ```text
-//! cargo run --release --example service_bench [-- --rounds 7 --clients 8 --requests 5000 --one-connection 1000000 --short-tasks 1000000 --work 0]
+//! cargo run --release --example service_bench [-- --rounds 7 --clients 8 --requests 5000 --one-connection 1000000 --short-tasks 1000000 --work 0 --live]
 //! ```
 
 use std::collections::HashMap;
@@ -95,6 +96,8 @@ enum Config {
     Bare,
     Layer,
     Off,
+    /// `Layer` with `live(true)` (a 200 ms spool sync, for `scopeprof top`): with `--live`.
+    Live,
 }
 
 /// A layer that does nothing: with the registry, the baseline.
@@ -116,7 +119,7 @@ fn round(config: Config, clients: usize, requests: u64, dir: &std::path::Path, k
     let dispatch = match config {
         Config::Noop => tracing::Dispatch::new(tracing_subscriber::registry().with(Noop)),
         Config::Bare => tracing::Dispatch::new(tracing_subscriber::registry()),
-        Config::Layer | Config::Off => {
+        Config::Layer | Config::Off | Config::Live => {
             if config == Config::Off {
                 std::env::set_var("SCOPE_PROFILER", "off");
             }
@@ -124,6 +127,7 @@ fn round(config: Config, clients: usize, requests: u64, dir: &std::path::Path, k
                 .output(dir.join(format!("service-{k}.h5")))
                 .track_async(true)
                 .summary(false)
+                .live(config == Config::Live)
                 .build()
                 .expect("build");
             std::env::remove_var("SCOPE_PROFILER");
@@ -227,7 +231,10 @@ fn main() {
     let requests = arg("--requests", 5_000);
     let one = arg("--one-connection", 1_000_000);
     let dir = tempfile_dir();
-    let configs = [Config::Noop, Config::Bare, Config::Layer, Config::Off];
+    let mut configs = vec![Config::Noop, Config::Bare, Config::Layer, Config::Off];
+    if std::env::args().any(|a| a == "--live") {
+        configs.push(Config::Live);
+    }
     // Per configuration, per round: (req/s, process CPU per request).
     let mut runs: HashMap<&str, Vec<(f64, f64)>> = HashMap::new();
     let mut flusher = Vec::new();
@@ -396,6 +403,7 @@ fn name(c: Config) -> &'static str {
         Config::Bare => "bare registry",
         Config::Layer => "ScopeLayer track_async(true)",
         Config::Off => "ScopeLayer, SCOPE_PROFILER=off",
+        Config::Live => "ScopeLayer track_async(true), live(true)",
     }
 }
 

@@ -16,6 +16,7 @@ use crate::recording::subscriber::ScopeSubscriber;
 use crate::sink::Sinks;
 use crate::Error;
 
+mod live;
 #[cfg(feature = "prometheus")]
 mod metrics;
 pub(crate) mod overhead;

@@ -72,3 +72,40 @@ fn a_live_spool_names_the_open_calls_and_recover_keeps_them() {
     // A finalized file keeps no open calls.
     assert_eq!(Profile::open(&out).unwrap().open_calls().unwrap(), None);
 }
+
+/// More calls open than a frame lists: the frame keeps the oldest 4096 (the outermost of a
+/// deep nest here), each with its parent, says how many were open, and the flusher never
+/// holds a list of all of them (see `flush/open.rs`).
+#[test]
+fn a_frame_keeps_the_oldest_calls_and_their_parents() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("deep.h5");
+    let (layer, guard) = ScopeLayer::builder()
+        .output(&out)
+        .summary(false)
+        .build()
+        .unwrap();
+    let _default = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
+    let spool = dir.path().join(".deep.h5.spool");
+    const N: usize = 10_000;
+    let mut held = Vec::with_capacity(N);
+    for _ in 0..N {
+        held.push(tracing::info_span!("level").entered());
+    }
+    guard.sync().unwrap();
+    let open = spool_open_calls(&spool).unwrap().expect("a frame");
+    assert_eq!(open.open, N as u64);
+    assert_eq!(open.calls.len(), 4096);
+    assert_eq!(open.left_out(), (N - 4096) as u64);
+    for (i, c) in open.calls.iter().enumerate() {
+        assert_eq!(c.parent, i.checked_sub(1).map(|p| p as u32), "call {i}");
+        if i > 0 {
+            assert!(open.calls[i - 1].start_ns <= c.start_ns, "oldest first");
+        }
+    }
+    while let Some(g) = held.pop() {
+        drop(g);
+    }
+    let report = guard.finalize().unwrap();
+    assert_eq!(report.region("level").unwrap().calls, N as u64);
+}

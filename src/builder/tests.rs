@@ -47,3 +47,15 @@ fn invalid_options_are_errors() {
         .unwrap_err();
     assert!(e.to_string().contains("cuda_timing"), "{e}");
 }
+
+#[test]
+fn live_sets_a_200_ms_spool_sync_and_off_restores_the_default() {
+    let interval = |b: Builder| b.no_output().config.finish().unwrap().flush_interval;
+    let default = interval(Builder::default());
+    assert_eq!(default, Duration::from_secs(1));
+    assert_eq!(
+        interval(Builder::default().live(true)),
+        Duration::from_millis(200)
+    );
+    assert_eq!(interval(Builder::default().live(true).live(false)), default);
+}
