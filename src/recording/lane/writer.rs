@@ -134,9 +134,10 @@ impl Writer {
     #[inline(always)]
     pub(crate) fn push_enter(&mut self, id: u64, task: Option<u64>, fresh: bool) -> bool {
         let switch = task.filter(|&t| t != self.task);
-        // Room for the exit too, so the poll is published whole; a fresh enter asks for its
-        // close as well, so a sync span's three records share one buffer and the flusher's
-        // one-step path sees them together (at most two slots of a buffer go unused).
+        // Room for the exit too, so a leaf poll's two records share one buffer; a fresh
+        // enter asks for its close as well, so a sync span's three records do and the
+        // flusher's one-step path sees them together (at most three slots of a buffer go
+        // unused).
         let need = 2 + usize::from(switch.is_some()) + usize::from(fresh);
         if !self.room(need) {
             self.task = TASK_UNKNOWN;

@@ -55,6 +55,22 @@ pub(super) fn pop(uid: u64, id: u64) {
 #[cold]
 #[inline(never)]
 fn pop_slow(uid: u64, id: u64, n: usize) {
+    // Deeper than the cells, in order: O(1), so deep recursion stays linear.
+    if n > INLINE {
+        let popped = DEEP.try_with(|d| {
+            let mut d = d.borrow_mut();
+            let top = d.last() == Some(&(uid, id));
+            if top {
+                d.pop();
+            }
+            top
+        });
+        if popped == Ok(true) {
+            LEN.set(n - 1);
+            return;
+        }
+    }
+    // Out of order: rebuilt, O(depth) (rare).
     let mut all = snapshot(n);
     if let Some(at) = all.iter().rposition(|&e| e == (uid, id)) {
         all.remove(at);
@@ -91,10 +107,18 @@ fn restore(all: &[(u64, u64)]) {
 pub(super) fn current(uid: u64) -> Option<u64> {
     let n = LEN.get();
     if n > INLINE {
-        return snapshot(n).iter().rev().find(|e| e.0 == uid).map(|e| e.1);
+        // The innermost first: one look when it is this subscriber's (as it nearly always is).
+        let deep = DEEP
+            .try_with(|d| d.borrow().iter().rev().find(|e| e.0 == uid).map(|e| e.1))
+            .ok()
+            .flatten();
+        if deep.is_some() {
+            return deep;
+        }
     }
+    let top = n.min(INLINE);
     TOP.with(|t| {
-        t[..n]
+        t[..top]
             .iter()
             .rev()
             .map(Cell::get)
