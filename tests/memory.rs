@@ -242,13 +242,23 @@ fn child_short_threads() {
     println!("RESULT rss_kib={}", after.saturating_sub(before));
 }
 
+/// Which of a child's repeated runs a figure takes.
+#[derive(Clone, Copy)]
+enum Pick {
+    /// The least (the runtime's and the registry's allocations scatter upwards).
+    Least,
+    /// The middle one (the RSS falls into one of two modes, either configuration, by chance).
+    Median,
+}
+
 /// The profiler's extra resident memory (KiB) for `n` of a child's shape, and the registry's
-/// alone: each the least of `reps` runs (the same program's RSS scatters by ~50 MiB at 1 M
-/// tasks, the runtime's and the registry's allocations landing differently, in both
-/// configurations alike).
-fn extra_kib(child: &str, n: u64, reps: usize) -> (u64, u64) {
+/// alone: each `pick` of `reps` runs. The same program's RSS scatters (by ~50 MiB at 1 M
+/// tasks, the runtime's and the registry's allocations landing differently; by 18 MiB at
+/// 300 k threads, where the registry alone measured +31 or +49 MiB), in both configurations
+/// alike.
+fn extra_kib(child: &str, n: u64, reps: usize, pick: Pick) -> (u64, u64) {
     let run = |profiled: &str| {
-        (0..reps)
+        let mut rss: Vec<u64> = (0..reps)
             .map(|_| {
                 let r = common::child(
                     child,
@@ -256,8 +266,12 @@ fn extra_kib(child: &str, n: u64, reps: usize) -> (u64, u64) {
                 );
                 common::value(&r, "rss_kib")
             })
-            .min()
-            .expect("one run at least")
+            .collect();
+        rss.sort_unstable();
+        match pick {
+            Pick::Least => rss[0],
+            Pick::Median => rss[rss.len() / 2],
+        }
     };
     let (bare, profiled) = (run("0"), run("1"));
     (profiled.saturating_sub(bare), bare)
@@ -272,7 +286,7 @@ fn live_spans_cost_at_most_64_bytes_each() {
     let _turn = one_at_a_time();
     let mut per_span = Vec::new();
     for n in [100_000u64, 1_000_000] {
-        let (extra, bare) = extra_kib("child_live_spans", n, 3);
+        let (extra, bare) = extra_kib("child_live_spans", n, 3, Pick::Least);
         let b = extra as f64 * 1024.0 / n as f64;
         eprintln!(
             "{n} live spans: registry alone +{} MiB, profiler +{} MiB more ({b:.0} B per span)",
@@ -297,9 +311,9 @@ fn live_spans_cost_at_most_64_bytes_each() {
 
 /// 1 M concurrent `#[instrument]`ed tasks on 4 workers with `track_async` (a task-per-request
 /// burst), against 100 k: the profiler's extra RSS while they are all alive. Each live task
-/// costs the flusher an instance (48 B) and a task slot (64 B) with their id maps; the
-/// buffer budget is a fixed part. The goal of 128 MiB at 1 M is not met yet (about 195 MiB
-/// now, 355 MiB before the task slots left their totals out): this bound catches a
+/// costs the flusher an instance (56 B) and a task slot (64 B) with their id index entries;
+/// the buffer budget is a fixed part. The goal of 128 MiB at 1 M is not met yet (131-163 MiB
+/// now, 183-195 MiB with id maps, 355 MiB before the task slots left their totals out): this bound catches a
 /// regression, and the linearity check anything worse than linear. The finalize's own peak
 /// is printed (it grows with the calls: see docs/performance.md, "Memory").
 #[test]
@@ -349,7 +363,11 @@ fn a_task_burst_stays_within_256_mib() {
 fn exited_threads_stay_within_32_mib() {
     let _turn = one_at_a_time();
     for n in [100_000u64, 300_000] {
-        let (extra, bare) = extra_kib("child_short_threads", n, 1);
+        // One run each was once +32 MiB "more": the registry alone had landed in its low mode.
+        let (extra, bare) = match n {
+            100_000 => extra_kib("child_short_threads", n, 1, Pick::Least),
+            _ => extra_kib("child_short_threads", n, 3, Pick::Median),
+        };
         eprintln!(
             "{n} short-lived threads: registry alone +{} MiB, profiler +{} MiB more",
             bare / 1024,

@@ -38,7 +38,8 @@
 //!
 //! A lane's `TASK` records say which Tokio task its following enters run in; the assembler
 //! keeps that per lane, so an enter record needs no task id of its own. Instances live in
-//! [`insts`] (one 48-byte slab entry each, no allocation per call).
+//! [`insts`] (one 56-byte slab entry each, no allocation per call, found by
+//! span id through an [`crate::flusher::id_index::IdIndex`]).
 //!
 //! With Tokio's own instrumentation (`--cfg tokio_unstable`), a task's spawn comes as three
 //! records (its `NEW`, a wake stamp, its site): its instance is a *task span*, whose polls and

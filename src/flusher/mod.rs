@@ -6,6 +6,7 @@
 //! - `task`: Tokio task rows, settled as calls complete;
 //! - `sched`: Tokio tasks' idle and scheduled time (Tokio's own instrumentation);
 //! - `lines`: line-timing tables folded from checkpoints;
+//! - `id_index`: span and task ids to slab entries, 4 bytes a bucket;
 //! - `thread_rows`: rows of threads whose lanes are gone.
 //!
 //! It reads what `crate::recording` wrote (and its callsite registry, `recording::region`),
@@ -14,6 +15,7 @@
 
 pub(crate) mod assemble;
 pub(crate) mod flush;
+pub(crate) mod id_index;
 pub(crate) mod lines;
 pub(crate) mod sched;
 pub(crate) mod task;

@@ -36,7 +36,7 @@ use std::collections::VecDeque;
 
 use crate::data::rows::TaskRow;
 use crate::data::rows::{PollTotals, TaskTotals};
-use crate::fasthash::FastMap;
+use crate::flusher::id_index::IdIndex;
 use open::Starts;
 use polls::TaskPoll;
 
@@ -142,7 +142,8 @@ struct Slot {
 /// Dense task indices, accounting and open calls for one phase.
 #[derive(Default)]
 pub(crate) struct Tasks {
-    by_id: FastMap<u64, u32>,
+    /// Tokio id -> slot (the id is read back from the slot: see [`IdIndex`]).
+    by_id: IdIndex,
     slots: Vec<Slot>,
     free: Vec<u32>,
     /// The totals of the tasks that have a row (see [`Slot::totals`]), and the free entries.
@@ -197,7 +198,8 @@ impl Tasks {
         if cached.0 == tokio_id && cached.1 != NONE {
             return Some(cached.1);
         }
-        let k = *self.by_id.get(&tokio_id)?;
+        let slots = &self.slots;
+        let k = self.by_id.get(tokio_id, |e| slots[e as usize].tokio_id)?;
         self.recent[tokio_id as usize % RECENT] = (tokio_id, k);
         Some(k)
     }
@@ -227,7 +229,9 @@ impl Tasks {
                 (self.slots.len() - 1) as u32
             }
         };
-        self.by_id.insert(tokio_id, k);
+        let slots = &self.slots;
+        self.by_id
+            .insert(tokio_id, k, |e| slots[e as usize].tokio_id);
         self.recent[tokio_id as usize % RECENT] = (tokio_id, k);
         (k, true)
     }
@@ -290,7 +294,8 @@ impl Tasks {
     fn release(&mut self, k: u32) {
         self.drop_totals(k);
         let id = self.slots[k as usize].tokio_id;
-        self.by_id.remove(&id);
+        let slots = &self.slots;
+        self.by_id.remove_if(id, k, |e| slots[e as usize].tokio_id);
         if let Some(r) = self.recent.get_mut(id as usize % RECENT) {
             if r.0 == id {
                 *r = (0, NONE);
@@ -382,7 +387,8 @@ impl Tasks {
     /// The dense index Tokio task `tokio_id` has in this phase, if it has one yet (gives
     /// none).
     pub(crate) fn known_index(&self, tokio_id: u64) -> Option<i64> {
-        let k = *self.by_id.get(&tokio_id)?;
+        let slots = &self.slots;
+        let k = self.by_id.get(tokio_id, |e| slots[e as usize].tokio_id)?;
         let index = self.slots[k as usize].index;
         (index >= 0).then_some(index)
     }
@@ -478,10 +484,9 @@ impl Tasks {
         self.pending = pending;
         self.retire(now_ns);
         // A burst (a flusher far behind) leaves a huge table behind; give it back.
-        if self.by_id.capacity() > KEEP_CAPACITY.max(8 * self.by_id.len()) {
-            self.by_id
-                .shrink_to(KEEP_CAPACITY.max(2 * self.by_id.len()));
-        }
+        let slots = &self.slots;
+        self.by_id
+            .shrink_after_burst(KEEP_CAPACITY, |e| slots[e as usize].tokio_id);
         if self.by_id.is_empty() && self.slots.capacity() > KEEP_CAPACITY {
             self.slots = Vec::new();
             self.free = Vec::new();

@@ -2,7 +2,8 @@
 //! the newest instance of each span id.
 //!
 //! Built for memory per live instance and for no allocation per call: an instance is one
-//! 48-byte slab entry (no `Vec` of its own, no box); the id map holds a `u32` index; the rare
+//! 56-byte slab entry (no `Vec` of its own, no box); the id index holds a `u32` per bucket
+//! and reads the id back from the entry (see [`IdIndex`]); the rare
 //! extras (sink payloads, line-timing checkpoints) live in a side table, and so do the times
 //! of the rare call whose latest exit is more than 2^32 ticks (~1.6 s) after its first enter,
 //! or busy that long (a connection): the slab entry keeps 32-bit offsets. A poll in progress
@@ -15,6 +16,7 @@
 //! their index.
 
 use crate::fasthash::FastMap;
+use crate::flusher::id_index::IdIndex;
 use crate::flusher::lines::LineAcc;
 
 /// No instance / no lane.
@@ -42,9 +44,11 @@ pub(super) const TASK_SPAN: u8 = 128;
 /// The largest offset a slab entry holds.
 const NARROW: u64 = u32::MAX as u64;
 
-/// A span instance still being assembled (48 bytes).
+/// A span instance still being assembled (56 bytes).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Inst {
+    /// Its span id (the id index reads it back: see [`IdIndex`]).
+    id: u64,
     /// Tick of the earliest enter ([`NOT_ENTERED`] before the first).
     pub first: u64,
     /// Tokio task of the earliest enter (0 = none).
@@ -71,8 +75,9 @@ pub(super) struct Inst {
 }
 
 impl Inst {
-    fn new(region: u32) -> Inst {
+    fn new(id: u64, region: u32) -> Inst {
         Inst {
+            id,
             first: NOT_ENTERED,
             task: 0,
             exit_d: 0,
@@ -112,7 +117,7 @@ pub(super) struct Insts {
     free: u32,
     live: usize,
     /// Span id -> its newest instance.
-    by_id: FastMap<u64, u32>,
+    by_id: IdIndex,
     /// The id looked up last and its newest instance: a span's records come in runs (an
     /// enter and its exit; a span polled in a loop), each would otherwise cost a hash lookup.
     last: (u64, u32),
@@ -138,13 +143,14 @@ impl Insts {
         let k = if self.free != NONE {
             let k = self.free;
             self.free = self.slab[k as usize].polls;
-            self.slab[k as usize] = Inst::new(region);
+            self.slab[k as usize] = Inst::new(id, region);
             k
         } else {
-            self.slab.push(Inst::new(region));
+            self.slab.push(Inst::new(id, region));
             (self.slab.len() - 1) as u32
         };
-        self.by_id.insert(id, k);
+        let slab = &self.slab;
+        self.by_id.insert(id, k, |e| slab[e as usize].id);
         self.last = (id, k);
         self.live += 1;
         k
@@ -156,7 +162,8 @@ impl Insts {
         if self.last.0 == id {
             return Some(self.last.1);
         }
-        let k = *self.by_id.get(&id)?;
+        let slab = &self.slab;
+        let k = self.by_id.get(id, |e| slab[e as usize].id)?;
         self.last = (id, k);
         Some(k)
     }
@@ -307,11 +314,9 @@ impl Insts {
         debug_assert_eq!(inst.flags & FREE, 0);
         // The map forgets the id once its newest instance completes (older ones are not in
         // it, see the module docs).
-        if self.by_id.get(&id) == Some(&k) {
-            self.by_id.remove(&id);
-            if self.last.0 == id {
-                self.last = (0, NONE);
-            }
+        let slab = &self.slab;
+        if self.by_id.remove_if(id, k, |e| slab[e as usize].id) && self.last.0 == id {
+            self.last = (0, NONE);
         }
         let extra = if inst.flags & EXTRA != 0 {
             self.extras.remove(&k)
@@ -351,10 +356,9 @@ impl Insts {
             self.slab = Vec::new();
             self.free = NONE;
         }
-        if self.by_id.capacity() > KEEP_CAPACITY.max(8 * self.by_id.len()) {
-            self.by_id
-                .shrink_to(KEEP_CAPACITY.max(2 * self.by_id.len()));
-        }
+        let slab = &self.slab;
+        self.by_id
+            .shrink_after_burst(KEEP_CAPACITY, |e| slab[e as usize].id);
         if self.extras.capacity() > KEEP_CAPACITY.max(8 * self.extras.len()) {
             self.extras
                 .shrink_to(KEEP_CAPACITY.max(2 * self.extras.len()));
@@ -370,8 +374,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_instance_is_48_bytes() {
-        assert_eq!(std::mem::size_of::<Inst>(), 48);
+    fn an_instance_is_56_bytes() {
+        assert_eq!(std::mem::size_of::<Inst>(), 56);
     }
 
     #[test]
