@@ -65,12 +65,14 @@ impl Assembler {
         self.replaying = None;
     }
 
-    /// Counts records that belong to no instance (one id's). When a marker of a lost record
-    /// is among them, every span they belong to lost its `NEW` and is one dropped call: as
-    /// many as they hold closes (or markers of lost closes), at least one. (Their order is no
-    /// guide: they come from several lanes.)
+    /// Counts records that belong to no instance (one id's). Every close among them (a
+    /// `CLOSE`, or a marker of a lost one) ends a span the flusher never knew (its creation
+    /// was lost, or was not a registered callsite): one dropped call each, so every span is
+    /// counted once, whatever was lost. (A marker of a span's lost creation makes its
+    /// instance, see `lost`, so this is rare.) After a pause, a close may be of a span created
+    /// while paused, which was never recorded: not counted then.
     fn orphaned<'a>(&mut self, records: impl Iterator<Item = &'a Record>) {
-        let (mut lost, mut closes) = (false, 0u64);
+        let mut closes = 0u64;
         for r in records {
             if r.is_wake() {
                 // A wake of a task that had ended before its record was read: no loss.
@@ -78,11 +80,10 @@ impl Assembler {
                 continue;
             }
             self.orphans += 1;
-            lost |= r.kind() == LOST;
-            closes += u64::from(r.kind() == CLOSE || (r.kind() == LOST && r.payload() == 1));
+            closes += u64::from(r.kind() == CLOSE || (r.kind() == LOST && r.lost_closed()));
         }
-        if lost {
-            self.dropped_calls += closes.max(1);
+        if !self.paused {
+            self.dropped_calls += closes;
         }
     }
 
