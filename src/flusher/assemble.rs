@@ -127,6 +127,8 @@ pub(crate) struct RawPoll {
 #[derive(Clone, Copy, Debug)]
 struct Stashed {
     tick: u64,
+    /// The latest tick its lane showed before it (a lost marker happened after it).
+    after: u64,
     lane: u32,
     /// The lane's task when it was read (what an enter runs in).
     task: u64,
@@ -311,7 +313,7 @@ impl Assembler {
         // An id is reused only after its span closed, so a record belongs to the instance of
         // its id created last (what `replay` keeps true for records that wait for their NEW).
         let Some(k) = self.route_or_create(lane, r) else {
-            self.stash_record(lane, task, r);
+            self.stash_record(lane, task, ls.last, r);
             return;
         };
         match r.kind() {
@@ -591,6 +593,8 @@ impl Assembler {
     }
 }
 
+#[cfg(test)]
+mod model_lost_tests;
 #[cfg(test)]
 mod model_tests;
 #[cfg(test)]

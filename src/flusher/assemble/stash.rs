@@ -7,8 +7,9 @@ use super::{tick_of, Assembler, RawCall, Stashed};
 use crate::recording::lane::record::{Record, CLOSE, LOST};
 
 impl Assembler {
-    /// Stashes record `r` of lane `lane` (read while the lane ran in task `task`).
-    pub(super) fn stash_record(&mut self, lane: u32, task: u64, r: &Record) {
+    /// Stashes record `r` of lane `lane` (read while the lane ran in task `task`, after the
+    /// lane showed tick `after`).
+    pub(super) fn stash_record(&mut self, lane: u32, task: u64, after: u64, r: &Record) {
         let tick = tick_of(r);
         self.stash_min = self.stash_min.min(tick);
         self.stash
@@ -16,6 +17,7 @@ impl Assembler {
             .or_insert_with(|| Vec::with_capacity(1))
             .push(Stashed {
                 tick,
+                after,
                 lane,
                 task,
                 rec: *r,
@@ -44,7 +46,12 @@ impl Assembler {
     /// none.
     pub(super) fn take_stashed_until(&mut self, id: u64, tick: u64) -> Option<Vec<Stashed>> {
         let v = self.stash.get_mut(&id)?;
-        let (mine, later): (Vec<_>, Vec<_>) = v.drain(..).partition(|s| s.tick <= tick);
+        // A lost marker has no tick of its own (it is stashed with the time it was read): its
+        // loss came after its lane's tick before it, so it is the call's unless that tick is
+        // past the call's close.
+        let (mine, later): (Vec<_>, Vec<_>) = v
+            .drain(..)
+            .partition(|s| s.tick <= tick || (s.rec.kind() == LOST && s.after <= tick));
         if later.is_empty() {
             self.stash.remove(&id);
         } else {

@@ -283,8 +283,8 @@ impl Writer {
     /// Counts a dropped record and leaves a lost marker for its span on the lane, placed
     /// before the next chunk this writer will install (it has none now: the loss came after
     /// handing off the last one, so every record written before it is in an earlier chunk).
-    /// A span whose every record on this lane was lost, creation to close, gets no marker
-    /// (nothing of it is in the stream) and is counted as a dropped call at once.
+    /// A span entered here whose every record on this lane was lost, creation to close, gets
+    /// no marker (nothing of it is in the stream) and is counted as a dropped call at once.
     #[cold]
     fn note_lost(&mut self, rec: &Record) {
         use std::sync::atomic::Ordering::Relaxed;
