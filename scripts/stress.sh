@@ -29,9 +29,9 @@ echo "stress: $runs runs of 8 x 1 M spans without a crash, $exact exact; 3 lossy
 cross="${CARGO_TARGET_DIR:-target}/release/examples/stress_cross"
 cross_runs="${STRESS_CROSS_RUNS:-50}"
 for i in $(seq 1 "$cross_runs"); do
-    "$cross" >/dev/null
+    out="$("$cross" 2>&1)" || { echo "$out"; exit 1; }
 done
 for i in $(seq 1 $(((cross_runs + 1) / 2))); do
-    SCOPE_FRONT_END=subscriber "$cross" >/dev/null
+    out="$(SCOPE_FRONT_END=subscriber "$cross" 2>&1)" || { echo "$out"; exit 1; }
 done
 echo "stress: $cross_runs + $(((cross_runs + 1) / 2)) cross-thread lossy runs exact (layer + subscriber)"
