@@ -71,15 +71,6 @@ pub(crate) use implicit::Implicit;
 use insts::{Insts, EXTRA, NONE, NOT_ENTERED, TAINTED, TASK_SPAN};
 use lanes::{Close, LaneState, Lanes, OpenPoll};
 
-/// The tick of a stashed record: its own, or, for one without (`NEW`, `CLOSE`, markers of
-/// lost records), now: it was written before the flusher read it.
-fn tick_of(r: &Record) -> u64 {
-    match r.ticks() {
-        0 => crate::recording::clock::ticks(),
-        t => t,
-    }
-}
-
 /// Capacity the assembler's tables keep however few instances are open.
 const KEEP_CAPACITY: usize = 4096;
 

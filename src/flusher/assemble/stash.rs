@@ -3,8 +3,17 @@
 //! watermark has passed them without bringing it (see the module docs of
 //! [`super`](crate::flusher::assemble)).
 
-use super::{tick_of, Assembler, RawCall, Stashed};
+use super::{Assembler, RawCall, Stashed};
 use crate::recording::lane::record::{Record, CLOSE, LOST};
+
+/// The tick of a stashed record: its own, or, for one without (`NEW`, `CLOSE`, markers of
+/// lost records), now: it was written before the flusher read it.
+fn tick_of(r: &Record) -> u64 {
+    match r.ticks() {
+        0 => crate::recording::clock::ticks(),
+        t => t,
+    }
+}
 
 impl Assembler {
     /// Stashes record `r` of lane `lane` (read while the lane ran in task `task`, after the
