@@ -12,8 +12,9 @@
 //! an instance is made when its span's first record is read, on whatever lane (see
 //! [`implicit`]); only its Tokio spawn spans still come with a `NEW`.
 //!
-//! A `LOST` marker (a record the owner could not buffer, see `lane::writer`) is routed like
-//! the record it replaces: its instance is dropped whole and counted in `dropped_calls`.
+//! A `LOST` marker (records the owner could not buffer, see `lane::lost`) is routed like the
+//! records it replaces: its instance is dropped whole and counted in `dropped_calls`; one
+//! that replaces a `NEW` stands for it (see [`lost`]).
 //!
 //! Lanes are drained one after the other, in bounded batches, so a record that happened before
 //! another one on a *different* lane may be drained after it. A **watermark** makes that
@@ -63,21 +64,13 @@ mod fast;
 mod implicit;
 mod insts;
 mod lanes;
+mod lost;
 mod open;
 mod stash;
 mod tokio;
 pub(crate) use implicit::Implicit;
 use insts::{Insts, EXTRA, NONE, NOT_ENTERED, TAINTED, TASK_SPAN};
 use lanes::{Close, LaneState, Lanes, OpenPoll};
-
-/// The tick of a stashed record: its own, or, for one without (`NEW`, `CLOSE`, markers of
-/// lost records), now: it was written before the flusher read it.
-fn tick_of(r: &Record) -> u64 {
-    match r.ticks() {
-        0 => crate::recording::clock::ticks(),
-        t => t,
-    }
-}
 
 /// Capacity the assembler's tables keep however few instances are open.
 const KEEP_CAPACITY: usize = 4096;
@@ -126,6 +119,8 @@ pub(crate) struct RawPoll {
 #[derive(Clone, Copy, Debug)]
 struct Stashed {
     tick: u64,
+    /// The latest tick its lane showed before it (a lost marker happened after it).
+    after: u64,
     lane: u32,
     /// The lane's task when it was read (what an enter runs in).
     task: u64,
@@ -157,8 +152,11 @@ pub(crate) struct Assembler {
     pub(crate) orphans: u64,
     /// Records rejected as corrupt (unknown kind, or a callsite the layer never registered).
     pub(crate) corrupt: u64,
-    /// Calls dropped whole because a record of theirs was lost (a `LOST` marker).
+    /// Calls dropped whole because a record of theirs was lost (a `LOST` marker), or whose
+    /// close found no instance (see `stash`).
     pub(crate) dropped_calls: u64,
+    /// The profiler has paused: a close may be of a span created meanwhile, not recorded.
+    paused: bool,
     /// Whether to keep every poll in `polls`.
     pub(crate) keep_polls: bool,
     /// Whether the layer writes `EVENT` records (line timing); if not, one is corrupt.
@@ -194,6 +192,7 @@ impl Assembler {
             orphans: 0,
             corrupt: 0,
             dropped_calls: 0,
+            paused: false,
             keep_polls: false,
             line_timing: false,
             polls: Vec::new(),
@@ -300,10 +299,13 @@ impl Assembler {
             }
             return;
         }
+        if r.kind() == LOST && r.lost_site() != 0 {
+            return self.lost_creation(lane, ls, r, out);
+        }
         // An id is reused only after its span closed, so a record belongs to the instance of
         // its id created last (what `replay` keeps true for records that wait for their NEW).
         let Some(k) = self.route_or_create(lane, r) else {
-            self.stash_record(lane, task, r);
+            self.stash_record(lane, task, ls.last, r);
             return;
         };
         match r.kind() {
@@ -316,7 +318,7 @@ impl Assembler {
             // A wake routed to a span that is no task: its task's id is another span's now.
             TASK => self.sched.wake_of_ended_task(),
             AUX => self.insts.extra(k).aux.push(r.payload()),
-            LOST if r.payload() == 0 => self.insts.get_mut(k).flags |= insts::LOST,
+            LOST => self.lost_in_call(lane, ls, k, r),
             _ => self.close(lane, ls, k, r),
         }
     }
@@ -417,9 +419,6 @@ impl Assembler {
     /// A `CLOSE`, or a marker of a lost `CLOSE`, which ends the call as well.
     fn close(&mut self, lane: u32, ls: &mut LaneState, k: u32, r: &Record) {
         let inst = self.insts.get_mut(k);
-        if r.kind() == LOST {
-            inst.flags |= insts::LOST;
-        }
         if inst.closed_lane == NONE && inst.flags & TASK_SPAN != 0 {
             self.task_closing(k);
             if self.replaying.is_none() {
@@ -503,7 +502,10 @@ impl Assembler {
             self.tasks.open_remove(inst.task, inst.first);
         }
         if inst.flags & insts::LOST != 0 {
-            self.dropped_calls += 1;
+            // A span never entered is no call, lost or not (`polls`: see `lost_in_call`).
+            if inst.first != NOT_ENTERED || inst.polls > 0 {
+                self.dropped_calls += 1;
+            }
             return;
         }
         if inst.flags & TAINTED != 0 || inst.first == NOT_ENTERED {
@@ -559,7 +561,9 @@ impl Assembler {
     pub(crate) fn in_flight_except(&self, hidden: impl Fn(u32, bool) -> bool) -> u64 {
         self.insts
             .iter()
-            .filter(|i| i.first != NOT_ENTERED && i.closed_lane == NONE && i.flags & TAINTED == 0)
+            .filter(|i| i.closed_lane == NONE && i.flags & TAINTED == 0)
+            // Entered: an enter read, or a lost one (see `lost_in_call`).
+            .filter(|i| i.first != NOT_ENTERED || i.polls > 0)
             .filter(|i| self.task_regions || i.flags & TASK_SPAN == 0)
             .filter(|i| !hidden(i.region, i.flags & TASK_SPAN != 0))
             .count() as u64
@@ -568,6 +572,7 @@ impl Assembler {
     /// Marks every open instance as never to be reported (the profiler paused while they were
     /// open, so some of their records may be missing; see [`crate::recording::pause`]).
     pub(crate) fn taint_open(&mut self) {
+        self.paused = true;
         for inst in self.insts.iter_mut() {
             inst.flags |= TAINTED;
         }
@@ -580,6 +585,8 @@ impl Assembler {
     }
 }
 
+#[cfg(test)]
+mod model_lost_tests;
 #[cfg(test)]
 mod model_tests;
 #[cfg(test)]

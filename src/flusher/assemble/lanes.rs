@@ -121,12 +121,15 @@ pub(super) struct LaneState {
     pub completed: u64,
     /// Its thread exited and everything was read: the state goes once empty.
     gone: bool,
+    /// The latest tick it showed (a marker of lost records read next happened after it).
+    pub last: u64,
 }
 
 impl LaneState {
     /// The lane shows time `tick`: the closes read on it before happened no later.
     #[inline]
     pub(super) fn stamp(&mut self, tick: u64) {
+        self.last = tick;
         if !self.untimed.is_empty() {
             for (k, id) in self.untimed.drain(..) {
                 self.closing.push_back((tick, k, id));

@@ -22,38 +22,38 @@ use super::*;
 use crate::recording::region::Callsites;
 
 /// A small deterministic generator (xorshift64*): a failing seed reproduces its program.
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
-    fn below(&mut self, n: u64) -> u64 {
+    pub(super) fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
 }
 
 /// One span of a program, as the model made it.
 #[derive(Debug, Clone)]
-struct Span {
-    id: u64,
-    created: u32,
+pub(super) struct Span {
+    pub(super) id: u64,
+    pub(super) created: u32,
     /// (lane, enter tick, exit tick).
-    polls: Vec<(u32, u64, u64)>,
+    pub(super) polls: Vec<(u32, u64, u64)>,
     /// (lane, tick) of its close.
-    close: (u32, u64),
+    pub(super) close: (u32, u64),
 }
 
 /// A record on its lane at its tick (the tick orders a lane's stream; `NEW` and `CLOSE`
 /// records carry none themselves).
-type Placed = (u64, Record);
+pub(super) type Placed = (u64, Record);
 
 /// Makes a program of `spans` spans on `lanes` lanes; returns the spans and each lane's
 /// stream. `implicit`: `ScopeSubscriber`'s ids (unique, no creation record).
-fn program(
+pub(super) fn program(
     rng: &mut Rng,
     lanes: u32,
     spans: usize,
@@ -150,7 +150,7 @@ fn place(s: &Span, implicit: bool, streams: &mut [Vec<Placed>]) {
 
 /// Feeds the lanes' streams in random batches and order, moving the watermark as the
 /// flusher does; returns the calls completed and the assembler.
-fn feed_randomly(
+pub(super) fn feed_randomly(
     rng: &mut Rng,
     streams: &[Vec<Placed>],
     implicit: bool,
@@ -190,7 +190,7 @@ fn feed_randomly(
 }
 
 /// The call the model expects of a span that was entered.
-fn expected(s: &Span) -> Option<(u64, u64, u32, u64)> {
+pub(super) fn expected(s: &Span) -> Option<(u64, u64, u32, u64)> {
     let start = s.polls.iter().map(|p| p.1).min()?;
     let end = s.polls.iter().map(|p| p.2).max()?;
     let busy: u64 = s.polls.iter().map(|p| p.2 - p.1).sum();

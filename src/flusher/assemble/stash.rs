@@ -3,12 +3,22 @@
 //! watermark has passed them without bringing it (see the module docs of
 //! [`super`](crate::flusher::assemble)).
 
-use super::{tick_of, Assembler, RawCall, Stashed};
+use super::{Assembler, RawCall, Stashed};
 use crate::recording::lane::record::{Record, CLOSE, LOST};
 
+/// The tick of a stashed record: its own, or, for one without (`NEW`, `CLOSE`, markers of
+/// lost records), now: it was written before the flusher read it.
+fn tick_of(r: &Record) -> u64 {
+    match r.ticks() {
+        0 => crate::recording::clock::ticks(),
+        t => t,
+    }
+}
+
 impl Assembler {
-    /// Stashes record `r` of lane `lane` (read while the lane ran in task `task`).
-    pub(super) fn stash_record(&mut self, lane: u32, task: u64, r: &Record) {
+    /// Stashes record `r` of lane `lane` (read while the lane ran in task `task`, after the
+    /// lane showed tick `after`).
+    pub(super) fn stash_record(&mut self, lane: u32, task: u64, after: u64, r: &Record) {
         let tick = tick_of(r);
         self.stash_min = self.stash_min.min(tick);
         self.stash
@@ -16,6 +26,7 @@ impl Assembler {
             .or_insert_with(|| Vec::with_capacity(1))
             .push(Stashed {
                 tick,
+                after,
                 lane,
                 task,
                 rec: *r,
@@ -44,7 +55,12 @@ impl Assembler {
     /// none.
     pub(super) fn take_stashed_until(&mut self, id: u64, tick: u64) -> Option<Vec<Stashed>> {
         let v = self.stash.get_mut(&id)?;
-        let (mine, later): (Vec<_>, Vec<_>) = v.drain(..).partition(|s| s.tick <= tick);
+        // A lost marker has no tick of its own (it is stashed with the time it was read): its
+        // loss came after its lane's tick before it, so it is the call's unless that tick is
+        // past the call's close.
+        let (mine, later): (Vec<_>, Vec<_>) = v
+            .drain(..)
+            .partition(|s| s.tick <= tick || (s.rec.kind() == LOST && s.after <= tick));
         if later.is_empty() {
             self.stash.remove(&id);
         } else {
@@ -65,12 +81,14 @@ impl Assembler {
         self.replaying = None;
     }
 
-    /// Counts records that belong to no instance (one id's). When a marker of a lost record
-    /// is among them, every span they belong to lost its `NEW` and is one dropped call: as
-    /// many as they hold closes (or markers of lost closes), at least one. (Their order is no
-    /// guide: they come from several lanes.)
+    /// Counts records that belong to no instance (one id's). Every close among them (a
+    /// `CLOSE`, or a marker of a lost one) ends a span the flusher never knew (its creation
+    /// was lost, or was not a registered callsite): one dropped call each, so every span is
+    /// counted once, whatever was lost. (A marker of a span's lost creation makes its
+    /// instance, see `lost`, so this is rare.) After a pause, a close may be of a span created
+    /// while paused, which was never recorded: not counted then.
     fn orphaned<'a>(&mut self, records: impl Iterator<Item = &'a Record>) {
-        let (mut lost, mut closes) = (false, 0u64);
+        let mut closes = 0u64;
         for r in records {
             if r.is_wake() {
                 // A wake of a task that had ended before its record was read: no loss.
@@ -78,11 +96,10 @@ impl Assembler {
                 continue;
             }
             self.orphans += 1;
-            lost |= r.kind() == LOST;
-            closes += u64::from(r.kind() == CLOSE || (r.kind() == LOST && r.payload() == 1));
+            closes += u64::from(r.kind() == CLOSE || (r.kind() == LOST && r.lost_closed()));
         }
-        if lost {
-            self.dropped_calls += closes.max(1);
+        if !self.paused {
+            self.dropped_calls += closes;
         }
     }
 

@@ -27,14 +27,20 @@
 //!   `full` or in the drain state, unrecycled; either way alive and not rewritten.
 //! - An exiting thread unpublishes its last chunk, pushes it on `full` and then sets `exited`
 //!   (release). A drain that saw `exited` (acquire, first thing) takes everything that lane
-//!   will ever hold, after which the lane is reclaimed. Lost markers the thread could not write
-//!   for want of a free chunk at exit are left in a cold list before `exited` is set; that
-//!   drain reads them after the last chunk, so a thread never waits for a buffer at exit.
+//!   will ever hold, after which the lane is reclaimed.
+//! - Lost-record markers are not in the chunks: the owner leaves each on the lane's cold
+//!   [`lost::LostList`] at the loss, with its place in the stream (the sequence number of the
+//!   next chunk it will install). A drain takes that list after the chunks it reads (every
+//!   marker of a place it reaches was left before the records after it were published) and
+//!   feeds each marker just before the first record of its chunk, or after the last record it
+//!   read once every chunk before its place has been read. So the flusher reads a loss as soon
+//!   as it reads past it, whether the thread ever gets a buffer again, exits, or not.
 
 pub(crate) mod chunk;
 pub(crate) mod local;
 #[cfg(all(test, scope_loom))]
 mod loom_tests;
+pub(crate) mod lost;
 pub(crate) mod pool;
 pub(crate) mod record;
 pub(crate) mod sync;
@@ -44,6 +50,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicI64, AtomicU64 as StdAtomicU64};
 
 use chunk::Chunk;
+use lost::{LostList, Pending};
 use pool::Pool;
 use record::Record;
 use sync::{AtomicBool, AtomicPtr, Ordering};
@@ -72,10 +79,9 @@ pub(crate) struct Lane {
     /// (`Box::into_raw`).
     full: AtomicPtr<Chunk>,
     exited: AtomicBool,
-    /// Lost markers the owner could not write at its exit (no free chunk just then): the
-    /// flusher reads them after the lane's last chunk, so an exiting thread never waits for a
-    /// buffer. Cold: touched once per exiting thread that lost records.
-    exit_markers: std::sync::Mutex<Vec<Record>>,
+    /// Lost-record markers not taken by the flusher yet (see [`lost`]). Cold: touched only
+    /// when a record is lost, and by the flusher once per drain.
+    pub(crate) lost: LostList,
 }
 
 /// The flusher's side of one lane: where it stands in the stream, and the full chunks it took
@@ -84,6 +90,8 @@ pub(crate) struct Lane {
 pub(crate) struct DrainState {
     cursor: Cursor,
     backlog: VecDeque<Box<Chunk>>,
+    /// Lost markers taken from the lane whose place has not been read up to yet.
+    marks: VecDeque<Pending>,
 }
 
 /// What one [`Lane::drain`] did.
@@ -120,14 +128,8 @@ impl Lane {
             current: AtomicPtr::new(std::ptr::null_mut()),
             full: AtomicPtr::new(std::ptr::null_mut()),
             exited: AtomicBool::new(false),
-            exit_markers: std::sync::Mutex::new(Vec::new()),
+            lost: LostList::default(),
         }
-    }
-
-    /// Leaves the lost markers `markers` for the flusher to read after the lane's last chunk
-    /// (owner only, at exit, before `mark_exited`).
-    fn leave_exit_markers(&self, markers: Vec<Record>) {
-        *self.exit_markers.lock().unwrap_or_else(|e| e.into_inner()) = markers;
     }
 
     /// Publishes `c` as the chunk being written (owner only).
@@ -200,11 +202,15 @@ impl Lane {
         // among them and is recognised by address, so records are never taken out of order.
         let current = self.current.load(Ordering::Acquire);
         self.take_full(&mut st.backlog);
+        // The markers after the chunks: a marker is left before any record after its place
+        // is published, so every marker of a place these chunks reach is among them.
+        self.lost.take_into(&mut st.marks);
         let n = st.backlog.len().min(max_chunks);
         let taken: Vec<Box<Chunk>> = st.backlog.drain(..n).collect();
         let more = !st.backlog.is_empty();
         for c in &taken {
-            Self::take(c, &mut st.cursor, &mut sink);
+            // A chunk from `full` is complete: its owner wrote nothing more into it.
+            Self::take(c, true, &mut st.cursor, &mut st.marks, &mut sink);
         }
         // The current chunk comes after every full one; read it only when none is left.
         if !more && !current.is_null() && !taken.iter().any(|c| std::ptr::eq(&**c, current)) {
@@ -215,16 +221,17 @@ impl Lane {
             // this thread, below, and only those it read. It cannot be a chunk recycled by an
             // earlier drain: that drain's take happened after the owner's null store, and this
             // load comes later on this thread (see the module docs; loom checks it).
-            Self::take(unsafe { &*current }, &mut st.cursor, &mut sink);
+            let c = unsafe { &*current };
+            Self::take(c, false, &mut st.cursor, &mut st.marks, &mut sink);
         }
-        if exited && !more {
-            // After everything the owner wrote: the markers it left at exit (taken once).
-            let markers =
-                std::mem::take(&mut *self.exit_markers.lock().unwrap_or_else(|e| e.into_inner()));
-            if !markers.is_empty() {
-                sink(&markers);
-            }
-        }
+        // Markers whose place is reached: every chunk before it has been read (the owner may
+        // have no chunk now). Once the owner has exited and all is read, every marker is.
+        let upto = if exited && !more {
+            u64::MAX
+        } else {
+            st.cursor.seq
+        };
+        Self::feed_marks(upto, &mut st.marks, &mut sink);
         let chunks = taken.len();
         for c in taken {
             pool.give(c);
@@ -239,14 +246,25 @@ impl Lane {
         }
     }
 
-    fn take(c: &Chunk, cursor: &mut Cursor, sink: &mut impl FnMut(&[Record])) {
+    /// Reads chunk `c` from where `cursor` stands, after the markers whose place is before
+    /// it; `complete`: its owner handed it off, so the cursor moves past it.
+    fn take(
+        c: &Chunk,
+        complete: bool,
+        cursor: &mut Cursor,
+        marks: &mut VecDeque<Pending>,
+        sink: &mut impl FnMut(&[Record]),
+    ) {
         let seq = c.seq.load(Ordering::Acquire);
         if seq < cursor.seq {
             return;
         }
         let from = if seq == cursor.seq { cursor.offset } else { 0 };
+        if from == 0 {
+            Self::feed_marks(seq, marks, sink);
+        }
         let end = c.read_published(from, sink).max(from);
-        *cursor = if end >= c.capacity() {
+        *cursor = if complete || end >= c.capacity() {
             Cursor {
                 seq: seq + 1,
                 offset: 0,
@@ -254,6 +272,19 @@ impl Lane {
         } else {
             Cursor { seq, offset: end }
         };
+    }
+
+    /// Feeds the markers placed before chunk `upto` (or at it) to `sink`, in order.
+    fn feed_marks(upto: u64, marks: &mut VecDeque<Pending>, sink: &mut impl FnMut(&[Record])) {
+        if marks.front().is_none_or(|m| m.at > upto) {
+            return;
+        }
+        let mut recs = Vec::new();
+        while let Some(m) = marks.front().filter(|m| m.at <= upto) {
+            recs.push(m.record());
+            marks.pop_front();
+        }
+        sink(&recs);
     }
 }
 

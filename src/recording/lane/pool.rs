@@ -288,12 +288,6 @@ impl Pool {
         None
     }
 
-    /// A free chunk for an exiting thread's last lost markers, if one is at hand: an exit never
-    /// waits (the markers that find no chunk are left on the lane, see `Writer::finish`).
-    pub(crate) fn take_at_exit(&self, small: bool) -> Option<Box<Chunk>> {
-        self.try_take(small)
-    }
-
     #[cfg(not(scope_loom))]
     #[cold]
     fn wait_for_chunk(&self, small: bool) -> Option<Box<Chunk>> {

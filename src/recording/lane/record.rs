@@ -13,7 +13,7 @@
 //! | `CLOSE` | span id | nothing: a call ends at its last exit, so a close needs no time |
 //! | `AUX` | span id | a sink's 61-bit payload for the span (e.g. a CUDA event pair) |
 //! | `EVENT` | span id | clock ticks of a line-timing checkpoint; the next slot, always in the same chunk, is its [`event_site`](Record::event_site) |
-//! | `LOST` | span id | 1 when the lost record was the span's close, else 0 |
+//! | `LOST` | span id | flags of the lost records (bit 0: the span's close was among them, bit 1: an in-call record, so the span was entered), and the callsite address when its creation (`NEW`) was among them, else 0 |
 //! | `TASK` | Tokio task id (0: none) | 0: the lane's enters from here on run in this task |
 //! | `TASK` | span id of a Tokio task's `runtime.spawn` span | clock ticks (never 0): a *wake* of that task (see [`crate::recording::tokio`]) |
 //!
@@ -41,9 +41,10 @@ pub(crate) const AUX: u64 = 4;
 /// Kind tag of a line-timing checkpoint: a `tracing` event inside the span
 /// (`Builder::line_timing`), followed by its site slot.
 pub(crate) const EVENT: u64 = 5;
-/// Kind tag of a lost-record marker: a record of this span could not be buffered here (payload
-/// 1: the lost record was its close). Written by the owner, in stream order, as soon as it has
-/// a buffer again; the flusher drops the span's call whole (see `lane::writer`).
+/// Kind tag of a lost-record marker: records of this span could not be buffered here (see
+/// [`Record::lost_marker`]). Left by the owner on its lane's cold list at the loss, at its
+/// position in the stream; the flusher reads it there and drops the span's call whole (see
+/// `lane::writer`).
 pub(crate) const LOST: u64 = 6;
 /// Kind tag of a task switch: the lane's following enters run in Tokio task `id` (0: none).
 pub(crate) const TASK: u64 = 7;
@@ -137,10 +138,38 @@ impl Record {
         Record::tagged(site as *const Metadata<'static> as u64, 0, EVENT)
     }
 
-    /// A lost-record marker for span `id` (`closed`: the lost record was its close).
-    #[inline(always)]
+    /// A lost-record marker for span `id` of an entered span (`closed`: its close was among
+    /// the lost records).
+    #[cfg(test)]
     pub(crate) const fn lost(id: u64, closed: bool) -> Record {
-        Record::tagged(id, closed as u64, LOST)
+        Record::lost_marker(id, 0, true, closed)
+    }
+
+    /// A lost-record marker for span `id`: `site` is the callsite address when the span's
+    /// creation record was among the lost ones (0 if not), `entered` when a record inside a
+    /// call was (an enter, exit, checkpoint or sink payload), `closed` when its close was.
+    #[inline(always)]
+    pub(crate) const fn lost_marker(id: u64, site: usize, entered: bool, closed: bool) -> Record {
+        let flags = (entered as u64) << 1 | closed as u64;
+        Record::tagged(id, (site as u64 & !KIND_MASK) | flags, LOST)
+    }
+
+    /// A lost marker's: whether the span's close was lost.
+    #[inline(always)]
+    pub(crate) const fn lost_closed(&self) -> bool {
+        self.payload() & 1 != 0
+    }
+
+    /// A lost marker's: whether a record inside a call was lost (the span was entered).
+    #[inline(always)]
+    pub(crate) const fn lost_entered(&self) -> bool {
+        self.payload() & 2 != 0
+    }
+
+    /// A lost marker's: the callsite address of a span whose creation was lost (0: it was not).
+    #[inline(always)]
+    pub(crate) const fn lost_site(&self) -> usize {
+        (self.payload() & !KIND_MASK) as usize
     }
 
     /// A task switch: the lane's next enters run in Tokio task `task` (0: none).
@@ -284,7 +313,10 @@ mod tests {
         let site = Record::spawn_site(3);
         assert!(site.is_event_site() && site.id == 3);
         let l = Record::lost(5, true);
-        assert_eq!((l.kind(), l.payload()), (LOST, 1));
+        assert_eq!(
+            (l.kind(), l.lost_closed(), l.lost_entered(), l.lost_site()),
+            (LOST, true, true, 0)
+        );
         let site: &'static Metadata<'static> = Box::leak(Box::new(Metadata::new(
             "e",
             "t",
@@ -301,6 +333,11 @@ mod tests {
         let s = Record::event_site(site);
         assert!(s.is_event_site());
         assert_eq!(s.id, site as *const _ as u64);
+        let m = Record::lost_marker(4, site as *const _ as usize, false, true);
+        assert_eq!(
+            (m.lost_closed(), m.lost_entered(), m.lost_site()),
+            (true, false, site as *const _ as usize)
+        );
         let n = Record::new_span(4, site);
         assert_eq!(
             (n.kind(), n.callsite_addr()),

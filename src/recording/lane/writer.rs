@@ -2,11 +2,12 @@
 //! the flusher, independent of how the writer is found (see [`super::local`] for that).
 //!
 //! When no chunk can be had (the budget is used up and the wait bound passed, or `lossy`), the
-//! record is dropped and its span noted in a short pending list (consecutive records of one
-//! span share an entry). As soon as the writer has a chunk again it first writes one `LOST`
-//! marker per entry, then the record. The markers sit in the stream exactly where the dropped
-//! records were, so the flusher routes each to the very span instance that lost the record
-//! (span ids are reused, so an id alone would not do) and drops that call whole.
+//! record is dropped and a `LOST` marker for its span left on the lane's cold list at once,
+//! with its place in the stream (see [`super::lost`]; consecutive records of one span share
+//! a marker). The flusher reads the marker exactly where the dropped records were, so it
+//! routes it to the very span instance that lost the record (span ids are reused, so an id
+//! alone would not do) and drops that call whole; it does not wait for this thread to get a
+//! buffer again.
 //!
 //! An enter secures room for its exit as well, so a leaf poll's two records share a buffer
 //! and reach the flusher together (its one-step paths see them side by side). It is still
@@ -18,7 +19,7 @@ use std::sync::Arc;
 
 use super::chunk::Chunk;
 use super::pool::Pool;
-use super::record::{Record, CLOSE, NEW};
+use super::record::Record;
 use super::sync::Ordering;
 use super::Lane;
 
@@ -47,8 +48,6 @@ pub(crate) struct Writer {
     /// A wait for a chunk timed out (with the flusher's progress then); do not wait again
     /// until it has moved on.
     stalled: Option<u64>,
-    /// Spans that lost records since the last chunk, in order, waiting for their markers.
-    lost: Vec<Lost>,
     /// Span callsites this thread knows to be registered with the flusher (a direct-mapped
     /// cache by address; see [`Writer::known_callsite`]).
     known: [usize; KNOWN],
@@ -56,15 +55,6 @@ pub(crate) struct Writer {
 
 /// Entries of [`Writer::known`].
 const KNOWN: usize = 64;
-
-/// A pending lost marker: span `id` lost records here; `closed` if its close was among them;
-/// `whole` while every record of it on this lane so far was lost, starting with its creation.
-#[derive(Clone, Copy, Debug)]
-struct Lost {
-    id: u64,
-    closed: bool,
-    whole: bool,
-}
 
 // SAFETY: the writer owns its chunk (a `Box` turned into a raw pointer) and is used by one
 // thread at a time; the loom model moves writers into model threads.
@@ -84,7 +74,6 @@ impl Writer {
             pool,
             next_seq: 0,
             stalled: None,
-            lost: Vec::new(),
             known: [0; KNOWN],
         }
     }
@@ -209,9 +198,8 @@ impl Writer {
         true
     }
 
-    /// Makes sure `n` (at most 3 + the pending lost markers' room) slots are free in the
-    /// current chunk, handing it off for a fresh one when they are not; false when no chunk
-    /// can be had.
+    /// Makes sure `n` (at most 4) slots are free in the current chunk, handing it off for a
+    /// fresh one when they are not; false when no chunk can be had.
     #[inline(always)]
     fn room(&mut self, n: usize) -> bool {
         self.len + n <= self.cap || self.room_slow(n)
@@ -246,41 +234,12 @@ impl Writer {
         unsafe { (*self.chunk).len.store(self.len, Ordering::Release) };
     }
 
-    /// No room for `n` slots: hands the chunk off, takes another and writes the pending lost
-    /// markers into it first (they exist only while there was no chunk). False when no chunk
-    /// can be had.
+    /// No room for `n` slots: hands the chunk off and takes another (lost markers are not
+    /// written into it: they are on the lane's list already). False when no chunk can be had.
     #[cold]
     #[inline(never)]
     fn room_slow(&mut self, n: usize) -> bool {
-        let mut written = 0;
-        loop {
-            if self.len + n > self.cap && !self.next_chunk() {
-                self.lost.drain(..written);
-                return false;
-            }
-            match self.lost.get(written) {
-                Some(&Lost { id, closed, .. }) if self.len + n < self.cap => {
-                    self.write(Record::lost(id, closed));
-                    written += 1;
-                }
-                Some(_) => {
-                    // The markers filled this chunk: publish them and take the next.
-                    self.publish();
-                    self.lost.drain(..written);
-                    written = 0;
-                    if !self.next_chunk() {
-                        return false;
-                    }
-                }
-                None => {
-                    self.lost.clear();
-                    if written > 0 {
-                        self.publish();
-                    }
-                    return true;
-                }
-            }
-        }
+        self.next_chunk() && self.len + n <= self.cap
     }
 
     /// Hands the full chunk (if any) to the flusher and installs a fresh one; false (and no
@@ -321,29 +280,19 @@ impl Writer {
         }
     }
 
-    /// Counts a dropped record and notes its span for a lost marker. A span whose every record
-    /// on this lane was lost, creation to close, needs no marker (nothing of it is in the
-    /// stream): it is counted as a dropped call at once, so the pending list holds at most the
-    /// spans open on this thread, whatever the length of the outage.
+    /// Counts a dropped record and leaves a lost marker for its span on the lane, placed
+    /// before the next chunk this writer will install (it has none now: the loss came after
+    /// handing off the last one, so every record written before it is in an earlier chunk).
+    /// A span entered here whose every record on this lane was lost, creation to close, gets
+    /// no marker (nothing of it is in the stream) and is counted as a dropped call at once.
+    #[cold]
     fn note_lost(&mut self, rec: &Record) {
         use std::sync::atomic::Ordering::Relaxed;
+        debug_assert!(self.chunk.is_null());
         self.lane.dropped.fetch_add(1, Relaxed);
-        let (new, close) = (rec.kind() == NEW, rec.kind() == CLOSE);
-        // Consecutive records of one span instance share an entry (after its close the id may
-        // be reused, so a closed entry is never extended).
-        if let Some(last) = self.lost.last_mut().filter(|l| l.id == rec.id && !l.closed) {
-            last.closed = close;
-            if close && last.whole {
-                self.lost.pop();
-                self.lane.dropped_calls.fetch_add(1, Relaxed);
-            }
-            return;
+        if self.lane.lost.note(self.next_seq, rec) {
+            self.lane.dropped_calls.fetch_add(1, Relaxed);
         }
-        self.lost.push(Lost {
-            id: rec.id,
-            closed: close,
-            whole: new,
-        });
     }
 
     /// Resets `c` and publishes it as the chunk being written.
@@ -361,27 +310,9 @@ impl Writer {
         self.lane.publish(self.chunk);
     }
 
-    /// The thread is exiting: writes pending lost markers while a free chunk is at hand, leaves
-    /// the rest on the lane for the flusher (never waiting for a buffer, in any mode), hands
-    /// the last chunk over and marks the lane exited.
+    /// The thread is exiting: hands the last chunk over and marks the lane exited (its lost
+    /// markers are on the lane already, so it never waits for a buffer, in any mode).
     pub(crate) fn finish(&mut self) {
-        let mut i = 0;
-        while i < self.lost.len() {
-            if self.len >= self.cap
-                && !self.next_chunk_from(|pool, _, small| pool.take_at_exit(small))
-            {
-                break;
-            }
-            let Lost { id, closed, .. } = self.lost[i];
-            self.write(Record::lost(id, closed));
-            self.publish();
-            i += 1;
-        }
-        if i < self.lost.len() {
-            let rest = self.lost[i..].iter().map(|l| Record::lost(l.id, l.closed));
-            self.lane.leave_exit_markers(rest.collect());
-        }
-        self.lost.clear();
         if !self.chunk.is_null() {
             // SAFETY: owned by us since `install`; handed over exactly once.
             let last = unsafe { Box::from_raw(self.chunk) };
@@ -515,14 +446,66 @@ mod tests {
         for _ in 0..4 {
             lane.drain(&mut st, &pool, 16, |r| recs.extend_from_slice(r));
         }
-        let lost: Vec<(u64, u64)> = recs
+        let lost: Vec<(u64, bool)> = recs
             .iter()
             .filter(|r| r.kind() == crate::recording::lane::record::LOST)
-            .map(|r| (r.id, r.payload()))
+            .map(|r| (r.id, r.lost_closed()))
             .collect();
-        assert_eq!(lost, [(id, 0), (id + 1, 0)], "both markers, once each");
+        assert_eq!(
+            lost,
+            [(id, false), (id + 1, false)],
+            "both markers, once each"
+        );
         let tail: Vec<u64> = recs[recs.len() - 2..].iter().map(|r| r.id).collect();
         assert_eq!(tail, [id, id + 1], "after every record the thread wrote");
         assert_eq!(recs.len() as u64, id + 1, "{} exits and 2 markers", id - 1);
+    }
+
+    /// A lost marker is read at its place as soon as the flusher reads past it, while the
+    /// thread still has no buffer (it used to wait in the thread until it got one again, and
+    /// the lane read as caught up meanwhile); records written after the outage follow it.
+    #[test]
+    fn a_marker_is_read_at_its_place_while_the_thread_has_no_buffer() {
+        use crate::recording::lane::record::{CLOSE, LOST};
+        let pool = Arc::new(Pool::new(
+            2 * CHUNK_BYTES,
+            Policy {
+                lossy: true,
+                max_wait: std::time::Duration::from_secs(30),
+            },
+        ));
+        let lane = Arc::new(Lane::new(0, "t".into(), 0, 0));
+        let mut w = Writer::new(lane.clone(), pool.clone());
+        let mut st = DrainState::default();
+        // Fill the budget (the small first chunk, then a full-size one).
+        let mut id = 1;
+        while w.push(Record::exit(id, 5)) {
+            id += 1;
+        }
+        assert!(
+            !w.push(Record::close(id)),
+            "the exit and close of one span lost"
+        );
+        let mut recs = Vec::new();
+        // The first drain reads the full chunks and frees them; the markers come after them.
+        lane.drain(&mut st, &pool, 16, |r| recs.extend_from_slice(r));
+        let tail: Vec<(u64, u64)> = recs[recs.len() - 1..]
+            .iter()
+            .map(|r| (r.id, r.kind()))
+            .collect();
+        assert_eq!(
+            tail,
+            [(id, LOST)],
+            "read before the thread had a buffer again"
+        );
+        assert!(recs[recs.len() - 1].lost_closed());
+        assert_eq!(recs.len() as u64, id, "{} exits and one marker", id - 1);
+        // The buffers are free again: what the thread writes next follows the marker.
+        assert!(w.push(Record::close(id + 1)));
+        w.finish();
+        let mut after = Vec::new();
+        lane.drain(&mut st, &pool, 16, |r| after.extend_from_slice(r));
+        let after: Vec<(u64, u64)> = after.iter().map(|r| (r.id, r.kind())).collect();
+        assert_eq!(after, [(id + 1, CLOSE)]);
     }
 }
