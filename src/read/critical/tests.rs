@@ -327,3 +327,48 @@ fn polls_that_touch_are_walked_piece_by_piece() {
     assert_eq!(shape(&p), [(Kind::Running, Lane::Task(0), 0, 10, false)]);
     assert_eq!(p.segments.len(), 2);
 }
+
+#[test]
+fn with_wakes_a_run_without_scheduled_ns_is_the_tasks_own_teardown() {
+    // Task 0 polled 0..10 and (woken by the driver at 15) 20..30; its future's drop enters
+    // `req` again at 32..33, outside any poll of the task: no wake, no `scheduled_ns`.
+    let polls = [
+        poll(0, 1, 0, 10, -1, 0),
+        poll(0, 1, 20, 30, 5, 0),
+        poll(0, 1, 32, 33, -1, 0),
+    ];
+    let cp = CriticalPaths::from_parts(&polls, &names(), &[wake(15, None, 0, 0)], &[]);
+    let p = cp.walk(&CallRef::new("req", 0, 33, 0, 0));
+    assert_tiles(&p);
+    use Kind::*;
+    assert_eq!(
+        p.by_kind(),
+        [(Running, 23), (Scheduled, 5), (Driver, 5)],
+        "{p:#?}"
+    );
+}
+
+#[test]
+fn a_wake_a_nanosecond_after_the_polls_scheduled_time_is_still_the_one() {
+    // Task 0's second poll says it was woken at 30 - 10 = 20; the wake's own tick rounded to
+    // 21. The wake by task 1 is still followed (it used to be missed: idle-unknown); before
+    // task 1's first poll nothing is known (no spawn edge).
+    let polls = [
+        poll(0, 1, 0, 5, -1, 0),
+        poll(0, 1, 30, 35, 10, 0),
+        poll(1, 2, 8, 25, -1, 1),
+    ];
+    let cp = CriticalPaths::from_parts(&polls, &names(), &[wake(21, Some(1), 0, 1)], &[]);
+    let p = cp.walk(&CallRef::new("req", 0, 35, 0, 0));
+    assert_tiles(&p);
+    use Kind::*;
+    assert_eq!(
+        shape(&p),
+        [
+            (IdleUnknown, Lane::Task(1), 0, 8, false),
+            (BlockedOn, Lane::Task(1), 8, 20, false),
+            (Scheduled, Lane::Task(0), 20, 30, false),
+            (Running, Lane::Task(0), 30, 35, false),
+        ]
+    );
+}

@@ -61,15 +61,20 @@ impl Walker<'_> {
         self.push(kind, Lane::Task(self.cur), empty, a, self.inferred);
     }
 
+    /// What the current task's own time is: `running` in the call's task, else `blocked-on`.
+    fn own_kind(&self) -> Kind {
+        if self.cur == self.call.task {
+            Kind::Running
+        } else {
+            Kind::BlockedOn
+        }
+    }
+
     /// The current task's run `r`, from `t` back to its start.
     fn running(&mut self, r: usize) {
         let cp = self.cp;
         let line = &cp.tasks[&self.cur];
-        let kind = if self.cur == self.call.task {
-            Kind::Running
-        } else {
-            Kind::BlockedOn
-        };
+        let kind = self.own_kind();
         for p in line.pieces_of(r).iter().rev() {
             if p.start >= self.t {
                 continue;
@@ -119,10 +124,13 @@ impl Walker<'_> {
     fn gap(&mut self, prev: &Run, next: &Run, jumps: &mut u32) {
         let (pe, ns) = (prev.end, next.start);
         let wakes = self.cp.wakes.get(&self.cur).map_or(&[][..], Vec::as_slice);
-        // The wake that ended the gap: at `ns - scheduled` when the poll says, else the last
-        // one before the poll; one during the previous poll counts (it queued the task).
+        // The wake that ended the gap: the last one before the poll (the file keeps only the
+        // wake that queued the task, so none lies between it and the poll); one during the
+        // previous poll counts (it queued the task). The poll's `scheduled_ns` says when it
+        // was, and may differ from the wake's tick by the rounding of the two (1 ns), so the
+        // wake is looked up by the poll's start.
         let target = if next.sched >= 0 { ns - next.sched } else { ns };
-        let i = wakes.partition_point(|w| w.0 <= target);
+        let i = wakes.partition_point(|w| w.0 <= ns);
         let wake = i
             .checked_sub(1)
             .map(|i| wakes[i])
@@ -165,6 +173,14 @@ impl Walker<'_> {
                 );
             }
             None if !self.cp.has_wakes => self.infer(pe, ns, jumps),
+            // With Tokio's instrumentation every poll of a task has its `scheduled_ns`: a
+            // run without one is no poll but a span entered after the task's last poll (an
+            // `Instrument`ed future's drop): the task's own teardown, not a wait.
+            None if next.sched < 0 => {
+                let empty = self.cp.stacks[0].clone();
+                let kind = self.own_kind();
+                self.push(kind, Lane::Task(self.cur), empty, pe, self.inferred);
+            }
             None => self.wait(Kind::IdleUnknown, pe),
         }
     }
@@ -236,11 +252,7 @@ impl CriticalPaths {
                     // fires right after the task's span closed).
                     let end = line.runs[i - 1].end;
                     let (lane, empty) = (Lane::Task(w.cur), self.stacks[0].clone());
-                    let kind = if w.cur == call.task {
-                        Kind::Running
-                    } else {
-                        Kind::BlockedOn
-                    };
+                    let kind = w.own_kind();
                     w.push(kind, lane, empty, end, w.inferred);
                 }
                 At::Gap(i) => {
