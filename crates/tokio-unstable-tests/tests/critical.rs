@@ -10,7 +10,7 @@
 mod programs;
 
 use programs::{near, Walked, EDGE_NS};
-use scope_profiler_tokio_unstable_tests::profile;
+use scope_profiler_tokio_unstable_tests::{profile, run_ok, scopeprof};
 
 fn walk(
     name: &str,
@@ -155,5 +155,25 @@ fn a_timer_wait_is_the_drivers() {
         "driver ends at the last poll",
         s.end_ns,
         own.last().unwrap().start_ns,
+    );
+}
+
+#[test]
+fn scopeprof_critical_path_names_the_hog_a_request_was_scheduled_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = profile(dir.path(), "scheduled", 1, |b| b, programs::scheduled);
+    let w = Walked::open(&run.path);
+    let hog = w.call("hog").task;
+    let f = run.path.to_str().unwrap();
+    let text = run_ok(&scopeprof(), &["critical-path", f, "--region", "request"]);
+    let line = text
+        .lines()
+        .find(|l| l.contains(" scheduled ") && l.contains("behind"))
+        .unwrap_or_else(|| panic!("a scheduled line:\n{text}"));
+    assert!(line.contains(&format!("(#{hog})")), "hog #{hog}:\n{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains(" outside ") && l.contains("thread")),
+        "{text}"
     );
 }
