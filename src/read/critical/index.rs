@@ -105,8 +105,8 @@ impl CriticalPaths {
             polls.extend(chunk.iter().filter(|p| p.task >= 0));
             Ok(())
         })?;
-        Ok(CriticalPaths::from_parts(
-            &polls,
+        Ok(CriticalPaths::from_owned(
+            polls,
             profile.poll_region_names(),
             &profile.wakes()?,
             &profile.spawns()?,
@@ -121,10 +121,21 @@ impl CriticalPaths {
         wakes: &[Wake],
         spawns: &[Spawn],
     ) -> CriticalPaths {
-        let mut by_task: HashMap<i64, Vec<Poll>> = HashMap::new();
-        for p in polls.iter().filter(|p| p.task >= 0) {
-            by_task.entry(p.task).or_default().push(*p);
-        }
+        let polls = polls.iter().filter(|p| p.task >= 0).copied().collect();
+        CriticalPaths::from_owned(polls, region_names, wakes, spawns)
+    }
+
+    /// [`CriticalPaths::from_parts`] of task polls it may reorder (no copy of them: the
+    /// index's peak memory is theirs plus the timelines').
+    fn from_owned(
+        mut polls: Vec<Poll>,
+        region_names: &[String],
+        wakes: &[Wake],
+        spawns: &[Spawn],
+    ) -> CriticalPaths {
+        // By task, then by start, outer polls first where two start together (a stable sort:
+        // polls alike in all three keep the file's order).
+        polls.sort_by_key(|p| (p.task, p.start_ns, -p.dur_ns));
         let mut cp = CriticalPaths {
             stacks: vec![Arc::from(Vec::<String>::new())],
             has_wakes: !wakes.is_empty(),
@@ -132,10 +143,9 @@ impl CriticalPaths {
         };
         let mut interned: HashMap<Vec<u32>, u32> = HashMap::new();
         interned.insert(Vec::new(), 0);
-        for (task, mut ps) in by_task {
-            // Outer polls first where two start together.
-            ps.sort_by_key(|p| (p.start_ns, -p.dur_ns));
-            let line = timeline(&ps, region_names, &mut |ids: &[u32]| {
+        for ps in polls.chunk_by(|a, b| a.task == b.task) {
+            let task = ps[0].task;
+            let mut line = timeline(ps, region_names, &mut |ids: &[u32]| {
                 if let Some(&i) = interned.get(ids) {
                     return i;
                 }
@@ -158,6 +168,8 @@ impl CriticalPaths {
             if let Some(last) = line.runs.last() {
                 cp.task_ends.push((last.end, task));
             }
+            line.pieces.shrink_to_fit();
+            line.runs.shrink_to_fit();
             cp.tasks.insert(task, line);
         }
         for runs in cp.thread_runs.values_mut() {
