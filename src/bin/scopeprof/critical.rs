@@ -244,48 +244,59 @@ fn text(
         walked.len()
     );
     for path in walked {
-        let c = &path.call;
-        o += &format!(
-            "\ncall #{} at {:.6} s: {:.3} ms\n  {:>10} {:>10}  {:<13}{:<36} stack\n",
-            c.ordinal,
-            (c.start_ns - origin) as f64 / 1e9,
-            ms(path.wall_ns()),
-            "from [ms]",
-            "dur [ms]",
-            "kind",
-            "where"
-        );
-        for s in rows(path) {
-            o += &format!(
-                "  {:>10.3} {:>10.3}  {:<13}{}\n",
-                ms(s.start_ns - c.start_ns),
-                ms(s.dur_ns()),
-                s.kind.name(),
-                describe(&s, names)
-            );
-        }
-        let kinds: Vec<String> = path
-            .by_kind()
-            .iter()
-            .map(|&(k, ns)| {
-                format!(
-                    "{} {:.3} ms ({:.1} %)",
-                    k.name(),
-                    ms(ns),
-                    pct(ns, path.wall_ns())
-                )
-            })
-            .collect();
-        o += &format!("  by kind: {}\n", kinds.join(", "));
-        let regions: Vec<String> = path
-            .by_region()
-            .iter()
-            .take(5)
-            .map(|((lane, r), ns)| format!("{r} in {} {:.3} ms", names.lane(*lane), ms(*ns)))
-            .collect();
-        o += &format!("  by region (in polls): {}\n", regions.join(", "));
+        o += &call_text(path, names, origin);
     }
-    o += &format!(
+    o + &aggregate_text(region, totals, names)
+}
+
+/// One call's path: its segments, then its time by kind and by region.
+fn call_text(path: &CriticalPath, names: &Names, origin: i64) -> String {
+    let c = &path.call;
+    let mut o = format!(
+        "\ncall #{} at {:.6} s: {:.3} ms\n  {:>10} {:>10}  {:<13}{:<36} stack\n",
+        c.ordinal,
+        (c.start_ns - origin) as f64 / 1e9,
+        ms(path.wall_ns()),
+        "from [ms]",
+        "dur [ms]",
+        "kind",
+        "where"
+    );
+    for s in rows(path) {
+        o += &format!(
+            "  {:>10.3} {:>10.3}  {:<13}{}\n",
+            ms(s.start_ns - c.start_ns),
+            ms(s.dur_ns()),
+            s.kind.name(),
+            describe(&s, names)
+        );
+    }
+    let kinds: Vec<String> = path
+        .by_kind()
+        .iter()
+        .map(|&(k, ns)| {
+            format!(
+                "{} {:.3} ms ({:.1} %)",
+                k.name(),
+                ms(ns),
+                pct(ns, path.wall_ns())
+            )
+        })
+        .collect();
+    o += &format!("  by kind: {}\n", kinds.join(", "));
+    let regions: Vec<String> = path
+        .by_region()
+        .iter()
+        .take(5)
+        .map(|((lane, r), ns)| format!("{r} in {} {:.3} ms", names.lane(*lane), ms(*ns)))
+        .collect();
+    o += &format!("  by region (in polls): {}\n", regions.join(", "));
+    o
+}
+
+/// The aggregate over all the region's calls, as shares of their total wall time.
+fn aggregate_text(region: &str, totals: &Totals, names: &Names) -> String {
+    let mut o = format!(
         "\nOver all {} calls of `{region}` ({:.3} ms in all): on the critical path\n",
         totals.calls,
         ms(totals.wall_ns)
