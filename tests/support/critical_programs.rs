@@ -165,6 +165,8 @@ pub struct Walked {
     pub path: scope_profiler::read::critical::CriticalPath,
     /// The first call of each region of [`REGIONS`] the program has.
     pub calls: Vec<scope_profiler::read::critical::CallRef>,
+    /// Each task's last poll end (ns): where a task completes (its `JoinHandle` wakes then).
+    pub task_ends: std::collections::HashMap<i64, i64>,
 }
 
 impl Walked {
@@ -179,13 +181,34 @@ impl Walked {
             .iter()
             .filter_map(|r| paths.calls(&profile, r).expect("calls").first().cloned())
             .collect();
+        let mut task_ends = std::collections::HashMap::new();
+        profile
+            .for_each_poll(1 << 16, |polls| {
+                for p in polls.iter().filter(|p| p.task >= 0) {
+                    let e = task_ends.entry(p.task).or_insert(i64::MIN);
+                    *e = (*e).max(p.start_ns + p.dur_ns);
+                }
+                Ok(())
+            })
+            .expect("polls");
         let walked = Walked {
             path: paths.walk(&requests[0]),
             calls,
+            task_ends,
         };
         eprintln!("{}", walked.describe());
         walked.assert_tiles();
         walked
+    }
+
+    /// Whether the machine took the request's worker away inside one of its polls: every
+    /// poll of the request computes next to nothing (well under 0.2 ms), so one of 1 ms or
+    /// more is the OS's preemption of a loaded machine, which moves the constructed truth
+    /// (a timer's deadline counts from inside the poll). The tests run such a program again.
+    pub fn preempted(&self) -> bool {
+        self.coarse()
+            .iter()
+            .any(|s| s.kind.name() == "running" && s.dur_ns() >= 1_000_000)
     }
 
     /// The call of `region`.
@@ -285,6 +308,15 @@ impl Walked {
         v
     }
 
+    /// [`Walked::middle`] without `scheduled` segments: the path's waits on others, whatever
+    /// the wake-up latencies (a task woken or spawned, waiting for a worker), which pass 0.2 ms
+    /// on a loaded machine.
+    pub fn waits(&self, min_ns: i64) -> Vec<(&'static str, String, bool)> {
+        let mut v = self.middle(min_ns);
+        v.retain(|s| s.0 != "scheduled");
+        v
+    }
+
     /// The [`Walked::coarse`] segments of at least `min_ns`.
     pub fn long(&self, min_ns: i64) -> Vec<scope_profiler::read::critical::Segment> {
         let coarse = self.coarse();
@@ -301,6 +333,10 @@ impl Walked {
         of.map(|s| s.dur_ns()).sum()
     }
 }
+
+/// Runs of a program before a test gives up on getting one without preemption
+/// ([`Walked::preempted`]).
+pub const RUNS: usize = 5;
 
 /// 0.2 ms: how far a segment's edge may lie from the constructed truth.
 pub const EDGE_NS: i64 = 200_000;

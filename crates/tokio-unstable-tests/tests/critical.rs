@@ -9,7 +9,7 @@
 #[allow(missing_docs, dead_code)]
 mod programs;
 
-use programs::{near, Walked, EDGE_NS};
+use programs::{near, Walked, EDGE_NS, RUNS};
 use scope_profiler_tokio_unstable_tests::{profile, run_ok, scopeprof};
 
 fn walk(
@@ -17,15 +17,24 @@ fn walk(
     workers: usize,
     program: fn(&tokio::runtime::Runtime, &tracing::Dispatch),
 ) -> Walked {
-    let dir = tempfile::tempdir().unwrap();
-    let run = profile(dir.path(), name, workers, |b| b, program);
-    Walked::open(&run.path)
+    for _ in 0..RUNS {
+        let dir = tempfile::tempdir().unwrap();
+        let run = profile(dir.path(), name, workers, |b| b, program);
+        let w = Walked::open(&run.path);
+        if !w.preempted() {
+            return w;
+        }
+        eprintln!("{name}: the request was preempted in a poll; again");
+    }
+    panic!("{name}: the request was preempted in a poll in each of {RUNS} runs");
 }
 
-/// The path's first segment of 0.2 ms or more that is not the request's own time.
+/// The path's first segment of 0.2 ms or more that is not the request's own time, nor a
+/// wake-up latency (`scheduled`; see [`Walked::waits`]).
 fn main(w: &Walked) -> scope_profiler::read::critical::Segment {
     let mut long = w.long(EDGE_NS).into_iter();
-    long.find(|s| s.kind.name() != "running").expect("a wait")
+    long.find(|s| !matches!(s.kind.name(), "running" | "scheduled"))
+        .expect("a wait")
 }
 
 fn owned(v: &[(&'static str, &str, bool)]) -> Vec<(&'static str, String, bool)> {
@@ -35,7 +44,7 @@ fn owned(v: &[(&'static str, &str, bool)]) -> Vec<(&'static str, String, bool)> 
 #[test]
 fn a_join_goes_through_the_spawned_childs_computation() {
     let w = walk("join", 1, programs::join);
-    assert_eq!(w.middle(EDGE_NS), owned(&[("blocked-on", "child", false)]));
+    assert_eq!(w.waits(EDGE_NS), owned(&[("blocked-on", "child", false)]));
     let child = w.call("child");
     let s = &main(&w);
     assert_eq!(s.region(), Some("child"));
@@ -44,7 +53,11 @@ fn a_join_goes_through_the_spawned_childs_computation() {
         s.start_ns,
         child.start_ns,
     );
-    near("blocked-on ends at the child's end", s.end_ns, child.end_ns);
+    // Up to the child task's completion, which wakes the request (its last poll, Tokio's
+    // `runtime.spawn`, ends just after the child's call).
+    let done = w.task_ends[&child.task];
+    near("blocked-on ends at the child's completion", s.end_ns, done);
+    assert!(done >= child.end_ns);
     assert!(w.time("blocked-on", "child") >= 4_500_000);
     // Before the child's first poll it was scheduled (the spawn edge), and after its end the
     // request was: nothing of the request's wait is unknown.
@@ -81,14 +94,14 @@ fn a_ping_pong_alternates_between_the_request_and_the_echo() {
     for s in joined.iter().filter(|s| s.kind.name() == "blocked-on") {
         // (Its first poll's edge lies in Tokio's spawn span, a few µs before the call.)
         assert!(s.start_ns >= echo.start_ns - EDGE_NS && s.end_ns <= echo.end_ns + EDGE_NS);
-        assert_eq!(s.region(), Some("echo"));
+        assert_eq!(w.owner(s.lane), "echo");
     }
 }
 
 #[test]
 fn a_mutex_wait_is_the_holders_time() {
     let w = walk("mutex", 2, programs::mutex);
-    assert_eq!(w.middle(EDGE_NS), owned(&[("blocked-on", "holder", false)]));
+    assert_eq!(w.waits(EDGE_NS), owned(&[("blocked-on", "holder", false)]));
     let s = &main(&w);
     assert_eq!(s.region(), Some("holder"));
     // The holder kept the lock 3 ms after the request asked: all of it lies on the path,
@@ -129,7 +142,9 @@ fn a_request_woken_behind_a_hog_is_scheduled_naming_the_hog() {
         "{}",
         w.describe()
     );
-    near("scheduled ends at the hog's end", s.end_ns, hog.end_ns);
+    // At least until the hog's task completed and freed the worker (later when the OS keeps
+    // the worker's thread from running, on a loaded machine).
+    assert!(s.end_ns >= w.task_ends[&hog.task], "{}", w.describe());
     // The hog went on 3 ms after the wake.
     assert!(s.dur_ns() >= 2_900_000, "{}", w.describe());
     // The wake came from the thread, whose time the path shows from the request's park.
@@ -140,22 +155,24 @@ fn a_request_woken_behind_a_hog_is_scheduled_naming_the_hog() {
 #[test]
 fn a_timer_wait_is_the_drivers() {
     let w = walk("timer", 1, programs::timer);
-    assert_eq!(w.middle(EDGE_NS), owned(&[("driver", "request", false)]));
+    assert_eq!(w.waits(EDGE_NS), owned(&[("driver", "request", false)]));
     let s = &main(&w);
     assert!(s.dur_ns() >= 2_800_000, "{}", w.describe());
-    // From the end of the request's first poll to the start of its last (the wake-up's
-    // latency between).
+    // From the end of the request's first poll.
     let own: Vec<_> = w
         .coarse()
         .into_iter()
         .filter(|s| s.kind.name() == "running")
         .collect();
     assert_eq!(s.start_ns, own[0].end_ns);
-    near(
-        "driver ends at the last poll",
-        s.end_ns,
-        own.last().unwrap().start_ns,
+    // The timer fired at its deadline (3 ms after the sleep began, in the request's first
+    // poll) or later, never before; then the request waited for the worker (scheduled).
+    assert!(
+        s.end_ns >= w.path.call.start_ns + 3_000_000 - EDGE_NS,
+        "{}",
+        w.describe()
     );
+    assert!(s.end_ns <= own.last().unwrap().start_ns);
 }
 
 #[test]
