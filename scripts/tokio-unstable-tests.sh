@@ -32,4 +32,5 @@ fi
 cargo test --locked
 # The same programs through the other front end, ScopeSubscriber (already built).
 SCOPE_FRONT_END=subscriber cargo test --locked --test edges --test join --test lanes --test task_edges \
+    --test critical \
     --test latency --test monitor

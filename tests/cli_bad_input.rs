@@ -24,6 +24,7 @@ fn commands(file: &str, out: &str) -> Vec<Vec<String>> {
         v(&["export", "--format", "chrome", file, "-o", out]),
         v(&["flamegraph", "--folded", file, "-o", out]),
         v(&["top", file, "--once", "--window", "all"]),
+        v(&["critical-path", file]),
     ]
 }
 

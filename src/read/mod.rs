@@ -50,6 +50,7 @@
 //! ```
 
 mod columns;
+pub mod critical;
 mod edges;
 pub mod live;
 mod stream;

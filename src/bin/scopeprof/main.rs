@@ -11,6 +11,8 @@
 //! scopeprof diff BASE CAND [--format text|markdown|json]  per-region statistics side by side
 //! scopeprof check BASE... -- CAND... --max-regression PCT   a noise-aware regression gate for CI
 //! scopeprof report [BASE] FILE -o report.html             one self-contained HTML report
+//! scopeprof critical-path FILE [--region R] [--slowest N | --call ID] [--json]
+//!                                                         where a request's time went across tasks
 //! ```
 //!
 //! Files are read in a child process with a data limit (see `supervise`): a corrupt file gives
@@ -19,6 +21,7 @@
 
 mod chrome;
 mod compare;
+mod critical;
 mod delays;
 mod export;
 mod flame;
@@ -126,6 +129,10 @@ enum Cmd {
     /// Write one self-contained HTML report (summary, flamegraph, timeline, slowest calls;
     /// with two files, the colored diff too) that opens offline.
     Report(report::ReportArgs),
+    /// The critical path of a region's calls across Tokio tasks: per call, what it ran, what it
+    /// waited for (another task, a worker, a timer or I/O, a thread) and for how long; then
+    /// which kinds, regions and tasks lie on the path most over all its calls.
+    CriticalPath(critical::CriticalArgs),
     /// Join single-rank profiles (`<stem>.rank<N>.h5`, written per rank under an MPI launcher
     /// without the `mpi` feature, or recovered) into one multi-rank profile.
     Merge {
@@ -153,6 +160,7 @@ fn files_read(cmd: &Cmd) -> String {
         Cmd::Diff(a) => join(&[&a.base, &a.cand]),
         Cmd::Check(a) => join(&a.files.iter().chain(&a.cand).collect::<Vec<_>>()),
         Cmd::Report(a) => join(&a.files.iter().collect::<Vec<_>>()),
+        Cmd::CriticalPath(a) => a.file.display().to_string(),
         Cmd::Recover { output, spool } => spool.as_ref().unwrap_or(output).display().to_string(),
         Cmd::Merge { inputs, .. } => join(&inputs.iter().collect::<Vec<_>>()),
     }
@@ -214,6 +222,7 @@ fn main() -> ExitCode {
         Cmd::Diff(a) => compare::run_diff(a).map(|()| 0),
         Cmd::Check(a) => compare::run_check(a),
         Cmd::Report(a) => report::run(a).map(|()| 0),
+        Cmd::CriticalPath(a) => critical::run(a).map(|()| 0),
         Cmd::Top(a) => top::run(a).map(|()| 0),
         _ => export::run(cli.command).map(|()| 0),
     };
