@@ -13,7 +13,7 @@ mod common;
 #[allow(dead_code, unreachable_pub)]
 mod programs;
 
-use programs::{near, Walked, EDGE_NS, RUNS};
+use programs::{near, owned, Walked, EDGE_NS, RUNS};
 use scope_profiler::ScopeLayer;
 
 /// Profiles `program` on a multi-thread runtime of `workers` workers (each reporting to the
@@ -67,10 +67,6 @@ fn assert_stable_limits(w: &Walked) {
             assert!(s.inferred, "{}", w.describe());
         }
     }
-}
-
-fn owned(v: &[(&'static str, &str, bool)]) -> Vec<(&'static str, String, bool)> {
-    v.iter().map(|&(k, o, i)| (k, o.to_owned(), i)).collect()
 }
 
 #[test]

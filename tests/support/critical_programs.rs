@@ -341,6 +341,11 @@ pub const RUNS: usize = 5;
 /// 0.2 ms: how far a segment's edge may lie from the constructed truth.
 pub const EDGE_NS: i64 = 200_000;
 
+/// Expected `(kind, owner, inferred)` triples as [`Walked::waits`] gives them.
+pub fn owned(v: &[(&'static str, &str, bool)]) -> Vec<(&'static str, String, bool)> {
+    v.iter().map(|&(k, o, i)| (k, o.to_owned(), i)).collect()
+}
+
 /// `ours` lies within [`EDGE_NS`] of `truth`.
 pub fn near(what: &str, ours: i64, truth: i64) {
     assert!(

@@ -9,7 +9,7 @@
 #[allow(missing_docs, dead_code)]
 mod programs;
 
-use programs::{near, Walked, EDGE_NS, RUNS};
+use programs::{near, owned, Walked, EDGE_NS, RUNS};
 use scope_profiler_tokio_unstable_tests::{profile, run_ok, scopeprof};
 
 fn walk(
@@ -35,10 +35,6 @@ fn main(w: &Walked) -> scope_profiler::read::critical::Segment {
     let mut long = w.long(EDGE_NS).into_iter();
     long.find(|s| !matches!(s.kind.name(), "running" | "scheduled"))
         .expect("a wait")
-}
-
-fn owned(v: &[(&'static str, &str, bool)]) -> Vec<(&'static str, String, bool)> {
-    v.iter().map(|&(k, o, i)| (k, o.to_owned(), i)).collect()
 }
 
 #[test]
