@@ -16,6 +16,7 @@ use crate::recording::subscriber::ScopeSubscriber;
 use crate::sink::Sinks;
 use crate::Error;
 
+mod flight;
 mod live;
 #[cfg(feature = "prometheus")]
 mod metrics;

@@ -90,6 +90,9 @@ pub(crate) struct Config {
     pub max_level: Option<tracing_core::LevelFilter>,
     /// Buffer budget and drop policy.
     pub buffering: Buffering,
+    /// `Builder::flight_recorder`: per-call detail only for a recent window, in a rolling
+    /// ring of spool segments (see `crate::flusher::flight`).
+    pub flight: Option<FlightOptions>,
     /// Live metrics and their endpoint.
     #[cfg(feature = "prometheus")]
     pub metrics: crate::data::metrics_options::MetricsConfig,
@@ -142,6 +145,7 @@ impl Config {
         check_service_options(config)?;
         #[cfg(feature = "prometheus")]
         config.metrics.check()?;
+        check_flight(&mut self)?;
         Ok(self)
     }
 }
@@ -180,10 +184,68 @@ impl Default for Config {
             mpi_also_relay: None,
             max_level: None,
             buffering: Buffering::default(),
+            flight: None,
             #[cfg(feature = "prometheus")]
             metrics: Default::default(),
         }
     }
+}
+
+/// The flight recorder's options (`Builder::flight_recorder`, `Builder::flight_disk_budget`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FlightOptions {
+    /// The recent time whose per-call detail is kept.
+    pub window: Duration,
+    /// Bytes the ring's segment files may hold together.
+    pub disk_budget: u64,
+}
+
+/// The flight recorder's default disk budget: 256 MiB.
+pub const DEFAULT_FLIGHT_DISK_BUDGET: u64 = 256 << 20;
+
+/// The smallest disk budget the flight recorder accepts (1 MiB).
+const MIN_FLIGHT_DISK_BUDGET: u64 = 1 << 20;
+
+/// Checks the flight recorder's options; with it on, the whole-run file holds statistics
+/// (the aggregate layout) and the per-call detail goes to the ring.
+fn check_flight(config: &mut Config) -> Result<(), Error> {
+    let Some(f) = config.flight else {
+        return Ok(());
+    };
+    if config.mode == Mode::Disabled {
+        config.flight = None;
+        return Ok(());
+    }
+    if f.window.is_zero() {
+        return Err(Error::InvalidOption {
+            option: "flight_recorder",
+            reason: "needs a window greater than zero (flight_disk_budget alone does not start it)"
+                .into(),
+        });
+    }
+    if f.disk_budget < MIN_FLIGHT_DISK_BUDGET {
+        return Err(Error::InvalidOption {
+            option: "flight_disk_budget",
+            reason: format!(
+                "{} bytes is below the minimum of {MIN_FLIGHT_DISK_BUDGET} (1 MiB)",
+                f.disk_budget
+            ),
+        });
+    }
+    if config.output.is_none() {
+        return Err(Error::InvalidOption {
+            option: "flight_recorder",
+            reason: "needs an output file: the ring's segments live beside it".into(),
+        });
+    }
+    if config.mpi {
+        return Err(Error::InvalidOption {
+            option: "flight_recorder",
+            reason: "is not supported with Builder::mpi yet (each rank would dump alone)".into(),
+        });
+    }
+    config.mode = Mode::Aggregate;
+    Ok(())
 }
 
 /// How the recording threads buffer records (see [`Builder::buffer_budget`](crate::Builder::buffer_budget),

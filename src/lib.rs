@@ -137,11 +137,12 @@ mod testing;
 pub struct ReadmeDoctests;
 
 pub use builder::Builder;
-pub use config::{Mode, DEFAULT_BUFFER_BUDGET, MIN_BUFFER_BUDGET};
+pub use config::{Mode, DEFAULT_BUFFER_BUDGET, DEFAULT_FLIGHT_DISK_BUDGET, MIN_BUFFER_BUDGET};
 pub use data::report::{DetailLost, RegionStats, Report};
 pub use data::rows::SESSION_REGION;
 pub use data::tasks::TaskStats;
 pub use error::Error;
+pub use finalize::dump::DumpHandle;
 pub use finalize::guard::FlushGuard;
 pub use finalize::recover::{recover, recover_spool, Recovered};
 pub use mpi::merge::{merge_ranks, Merged};

@@ -179,3 +179,27 @@ fn every_kind_of_file_we_write_is_read_back_with_our_counts() {
         ],
     );
 }
+
+#[test]
+fn a_flight_recorder_dump_is_read_back_with_its_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, guard) = common::dispatch(
+        ScopeLayer::builder()
+            .output(dir.path().join("service.h5"))
+            .flight_recorder(std::time::Duration::from_secs(60)),
+    );
+    tracing::dispatcher::with_default(&d, || {
+        for _ in 0..200 {
+            let _o = info_span!("request").entered();
+            info_span!("query").in_scope(|| std::hint::black_box(0));
+        }
+    });
+    let path = dir.path().join("dump.h5");
+    let dump = guard.dump(&path).unwrap();
+    assert_eq!(dump.region("request").unwrap().calls, 200);
+    check_counts(&path, &dump);
+    assert!(inspect(&path).contains("request"));
+    // The whole run's file (aggregate statistics) is read back too.
+    let whole = guard.finalize().unwrap();
+    check_counts(whole.file().unwrap(), &whole);
+}

@@ -14,10 +14,12 @@
 //! - `metrics_options`: the live metrics' options and their checks;
 //! - `files`: creating, checking and publishing files safely;
 //! - `host`: which process on which host made a temporary file, and whether it still runs;
-//! - `time`: the monotonic clock that names temporary files.
+//! - `time`: the monotonic clock that names temporary files;
+//! - `flight`: the time a flight-recorder dump covers.
 
 pub(crate) mod edges;
 pub(crate) mod files;
+pub(crate) mod flight;
 pub(crate) mod host;
 pub(crate) mod launcher;
 pub(crate) mod lines;

@@ -174,6 +174,8 @@ pub struct Report {
     pub(crate) mpi_write: Option<crate::data::spread::MpiWrite>,
     /// Tokio tasks' time (Tokio's own instrumentation), when the phase has any.
     pub(crate) tasks: Option<crate::data::tasks::TaskSummary>,
+    /// A flight-recorder dump: the time it covers.
+    pub(crate) flight: Option<crate::data::flight::FlightWindow>,
 }
 
 impl Report {
@@ -295,9 +297,19 @@ impl Report {
         &self.warnings
     }
 
-    /// Wall-clock time of this phase (from `build()` or the previous finalize), ns.
+    /// Wall-clock time of this phase (from `build()` or the previous finalize), ns; for a
+    /// flight-recorder dump, the time it covers.
     pub fn wall_ns(&self) -> u64 {
         self.wall_ns
+    }
+
+    /// A flight-recorder dump ([`FlushGuard::dump`](crate::FlushGuard::dump)): the time it
+    /// covers, ns, up to when it was asked for; every call that ended in it is in the dump,
+    /// whole. At least the window asked for once the program has run that long, unless the
+    /// disk budget shrank it (then [`warnings`](Self::warnings) says so). `None` for a
+    /// finalize's report.
+    pub fn window_ns(&self) -> Option<u64> {
+        self.flight.map(|w| w.covered_ns() as u64)
     }
 }
 

@@ -330,6 +330,8 @@ pub(crate) struct PhaseExtra {
     pub tokio: TokioExtra,
     /// The calls open at a crash (a phase `recover` wrote from a spool's open-calls frame).
     pub open_calls: Option<crate::data::open_calls::OpenCalls>,
+    /// The time a flight-recorder dump covers (a dump's phase only).
+    pub flight: Option<crate::data::flight::FlightWindow>,
 }
 
 /// What Tokio's own instrumentation (`--cfg tokio_unstable`) adds to a phase besides columns.

@@ -137,20 +137,41 @@ impl Drop for OutputClaim {
 fn open_spool(shared: &Shared, output: &Path) -> Result<SpoolWriter, Error> {
     crate::finalize::recover::recover_stale(output)?;
     let path = spool::spool_path(output);
+    SpoolWriter::create(path.clone(), spool_header(shared), shared.config.durable).map_err(
+        |source| Error::Io {
+            context: "creating the spool beside the output".into(),
+            path,
+            source,
+        },
+    )
+}
+
+/// What a spool of this run says about it in its header.
+fn spool_header(shared: &Shared) -> spool::Header {
     let config = &shared.config;
-    let header = spool::Header {
+    spool::Header {
         start_time_ns: shared.start_ns,
         timestamp: shared.timestamp.clone(),
         label: config.label.clone(),
         track_threads: config.track_threads,
         track_async: config.track_async,
         aggregate: config.mode == Mode::Aggregate,
-    };
-    SpoolWriter::create(path.clone(), header, config.durable).map_err(|source| Error::Io {
-        context: "creating the spool beside the output".into(),
-        path,
-        source,
-    })
+    }
+}
+
+/// The flight recorder's ring beside `output`, when it is on.
+fn flight_ring(shared: &Shared, output: &Path) -> Option<crate::flusher::flight::FlightRing> {
+    let config = &shared.config;
+    let opts = config.flight?;
+    let interval = i64::try_from(config.flush_interval.as_nanos()).unwrap_or(i64::MAX);
+    let ring = crate::flusher::flight::FlightRing::new(
+        output,
+        spool_header(shared),
+        config.durable,
+        opts,
+        interval,
+    );
+    Some(ring)
 }
 
 impl FlushGuard {
@@ -168,18 +189,18 @@ impl FlushGuard {
         let (tx, flusher) = if config.mode == Mode::Disabled {
             (None, None)
         } else {
-            let spool = match &config.output {
+            let (spool, flight) = match &config.output {
                 Some(output) => {
                     claim = Some(OutputClaim::new(output)?);
-                    let spool =
-                        open_spool(&shared, &crate::mpi::Publisher::of(&mpi).spool_base(output))?;
+                    let base = crate::mpi::Publisher::of(&mpi).spool_base(output);
+                    let spool = open_spool(&shared, &base)?;
                     shared.fork.spool_fd(spool.raw_fd());
-                    Some(spool)
+                    (Some(spool), flight_ring(&shared, &base))
                 }
-                None => None,
+                None => (None, None),
             };
             let (tx, rx) = mpsc::channel();
-            let f = Flusher::new(shared.clone(), spool);
+            let f = Flusher::new(shared.clone(), spool, flight);
             let handle = std::thread::Builder::new()
                 .name("scope-profiler-flush".into())
                 .spawn(move || f.run(rx))
@@ -290,6 +311,34 @@ impl FlushGuard {
                 waited: FLUSHER_REPLY_LIMIT,
             }),
         }
+    }
+
+    /// Writes the flight recorder's recent window ([`Builder::flight_recorder`](crate::Builder::flight_recorder))
+    /// to `path` as a normal schema-3 profile, readable by every tool here and by the Python
+    /// package, while the program keeps running and recording. Everything recorded before
+    /// the call is in it: every call that ended in the window, whole, and the calls still
+    /// open, with their enclosing open calls and their start (under
+    /// `/scope_profiler_rs/open_calls`). [`Report::window_ns`] gives the time covered.
+    /// The file is written on a thread of its own at low priority and published whole.
+    ///
+    /// From other threads, use a [`DumpHandle`](crate::DumpHandle) ([`dump_handle`](Self::dump_handle)).
+    ///
+    /// # Errors
+    /// The profiler has no flight recorder ([`Error::InvalidOption`]); this is a forked child
+    /// ([`Error::ForkedChild`]); the flusher failed, is gone or stalled; a segment cannot be
+    /// read or the file cannot be written ([`Error::Io`], e.g. a full disk). The recorder
+    /// goes on in every case.
+    pub fn dump(&self, path: impl AsRef<std::path::Path>) -> Result<Report, Error> {
+        self.dump_handle().dump(path)
+    }
+
+    /// A cloneable handle that asks for [`dump`](Self::dump)s from any thread.
+    pub fn dump_handle(&self) -> crate::DumpHandle {
+        crate::DumpHandle::new(
+            self.inner.tx.clone(),
+            self.inner.flusher_thread.clone(),
+            self.inner.shared.clone(),
+        )
     }
 
     /// CPU time (ns) the profiler's flusher thread has used so far, as of its latest drain

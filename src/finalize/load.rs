@@ -174,5 +174,6 @@ pub(super) fn report(
         detail_lost: facts.detail_lost.clone(),
         mpi_write: None,
         tasks: crate::output::tasks::of_phase(data),
+        flight: None,
     }
 }

@@ -21,6 +21,7 @@
 //! goes out alone or as one rank of a collective. The [`Report`](crate::Report) type is
 //! plain data (`crate::data::report`).
 
+pub(crate) mod dump;
 mod failure;
 pub(crate) mod guard;
 mod load;

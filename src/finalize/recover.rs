@@ -144,7 +144,7 @@ pub fn recover_spool(
     write(output.as_ref(), &[p], false)
 }
 
-fn read_error(path: &Path, source: std::io::Error) -> Error {
+pub(crate) fn read_error(path: &Path, source: std::io::Error) -> Error {
     Error::Io {
         context: "reading a spool".into(),
         path: path.to_path_buf(),
@@ -335,11 +335,13 @@ fn mine(path: &Path) -> bool {
 }
 
 /// What the first pass learns from one spool file.
-struct Pass0 {
+pub(crate) struct Pass0 {
     path: PathBuf,
     contents: SpoolContents,
     /// Calls per region id.
     counts: Vec<u64>,
+    /// The calls' durations per region id.
+    sums: Vec<crate::data::stats::Sums>,
     /// Earliest start, latest end.
     span: Option<(i64, i64)>,
 }
@@ -351,8 +353,9 @@ impl Pass0 {
     }
 }
 
-fn pass0(path: &Path) -> std::io::Result<Pass0> {
+pub(crate) fn pass0(path: &Path) -> std::io::Result<Pass0> {
     let mut counts: Vec<u64> = Vec::new();
+    let mut sums: Vec<crate::data::stats::Sums> = Vec::new();
     let mut span: Option<(i64, i64)> = None;
     let contents = spool::scan(
         path,
@@ -361,9 +364,11 @@ fn pass0(path: &Path) -> std::io::Result<Pass0> {
             let r = region as usize;
             if counts.len() <= r {
                 counts.resize(r + 1, 0);
+                sums.resize(r + 1, Default::default());
             }
             counts[r] += calls.len() as u64;
             for c in calls {
+                sums[r].add(c.dur_ns.max(0) as u64);
                 let end = c.start_ns + c.dur_ns.max(0);
                 span =
                     Some(span.map_or((c.start_ns, end), |(s, e)| (s.min(c.start_ns), e.max(end))));
@@ -374,8 +379,19 @@ fn pass0(path: &Path) -> std::io::Result<Pass0> {
         path: path.to_path_buf(),
         contents,
         counts,
+        sums,
         span,
     })
+}
+
+impl Pass0 {
+    /// Each region's name and the statistics of its calls in this file.
+    pub(crate) fn region_stats(&self) -> impl Iterator<Item = (&str, crate::data::stats::Stats)> {
+        (self.sums.iter().enumerate()).filter_map(|(id, s)| {
+            let name = self.contents.regions.get(id)?;
+            (s.count > 0).then(|| (name.name.as_str(), s.stats()))
+        })
+    }
 }
 
 /// What the spools of one run hold together: the last header and thread table, every
@@ -495,6 +511,16 @@ impl Combined {
 
 /// Writes the spools of one run as one phase (streaming their calls).
 fn write(output: &Path, spools: &[Pass0], no_replace: bool) -> Result<Recovered, Error> {
+    write_phase(output, spools, no_replace, None)
+}
+
+/// [`write`], with the time a flight-recorder dump covers (stored in the file).
+pub(crate) fn write_phase(
+    output: &Path,
+    spools: &[Pass0],
+    no_replace: bool,
+    flight: Option<crate::data::flight::FlightWindow>,
+) -> Result<Recovered, Error> {
     let all = Combined::of(spools);
     let (rows, row_of, calls) = all.rows();
     // The synthetic session row (added when the spools have none) is not a recovered region.
@@ -510,6 +536,7 @@ fn write(output: &Path, spools: &[Pass0], no_replace: bool) -> Result<Recovered,
         track_threads: all.header.track_threads,
         extra: crate::data::rows::PhaseExtra {
             open_calls: all.open_calls.clone(),
+            flight,
             ..Default::default()
         },
         spooled: Some(SpooledCalls {

@@ -33,6 +33,7 @@ use crate::recording::shared::Shared;
 use crate::spool::SpoolWriter;
 use crate::Mode;
 
+mod flight;
 mod fold;
 mod follows;
 mod live;
@@ -94,6 +95,9 @@ pub(crate) enum Command {
     /// Drain everything recorded before now, fold it and hand it to the spool, then answer
     /// (the phase goes on; see `FlushGuard::sync`).
     Sync(Sender<Result<(), String>>),
+    /// Drain everything recorded before now into the flight recorder's ring, close its
+    /// segment and answer with the segments a dump reads (pinned until the plan drops).
+    Dump(Sender<Result<crate::flusher::flight::DumpPlan, String>>),
     /// Stop the thread (after a last drain).
     Shutdown,
 }
@@ -133,6 +137,8 @@ pub(crate) struct Flusher {
     polls: Vec<PollRecord>,
     keep_calls: bool,
     spool: Option<SpoolWriter>,
+    /// The flight recorder's ring, which gets the per-call detail (`Builder::flight_recorder`).
+    flight: Option<crate::flusher::flight::FlightRing>,
     spooled_regions: usize,
     phase_no: u64,
     kept_calls: usize,
@@ -161,13 +167,17 @@ const BATCH_KEEP: usize = 1 << 16;
 pub(crate) const MEMORY_CALL_CAP: usize = 2_000_000;
 
 impl Flusher {
-    pub(crate) fn new(shared: Arc<Shared>, spool: Option<SpoolWriter>) -> Flusher {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        spool: Option<SpoolWriter>,
+        flight: Option<crate::flusher::flight::FlightRing>,
+    ) -> Flusher {
         let shared_ref = &shared;
         let ticks = |ns| ticks(shared_ref, ns);
         let (margin, ahead) = (ticks(MARGIN_NS), ticks(AHEAD_NS));
         let keep_calls = shared.config.mode == Mode::TimeOnly;
         let mut asm = Assembler::new(shared.callsites.clone());
-        asm.keep_polls = keep_calls && shared.config.track_async;
+        asm.keep_polls = (keep_calls || flight.is_some()) && shared.config.track_async;
         asm.line_timing = shared.config.line_timing;
         asm.task_regions = shared.config.task_regions;
         asm.implicit = shared
@@ -195,6 +205,7 @@ impl Flusher {
             polls: Vec::new(),
             keep_calls,
             spool,
+            flight,
             spooled_regions: 0,
             phase_no: 0,
             kept_calls: 0,
@@ -264,6 +275,14 @@ impl Flusher {
                     self.note_cpu();
                     let _ = reply.send(Ok(()));
                 }
+                Ok(Command::Dump(reply)) => {
+                    self.catch_up();
+                    self.flush_spool();
+                    next_flush = std::time::Instant::now() + interval;
+                    let plan = self.dump_plan();
+                    self.note_cpu();
+                    let _ = reply.send(plan);
+                }
                 Ok(Command::Shutdown) | Err(TryRecvError::Disconnected) => {
                     self.catch_up();
                     self.shared.pool.flusher_stopped();
@@ -311,6 +330,9 @@ impl Flusher {
                     let _ = reply.send(Err(cause.to_owned()));
                 }
                 Ok(Command::Sync(reply)) => {
+                    let _ = reply.send(Err(cause.to_owned()));
+                }
+                Ok(Command::Dump(reply)) => {
                     let _ = reply.send(Err(cause.to_owned()));
                 }
                 Ok(Command::Shutdown) | Err(TryRecvError::Disconnected) => return,
@@ -507,6 +529,34 @@ impl Flusher {
             // A spool created again after a failure has a new descriptor.
             self.shared.fork.spool_fd(spool.raw_fd());
         }
+        if self.flight.is_some() {
+            let all = self.threads();
+            let now = self.folded_to_ns();
+            if let Some(ring) = &mut self.flight {
+                ring.flush(&threads, &all, now);
+            }
+        }
+    }
+
+    /// The time up to which every completed call is folded (the watermark less its margin,
+    /// ns): the flight recorder's segments are cut on it, not on the time of the flush, so a
+    /// flusher behind the program (a backlog) never counts as covered what it has not folded.
+    fn folded_to_ns(&self) -> i64 {
+        let passed = self.watermark.saturating_sub(self.margin);
+        if passed == 0 {
+            return self.shared.start_ns;
+        }
+        self.shared.clock.to_ns(passed)
+    }
+
+    /// A dump's segments, once everything folded is in the ring (see [`Command::Dump`]).
+    fn dump_plan(&mut self) -> Result<crate::flusher::flight::DumpPlan, String> {
+        let all = self.threads();
+        let now = self.folded_to_ns();
+        match &mut self.flight {
+            Some(ring) => Ok(ring.for_dump(&all, now)),
+            None => Err("this profiler has no flight recorder (Builder::flight_recorder)".into()),
+        }
     }
 
     /// At shutdown: the last finalize published everything, so the spool goes, unless calls
@@ -515,6 +565,9 @@ impl Flusher {
         let threads = self.threads();
         if let Some(said) = self.spool.take().and_then(|s| s.shutdown(&threads)) {
             eprintln!("scope-profiler: {said}");
+        }
+        if let Some(ring) = &mut self.flight {
+            ring.remove_all();
         }
     }
 

@@ -14,6 +14,7 @@
 //! to `crate::finalize`, which asks for them (it never looks up at finalize).
 
 pub(crate) mod assemble;
+pub(crate) mod flight;
 pub(crate) mod flush;
 pub(crate) mod id_index;
 pub(crate) mod lines;

@@ -231,6 +231,11 @@ impl SpoolWriter {
         &self.path
     }
 
+    /// Bytes of the file written whole so far (the flight recorder's budget counts them).
+    pub(crate) fn bytes_on_disk(&self) -> u64 {
+        self.on_disk
+    }
+
     /// The raw descriptor of the file being written (`-1`: none), for a forked child to close.
     pub(crate) fn raw_fd(&self) -> i32 {
         use std::os::fd::AsRawFd;

@@ -45,11 +45,25 @@ impl Flusher {
                     info.line.map_or(-1, i64::from),
                 );
             }
-            self.spooled_regions = n_regions;
             if self.asm.sched.active {
                 spool.scheduled_columns();
             }
         }
+        if let Some(ring) = &mut self.flight {
+            let now = self.shared.clock.now_ns();
+            for (id, info) in self.asm.regions.regions()[self.spooled_regions..]
+                .iter()
+                .enumerate()
+            {
+                let id = (self.spooled_regions + id) as u32;
+                let (file, line) = (info.file.unwrap_or(""), info.line.map_or(-1, i64::from));
+                ring.region(id, info.name, file, line, now);
+            }
+            if self.asm.sched.active {
+                ring.scheduled_columns(now);
+            }
+        }
+        self.spooled_regions = n_regions;
         // The live metrics, when on: checked once here; a loop without them otherwise.
         #[cfg(feature = "prometheus")]
         let live = self.metrics.is_some();
@@ -169,7 +183,7 @@ impl Flusher {
                     .add(c.region, dur_ns as u64, (dur_ns - busy_ns) as u64);
             }
         }
-        if !self.keep_calls {
+        if !self.keep_calls && self.flight.is_none() {
             return;
         }
         let record = CallRecord {
@@ -186,7 +200,11 @@ impl Flusher {
                 t => clock.ticks_to_ns(t).clamp(0, dur_ns),
             },
         };
-        if let Some(spool) = &mut self.spool {
+        if let Some(ring) = &mut self.flight {
+            if let Some(w) = ring.writer(start_ns) {
+                w.call(c.region, record);
+            }
+        } else if let Some(spool) = &mut self.spool {
             spool.call(c.region, record);
         } else if self.kept_calls < MEMORY_CALL_CAP {
             self.kept_calls += 1;
@@ -248,6 +266,12 @@ impl Flusher {
     }
 
     fn keep_poll(&mut self, record: PollRecord) {
+        if let Some(ring) = &mut self.flight {
+            if let Some(w) = ring.writer(record.start_ns) {
+                w.poll(record);
+            }
+            return;
+        }
         match &mut self.spool {
             Some(spool) => spool.poll(record),
             None => self.polls.push(record),
@@ -321,12 +345,13 @@ impl Flusher {
         }
         let clock = self.shared.clock;
         let mut edges = std::mem::take(&mut self.asm.sched.edges);
-        let (tasks, spool) = (&mut self.asm.tasks, &mut self.spool);
+        let (tasks, spool, ring) = (&mut self.asm.tasks, &mut self.spool, &mut self.flight);
         let mut by = |t: u64| (t != 0).then(|| tasks.index(t));
         for e in edges.drain(..) {
-            let Some(spool) = spool.as_mut() else {
+            if spool.is_none() && ring.is_none() {
                 break;
-            };
+            }
+            let mut to = super::flight::Both { spool, ring };
             match e {
                 EdgeOut::Wake {
                     tick,
@@ -335,7 +360,7 @@ impl Flusher {
                     woken,
                 } => {
                     let waker_task = by(waker);
-                    spool.wake(Wake {
+                    to.wake(Wake {
                         tick_ns: clock.to_ns(tick),
                         thread: lane,
                         waker_task,
@@ -349,7 +374,7 @@ impl Flusher {
                     child,
                 } => {
                     let parent_task = by(parent);
-                    spool.spawn(Spawn {
+                    to.spawn(Spawn {
                         tick_ns: clock.to_ns(tick),
                         thread: lane,
                         parent_task,
@@ -378,17 +403,28 @@ impl Flusher {
         if finished.is_empty() {
             return;
         }
-        match &mut self.spool {
-            Some(spool) => {
-                // Sites their rows name, first (a recovered spool names its tasks with them).
-                let known = self.shared.tokio.sites.len();
-                if known > self.spooled_sites {
-                    spool.sites(self.shared.tokio.sites.since(self.spooled_sites));
-                    self.spooled_sites = known;
-                }
-                spool.tasks(&finished)
+        if self.spool.is_none() {
+            self.finished_tasks.extend(finished);
+            return;
+        }
+        // Sites their rows name, first (a recovered spool names its tasks with them).
+        let known = self.shared.tokio.sites.len();
+        let now = self.shared.clock.now_ns();
+        if known > self.spooled_sites {
+            let sites = self.shared.tokio.sites.since(self.spooled_sites);
+            if let Some(ring) = &mut self.flight {
+                ring.sites(sites.clone(), now);
             }
-            None => self.finished_tasks.extend(finished),
+            if let Some(spool) = &mut self.spool {
+                spool.sites(sites);
+            }
+            self.spooled_sites = known;
+        }
+        if let Some(w) = self.flight.as_mut().and_then(|r| r.writer(now)) {
+            w.tasks(&finished);
+        }
+        if let Some(spool) = &mut self.spool {
+            spool.tasks(&finished);
         }
     }
 }

@@ -15,7 +15,7 @@ impl Flusher {
         if self.follows.is_empty() {
             return;
         }
-        if self.spool.is_none() {
+        if self.spool.is_none() && self.flight.is_none() {
             self.follows.clear();
             return;
         }
@@ -26,14 +26,16 @@ impl Flusher {
                 return true; // the next round's
             }
             let (a, b) = (self.asm.span_now(l.span), self.asm.span_now(l.follows));
-            let (Some((span_region, a)), Some((follows_region, b)), Some(spool)) =
-                (a, b, self.spool.as_mut())
-            else {
+            let (Some((span_region, a)), Some((follows_region, b))) = (a, b) else {
                 self.follows_unresolved += 1;
                 return false;
             };
             let ns = |t: Option<u64>| t.map_or(-1, |t| clock.to_ns(t));
-            spool.follows(FollowsRow {
+            let mut to = super::flight::Both {
+                spool: &mut self.spool,
+                ring: &mut self.flight,
+            };
+            to.follows(FollowsRow {
                 tick_ns: clock.to_ns(l.tick),
                 span_region,
                 span_start_ns: ns(a),

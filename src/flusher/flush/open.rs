@@ -11,7 +11,7 @@ use crate::data::open_calls::{nest, OpenCalls, OpenRaw};
 impl Flusher {
     /// Buffers the open-calls frame in the spool (written by the flush that follows).
     pub(super) fn spool_open_calls(&mut self) {
-        if self.spool.is_none() {
+        if self.spool.is_none() && self.flight.is_none() {
             return;
         }
         let clock = self.shared.clock;
@@ -52,8 +52,12 @@ impl Flusher {
         cut(&mut all);
         all.sort_unstable_by_key(|&(_, seq)| seq);
         let rows = nest(all.into_iter().map(|(r, _)| r).collect());
+        let now = clock.now_ns();
         if let Some(spool) = &mut self.spool {
-            spool.open_calls(clock.now_ns(), open, &rows);
+            spool.open_calls(now, open, &rows);
+        }
+        if let Some(w) = self.flight.as_mut().and_then(|r| r.writer(now)) {
+            w.open_calls(now, open, &rows);
         }
     }
 }

@@ -8,6 +8,10 @@
 //!   outside a task), `task_ids` (i64, `task_table` index, -1 none yet), `parents` (i64, the
 //!   row of the enclosing open call, -1 none) and `states` (str: `running`, `scheduled`,
 //!   `idle`, `suspended` or `unknown`);
+//! * `flight/`, in a flight-recorder dump: attributes `covered_from_ns` (i64, absolute: every
+//!   call that ended after it is in the file, whole), `at_ns` (i64, when the dump was asked
+//!   for), `window_ns` (i64, the window asked for) and `shrunk_to_ns` (i64, the narrowest
+//!   window the disk budget left, -1: never shrunk);
 //! * `wakes/` (Tokio's instrumentation): `tick_ns` (i64, absolute), `thread_ids` (i64, the
 //!   waking thread), `waker_task_ids` (i64, -1: the runtime's driver or a thread outside
 //!   tasks) and `woken_task_ids` (i64), in the order the flusher settled them;
@@ -45,6 +49,9 @@ fn own_group(ctx: &Ctx<'_>, file: &File) -> Result<Group, Error> {
 pub(super) fn write_edges(ctx: &Ctx<'_>, file: &File, data: &PhaseData) -> Result<(), Error> {
     if let Some(open) = &data.extra.open_calls {
         write_open_calls(ctx, &own_group(ctx, file)?, open)?;
+    }
+    if let Some(w) = &data.extra.flight {
+        write_flight(ctx, &own_group(ctx, file)?, w)?;
     }
     let Some(sp) = &data.spooled else {
         return Ok(());
@@ -164,6 +171,21 @@ fn put(
     }
     *at += n;
     Ok(())
+}
+
+/// `/scope_profiler_rs/flight`: the time a flight-recorder dump covers (attributes
+/// `covered_from_ns`, `at_ns`, `window_ns`, and `shrunk_to_ns`, -1 when the disk budget never
+/// shrank the window).
+fn write_flight(
+    ctx: &Ctx<'_>,
+    own: &Group,
+    w: &crate::data::flight::FlightWindow,
+) -> Result<(), Error> {
+    let g = ctx.h5("scope_profiler_rs/flight", own.create_group("flight"))?;
+    ctx.attr(&g, "covered_from_ns", &w.covered_from_ns)?;
+    ctx.attr(&g, "at_ns", &w.at_ns)?;
+    ctx.attr(&g, "window_ns", &w.window_ns)?;
+    ctx.attr(&g, "shrunk_to_ns", &w.shrunk_to_ns.unwrap_or(-1))
 }
 
 /// `/scope_profiler_rs/open_calls` (see the module docs).

@@ -1,0 +1,76 @@
+//! The flight recorder's options: per-call detail for a recent window only, dumped on demand
+//! (see [`crate::FlushGuard::dump`]).
+
+use std::time::Duration;
+
+use super::Builder;
+use crate::config::{FlightOptions, DEFAULT_FLIGHT_DISK_BUDGET};
+
+impl Builder {
+    /// Always on in production: keeps the per-call detail (calls, polls, task rows, wakes,
+    /// the calls open at each flush) of at least the last `window` in a rolling ring of
+    /// spool segments beside the output, deleting older segments as new ones are written,
+    /// and writes a normal profile of that window when asked ([`crate::FlushGuard::dump`],
+    /// [`crate::DumpHandle`]).
+    ///
+    /// The statistics still cover the whole run and are exact: the file that `finalize()`
+    /// writes holds them in the aggregate layout ([`crate::Mode::Aggregate`]); the detail is
+    /// only in the ring and the dumps. The ring holds about `window * 5/4` (segments of a
+    /// quarter window each), within [`flight_disk_budget`](Self::flight_disk_budget); when a
+    /// burst needs more, the oldest segments go first, the window shrinks, and the next
+    /// dump's [`Report::window_ns`](crate::Report::window_ns) and warnings say so.
+    /// Recording memory stays within [`buffer_budget`](Self::buffer_budget).
+    ///
+    /// `build()` fails with [`crate::Error::InvalidOption`] for a zero window, without an
+    /// output file, or with [`mpi`](Self::mpi).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use tracing_subscriber::layer::SubscriberExt;
+    ///
+    /// let dir = tempfile::tempdir()?;
+    /// let (layer, guard) = scope_profiler::ScopeLayer::builder()
+    ///     .output(dir.path().join("service.h5"))
+    ///     .summary(false)
+    ///     .flight_recorder(Duration::from_secs(60))
+    ///     .build()?;
+    /// let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    /// tracing::dispatcher::with_default(&dispatch, || {
+    ///     for _ in 0..3 {
+    ///         tracing::info_span!("request").in_scope(|| ());
+    ///     }
+    /// });
+    /// // The last minute, as a profile of its own; the program goes on recording.
+    /// let dump = guard.dump(dir.path().join("incident.h5"))?;
+    /// assert_eq!(dump.region("request").unwrap().calls, 3);
+    /// guard.finalize()?; // the whole run's statistics
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn flight_recorder(mut self, window: Duration) -> Self {
+        let disk_budget = self
+            .config
+            .flight
+            .map_or(DEFAULT_FLIGHT_DISK_BUDGET, |f| f.disk_budget);
+        self.config.flight = Some(FlightOptions {
+            window,
+            disk_budget,
+        });
+        self
+    }
+
+    /// With [`flight_recorder`](Self::flight_recorder): the most bytes its ring of segment
+    /// files may hold together (default 256 MiB, at least 1 MiB). A burst that needs more
+    /// shrinks the window instead; the dump says by how much.
+    pub fn flight_disk_budget(mut self, bytes: u64) -> Self {
+        match &mut self.config.flight {
+            Some(f) => f.disk_budget = bytes,
+            None => {
+                self.config.flight = Some(FlightOptions {
+                    window: Duration::ZERO,
+                    disk_budget: bytes,
+                })
+            }
+        }
+        self
+    }
+}

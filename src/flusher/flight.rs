@@ -1,0 +1,330 @@
+//! The flight recorder's ring (`Builder::flight_recorder`): the per-call detail of a recent
+//! window in a rolling sequence of spool segment files, `<dir>/.<name>.flight-<n>`.
+//!
+//! Each segment is a spool file of its own ([`SpoolWriter`]): it begins with the header,
+//! every region and spawn site declared so far and the whole thread table, so the newest
+//! segments read alone once older ones are deleted. The flusher feeds the ring what it would
+//! spool in time-only mode (calls, polls, task rows, wakes, spawns, `follows_from` links, the
+//! open-calls frame); the main spool gets the aggregate statistics as in aggregate mode.
+//!
+//! A segment covers a quarter of the window (`SEGMENTS_PER_WINDOW`), at least one flush
+//! interval, and at most an eighth of the disk budget in bytes. At each flush the oldest
+//! segment is deleted once the next one began at least a window ago (so the rest still
+//! cover the window), and while the ring is over its disk budget (the window then shrinks;
+//! [`FlightRing::shrunk_to_ns`] says to what). A dump ([`FlightRing::for_dump`]) rolls the
+//! ring, so every segment it reads is closed, and pins them: nothing is deleted while a dump
+//! reads.
+//!
+//! Work per record: one more `SpoolWriter` call than time-only mode's; per flush: one stat of
+//! the bytes written; memory O(regions + sites), the segments' metadata O(segments).
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crate::config::FlightOptions;
+use crate::data::rows::ThreadRow;
+use crate::data::sites::SiteInfo;
+use crate::spool::{Header, SpoolWriter};
+
+/// Segments a window is cut into: the ring holds the window plus at most one segment.
+const SEGMENTS_PER_WINDOW: i64 = 4;
+/// Parts of the disk budget one segment may take before the ring rolls.
+const SEGMENTS_PER_BUDGET: u64 = 8;
+
+/// A closed or current segment file.
+#[derive(Clone, Debug)]
+struct Segment {
+    path: PathBuf,
+    /// When it began (profiler clock, ns): it holds every call completed since then and
+    /// before the next segment began.
+    began_ns: i64,
+    /// Bytes on disk.
+    bytes: u64,
+}
+
+/// What a dump reads: the ring's closed segments, pinned until it is dropped.
+pub(crate) struct DumpPlan {
+    /// The segment files, oldest first.
+    pub files: Vec<PathBuf>,
+    /// The start of the time covered (the oldest segment's beginning, ns).
+    pub covered_from_ns: i64,
+    /// When the dump was asked for (ns).
+    pub at_ns: i64,
+    /// The window asked for (ns).
+    pub window_ns: i64,
+    /// The narrowest window the disk budget left since the ring started (`None`: never
+    /// shrunk).
+    pub shrunk_to_ns: Option<i64>,
+    _pin: Pin,
+}
+
+/// Holds the ring's segments on disk while a dump reads them.
+struct Pin(Arc<AtomicUsize>);
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The rolling ring of segment files.
+pub(crate) struct FlightRing {
+    /// `<dir>/.<name>.flight`: segment `n` is `<base>-<n>`.
+    base: PathBuf,
+    header: Header,
+    durable: bool,
+    window_ns: i64,
+    segment_ns: i64,
+    budget: u64,
+    next_no: u64,
+    /// The segment being written (`None`: it could not be created; tried again at each flush).
+    writer: Option<SpoolWriter>,
+    /// It has not had its whole thread table yet.
+    needs_threads: bool,
+    /// Every segment on disk, oldest first; the last is the current one when `writer` is set.
+    segments: VecDeque<Segment>,
+    regions: Vec<(String, String, i64)>,
+    sites: Vec<(u32, SiteInfo)>,
+    sched_columns: bool,
+    /// Dumps reading segments now.
+    pins: Arc<AtomicUsize>,
+    shrunk_to_ns: Option<i64>,
+    /// The last error creating or deleting a segment, said once.
+    said: Option<String>,
+}
+
+impl FlightRing {
+    /// A ring beside `output` whose segments carry `header` (written time-only).
+    pub(crate) fn new(
+        output: &Path,
+        mut header: Header,
+        durable: bool,
+        opts: FlightOptions,
+        flush_interval_ns: i64,
+    ) -> FlightRing {
+        header.aggregate = false;
+        let name = output
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "profile".into());
+        let window_ns = i64::try_from(opts.window.as_nanos()).unwrap_or(i64::MAX);
+        FlightRing {
+            base: output.with_file_name(format!(".{name}.flight")),
+            header,
+            durable,
+            window_ns,
+            segment_ns: (window_ns / SEGMENTS_PER_WINDOW).max(flush_interval_ns),
+            budget: opts.disk_budget,
+            next_no: 0,
+            writer: None,
+            needs_threads: true,
+            segments: VecDeque::new(),
+            regions: Vec::new(),
+            sites: Vec::new(),
+            sched_columns: false,
+            pins: Arc::new(AtomicUsize::new(0)),
+            shrunk_to_ns: None,
+            said: None,
+        }
+    }
+
+    /// The segment being written, begun at `now_ns` if there is none.
+    pub(crate) fn writer(&mut self, now_ns: i64) -> Option<&mut SpoolWriter> {
+        if self.writer.is_none() {
+            self.begin(now_ns);
+        }
+        self.writer.as_mut()
+    }
+
+    /// Declares region `id` (dense, in order) to this segment and every later one.
+    pub(crate) fn region(&mut self, id: u32, name: &str, file: &str, line: i64, now_ns: i64) {
+        debug_assert_eq!(id as usize, self.regions.len());
+        self.regions.push((name.into(), file.into(), line));
+        // A segment begun now declares every region itself.
+        match &mut self.writer {
+            Some(w) => w.region(id, name, file, line),
+            None => self.begin(now_ns),
+        }
+    }
+
+    /// Declares spawn sites to this segment and every later one.
+    pub(crate) fn sites(&mut self, sites: Vec<(u32, SiteInfo)>, now_ns: i64) {
+        self.sites.extend(sites.iter().cloned());
+        match &mut self.writer {
+            Some(w) => w.sites(sites),
+            None => self.begin(now_ns),
+        }
+    }
+
+    /// Calls and polls may have scheduled time, in this segment and every later one.
+    pub(crate) fn scheduled_columns(&mut self, now_ns: i64) {
+        self.sched_columns = true;
+        match &mut self.writer {
+            Some(w) => w.scheduled_columns(),
+            None => self.begin(now_ns),
+        }
+    }
+
+    /// Writes what is buffered with `threads` (the whole table when
+    /// [`needs_threads`](Self::needs_threads)), then rolls the ring when the segment is
+    /// full and deletes what the window and the budget no longer need.
+    pub(crate) fn flush(&mut self, threads: &[ThreadRow], all_threads: &[ThreadRow], now_ns: i64) {
+        let full = self.needs_threads;
+        if let Some(w) = self.writer(now_ns) {
+            w.flush(if full { all_threads } else { threads }, &[]);
+            self.needs_threads = false;
+        }
+        self.note_bytes();
+        let due = self.segments.back().is_some_and(|s| {
+            now_ns - s.began_ns >= self.segment_ns || s.bytes >= self.budget / SEGMENTS_PER_BUDGET
+        });
+        if due {
+            self.roll(all_threads, now_ns);
+        }
+        self.prune(now_ns);
+    }
+
+    /// Closes the current segment and begins the next one at `now_ns`.
+    fn roll(&mut self, all_threads: &[ThreadRow], now_ns: i64) {
+        if let Some(mut w) = self.writer.take() {
+            w.flush(all_threads, &[]);
+            self.note_bytes_of(&w);
+        }
+        self.begin(now_ns);
+    }
+
+    /// Begins segment `next_no` with the header, the regions and the sites.
+    fn begin(&mut self, now_ns: i64) {
+        let path = PathBuf::from(format!("{}-{}", self.base.display(), self.next_no));
+        match SpoolWriter::create(path.clone(), self.header.clone(), self.durable) {
+            Ok(mut w) => {
+                self.next_no += 1;
+                for (id, (name, file, line)) in self.regions.iter().enumerate() {
+                    w.region(id as u32, name, file, *line);
+                }
+                if !self.sites.is_empty() {
+                    w.sites(self.sites.clone());
+                }
+                if self.sched_columns {
+                    w.scheduled_columns();
+                }
+                self.segments.push_back(Segment {
+                    path,
+                    began_ns: now_ns,
+                    bytes: w.bytes_on_disk(),
+                });
+                self.writer = Some(w);
+                self.needs_threads = true;
+            }
+            Err(e) => {
+                // A segment number taken by another file: the next one is tried next time.
+                self.next_no += 1;
+                self.say(format!(
+                    "the flight recorder cannot create its segment {} ({e}); its detail is \
+                     lost until it can",
+                    path.display()
+                ));
+            }
+        }
+    }
+
+    /// Updates the current segment's size.
+    fn note_bytes(&mut self) {
+        if let Some(w) = self.writer.take() {
+            self.note_bytes_of(&w);
+            self.writer = Some(w);
+        }
+    }
+
+    fn note_bytes_of(&mut self, w: &SpoolWriter) {
+        if let Some(s) = self.segments.iter_mut().rev().find(|s| s.path == w.path()) {
+            s.bytes = w.bytes_on_disk();
+        }
+    }
+
+    /// Deletes the oldest segments the window does not need, and those over the budget
+    /// (which shrinks the window). Not while a dump reads them.
+    fn prune(&mut self, now_ns: i64) {
+        if self.pins.load(Ordering::Acquire) > 0 {
+            return;
+        }
+        let keep_from = now_ns.saturating_sub(self.window_ns);
+        while self.segments.len() > 1 && self.segments[1].began_ns <= keep_from {
+            self.delete_oldest();
+        }
+        while self.segments.len() > 1 && self.bytes() > self.budget {
+            self.delete_oldest();
+            let covered = now_ns - self.segments[0].began_ns;
+            self.shrunk_to_ns = Some(self.shrunk_to_ns.map_or(covered, |s| s.min(covered)));
+        }
+    }
+
+    fn delete_oldest(&mut self) {
+        if let Some(s) = self.segments.pop_front() {
+            if let Err(e) = std::fs::remove_file(&s.path) {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    self.say(format!(
+                        "the flight recorder cannot delete its old segment {} ({e})",
+                        s.path.display()
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Bytes of every segment on disk.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.segments.iter().map(|s| s.bytes).sum()
+    }
+
+    /// The narrowest window the budget has left so far (`None`: never shrunk).
+    #[cfg(test)]
+    pub(crate) fn shrunk_to_ns(&self) -> Option<i64> {
+        self.shrunk_to_ns
+    }
+
+    /// For a dump asked for at `now_ns`, after the flush that wrote everything folded so
+    /// far: closes the current segment (a new one begins) and pins every closed one.
+    pub(crate) fn for_dump(&mut self, all_threads: &[ThreadRow], now_ns: i64) -> DumpPlan {
+        if self.writer.is_none() {
+            // Nothing recorded yet (or its segment could not be made): a dump of nothing
+            // still has the header and the thread table.
+            self.begin(now_ns);
+        }
+        self.roll(all_threads, now_ns);
+        self.pins.fetch_add(1, Ordering::AcqRel);
+        let closed = self.segments.len() - usize::from(self.writer.is_some());
+        let files: Vec<PathBuf> = (self.segments.iter().take(closed))
+            .map(|s| s.path.clone())
+            .collect();
+        DumpPlan {
+            covered_from_ns: self.segments.front().map_or(now_ns, |s| s.began_ns),
+            files,
+            at_ns: now_ns,
+            window_ns: self.window_ns,
+            shrunk_to_ns: self.shrunk_to_ns,
+            _pin: Pin(self.pins.clone()),
+        }
+    }
+
+    /// At shutdown: deletes every segment (the dumps are what the user keeps).
+    pub(crate) fn remove_all(&mut self) {
+        self.writer = None;
+        while !self.segments.is_empty() {
+            self.delete_oldest();
+        }
+    }
+
+    /// Says `what` on stderr, once per distinct message in a row.
+    fn say(&mut self, what: String) {
+        if self.said.as_ref() != Some(&what) {
+            eprintln!("scope-profiler: {what}");
+            self.said = Some(what);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

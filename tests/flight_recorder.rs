@@ -1,0 +1,237 @@
+//! The flight recorder (`Builder::flight_recorder`) on a real Tokio service: requests driven
+//! on two workers, a request left stuck on purpose, dumps asked for while the load goes on.
+//! Each dump must read back, cover the window, hold exactly the requests the program itself
+//! saw end in the time it covers (within those at its edges), and show the stuck request as
+//! open with its age. The whole-run file keeps exact statistics.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use scope_profiler::read::Profile;
+use scope_profiler::{Error, ScopeLayer};
+
+/// CLOCK_MONOTONIC, the clock of the profile's nanoseconds.
+fn mono_ns() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer for the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+#[tracing::instrument]
+async fn request(i: u64) -> u64 {
+    // Some work that records nothing itself.
+    let x = (0..2_000 + i % 500).fold(i, |a, b| std::hint::black_box(a ^ b));
+    tokio::task::yield_now().await;
+    x
+}
+
+#[tracing::instrument(skip(rx))]
+async fn stuck(rx: tokio::sync::oneshot::Receiver<()>) {
+    let _ = rx.await;
+}
+
+/// Calls of `region` in a dump, and the earliest start among them.
+fn calls_of(path: &std::path::Path, region: &str) -> (u64, i64) {
+    let p = Profile::open(path).expect("the dump reads back");
+    let (mut n, mut first) = (0, i64::MAX);
+    p.for_each_call(1 << 16, |row, calls| {
+        if p.region_name(row.region) == region {
+            n += calls.len() as u64;
+            first = calls.iter().map(|c| c.start_ns).fold(first, i64::min);
+        }
+        Ok(())
+    })
+    .unwrap();
+    (n, first)
+}
+
+#[test]
+fn a_dump_of_a_running_service_holds_its_window_and_the_stuck_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = dir.path().join("service.h5");
+    let window = Duration::from_millis(1200);
+    let (d, guard) = common::dispatch(
+        ScopeLayer::builder()
+            .output(&output)
+            .track_async(true)
+            .spool_sync_interval(Duration::from_millis(100))
+            .flight_recorder(window),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .on_thread_start(move || std::mem::forget(tracing::dispatcher::set_default(&d)))
+        .build()
+        .unwrap();
+    // The program's own log: when each request ended.
+    let ends: Arc<Mutex<Vec<i64>>> = Arc::default();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (release, rx) = tokio::sync::oneshot::channel();
+    let stuck_since = mono_ns();
+    let stuck_task = rt.spawn(stuck(rx));
+    let load = {
+        let (ends, stop) = (ends.clone(), stop.clone());
+        rt.spawn(async move {
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut batch = Vec::new();
+                for _ in 0..20 {
+                    i += 1;
+                    let ends = ends.clone();
+                    batch.push(tokio::spawn(async move {
+                        request(i).await;
+                        ends.lock().unwrap().push(mono_ns());
+                    }));
+                }
+                for t in batch {
+                    t.await.unwrap();
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(2500));
+    // Two dumps while the load goes on: one through the guard, one from another thread.
+    let before = mono_ns();
+    let first = guard.dump(dir.path().join("first.h5")).expect("dump");
+    let after = mono_ns();
+    let handle = guard.dump_handle();
+    let second_path = dir.path().join("second.h5");
+    let second = std::thread::spawn(move || handle.dump(second_path))
+        .join()
+        .unwrap()
+        .expect("dump from a thread");
+    assert!(second.file().unwrap().exists());
+
+    // It covers at least the window.
+    let covered = first.window_ns().expect("a dump's window") as i64;
+    assert!(
+        covered >= window.as_nanos() as i64,
+        "covers {covered} ns, less than the window"
+    );
+    // Its start, known to within the dump's own duration: the window ends between `before`
+    // and `after`.
+    let (from_early, from_late) = (before - covered, after - covered);
+    let (n, first_start) = calls_of(first.file().unwrap(), "request");
+    assert_eq!(n, first.region("request").unwrap().calls, "report = file");
+    eprintln!(
+        "dump: {n} requests, covers {covered} ns; first starts {} ns before the dump",
+        before - first_start
+    );
+    assert!(first_start <= after - window.as_nanos() as i64);
+    // Exactly the requests that ended in it, up to those at its edges: every one that ended
+    // after its start and before the dump was asked for is in; none that ended more than
+    // 0.5 s before its start (the flusher folds within a few flush intervals) or after it
+    // returned.
+    let logged = ends.lock().unwrap().clone();
+    let count = |lo: i64, hi: i64| logged.iter().filter(|&&e| e >= lo && e <= hi).count() as u64;
+    let (lower, upper) = (
+        count(from_late, before),
+        count(from_early - 500_000_000, after),
+    );
+    assert!(
+        lower <= n && n <= upper,
+        "{n} requests in the dump; the program saw {lower} end inside it and {upper} at most"
+    );
+    assert!(lower > 100, "the load ran: {lower} requests in the window");
+
+    // The stuck request is there as open, with its age.
+    let open = Profile::open(first.file().unwrap())
+        .unwrap()
+        .open_calls()
+        .unwrap()
+        .expect("the open calls at the dump");
+    let call = open
+        .calls
+        .iter()
+        .find(|c| c.region == "stuck")
+        .expect("the stuck request is open in the dump");
+    assert!(
+        open.age_ns(call) >= before - stuck_since - 200_000_000,
+        "age {} ns",
+        open.age_ns(call)
+    );
+
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    rt.block_on(load).unwrap();
+    let _ = release.send(());
+    rt.block_on(stuck_task).unwrap();
+    drop(rt);
+    // The whole run's statistics stay exact.
+    let report = guard.finalize().expect("finalize");
+    let total = ends.lock().unwrap().len() as u64;
+    assert_eq!(report.region("request").unwrap().calls, total);
+    assert_eq!(report.dropped(), 0);
+    let whole = Profile::open(&output).unwrap();
+    assert_eq!(
+        whole.layout(),
+        scope_profiler::read::StorageLayout::Aggregate,
+        "the whole run's file holds statistics"
+    );
+    drop(guard);
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".flight-"))
+        .collect();
+    assert!(left.is_empty(), "segments left behind: {left:?}");
+}
+
+#[test]
+fn bad_dumps_are_typed_errors_and_the_recorder_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    // Without a flight recorder.
+    let (_d, plain) = common::dispatch(ScopeLayer::builder().output(dir.path().join("p.h5")));
+    match plain.dump(dir.path().join("x.h5")) {
+        Err(Error::InvalidOption { option, .. }) => assert_eq!(option, "flight_recorder"),
+        other => panic!("expected InvalidOption, got {other:?}"),
+    }
+    drop(plain);
+    // Invalid options.
+    for (builder, option) in [
+        (
+            ScopeLayer::builder().flight_recorder(Duration::ZERO),
+            "flight_recorder",
+        ),
+        (
+            ScopeLayer::builder()
+                .flight_recorder(Duration::from_secs(1))
+                .flight_disk_budget(1000),
+            "flight_disk_budget",
+        ),
+        (
+            ScopeLayer::builder()
+                .no_output()
+                .flight_recorder(Duration::from_secs(1)),
+            "flight_recorder",
+        ),
+    ] {
+        // Refused by `build()` before anything is created.
+        match common::try_dispatch(builder) {
+            Err(Error::InvalidOption { option: o, .. }) => assert_eq!(o, option),
+            other => panic!("expected InvalidOption for {option}, got {:?}", other.err()),
+        }
+    }
+    // A dump into a directory that does not exist: an I/O error, and the next one works.
+    let (d, guard) = common::dispatch(
+        ScopeLayer::builder()
+            .output(dir.path().join("f.h5"))
+            .flight_recorder(Duration::from_secs(5)),
+    );
+    tracing::dispatcher::with_default(&d, || tracing::info_span!("a").in_scope(|| ()));
+    match guard.dump(dir.path().join("missing/dir/d.h5")) {
+        Err(Error::Io { .. }) | Err(Error::OutputPath { .. }) => {}
+        other => panic!("expected an I/O error, got {other:?}"),
+    }
+    tracing::dispatcher::with_default(&d, || tracing::info_span!("a").in_scope(|| ()));
+    let ok = guard.dump(dir.path().join("d.h5")).expect("the next dump");
+    assert_eq!(ok.region("a").unwrap().calls, 2);
+    assert_eq!(guard.finalize().unwrap().region("a").unwrap().calls, 2);
+}
