@@ -110,6 +110,10 @@ enum Config {
     /// [`ClockFloor`]: a subscriber that reads the TSC at every enter and exit and keeps
     /// nothing (labelled; the floor of any profiler that times every poll on this machine).
     ClockFloor,
+    /// `ScopeLayer` with `flight_recorder(60 s)` (only when `--configs` names it).
+    Flight,
+    /// `ScopeSubscriber` with `flight_recorder(60 s)` (only when `--configs` names it).
+    SubFlight,
 }
 
 impl Config {
@@ -124,6 +128,8 @@ impl Config {
         Config::SubAggregate,
         Config::ClockFloor,
     ];
+    /// Measured only when `--configs` names them.
+    const EXTRA: [Config; 2] = [Config::Flight, Config::SubFlight];
 
     fn name(self) -> &'static str {
         match self {
@@ -136,6 +142,8 @@ impl Config {
             Config::SubTrackAsync => "ScopeSubscriber track_async",
             Config::SubAggregate => "ScopeSubscriber Aggregate",
             Config::ClockFloor => "clock floor (2 TSC reads a poll, nothing kept)",
+            Config::Flight => "ScopeLayer flight_recorder(60 s)",
+            Config::SubFlight => "ScopeSubscriber flight_recorder(60 s)",
         }
     }
 
@@ -150,6 +158,8 @@ impl Config {
             Config::SubTrackAsync => "sub_track_async",
             Config::SubAggregate => "sub_aggregate",
             Config::ClockFloor => "clock_floor",
+            Config::Flight => "flight",
+            Config::SubFlight => "sub_flight",
         }
     }
 
@@ -187,9 +197,14 @@ impl Config {
             Config::SubTrackAsync => subscriber(ScopeLayer::builder().track_async(true)),
             Config::SubAggregate => subscriber(ScopeLayer::builder().mode(Mode::Aggregate)),
             Config::ClockFloor => (Dispatch::new(ClockFloor::default()), None),
+            Config::Flight => profiler(ScopeLayer::builder().flight_recorder(FLIGHT_WINDOW)),
+            Config::SubFlight => subscriber(ScopeLayer::builder().flight_recorder(FLIGHT_WINDOW)),
         }
     }
 }
+
+/// The flight recorder's window in the `flight` configurations.
+const FLIGHT_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The shapes measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -235,7 +250,7 @@ impl Shape {
 
     /// Which configurations run this shape.
     fn configs(self) -> Vec<Config> {
-        Config::ALL.to_vec()
+        Config::ALL.iter().chain(&Config::EXTRA).copied().collect()
     }
 }
 
@@ -443,9 +458,9 @@ fn main() {
             .into_iter()
             .filter(|c| {
                 *c == Config::Noop
-                    || o.configs
-                        .as_ref()
-                        .is_none_or(|v| v.iter().any(|k| k == c.key()))
+                    || o.configs.as_ref().map_or(!Config::EXTRA.contains(c), |v| {
+                        v.iter().any(|k| k == c.key())
+                    })
             })
             .collect();
         let ops = ((shape.ops() as f64 * o.scale) as u64).max(1000);

@@ -565,8 +565,10 @@ impl Builder {
         }
         let shared = Arc::new(shared);
         crate::fork::Watch::arm(&shared);
-        #[allow(unused_mut)] // without the `prometheus` feature
         let mut guard = FlushGuard::start(shared.clone(), _mpi)?;
+        if let (Some(signal), Some(output)) = (shared.config.dump_signal, &shared.config.output) {
+            guard.dump_on_signal(signal, output)?;
+        }
         #[cfg(feature = "prometheus")]
         if let Some(crate::metrics::Setup {
             hub,

@@ -93,6 +93,8 @@ pub(crate) struct Config {
     /// `Builder::flight_recorder`: per-call detail only for a recent window, in a rolling
     /// ring of spool segments (see `crate::flusher::flight`).
     pub flight: Option<FlightOptions>,
+    /// `Builder::dump_on_signal`: a flight-recorder dump on this signal.
+    pub dump_signal: Option<i32>,
     /// Live metrics and their endpoint.
     #[cfg(feature = "prometheus")]
     pub metrics: crate::data::metrics_options::MetricsConfig,
@@ -185,6 +187,7 @@ impl Default for Config {
             max_level: None,
             buffering: Buffering::default(),
             flight: None,
+            dump_signal: None,
             #[cfg(feature = "prometheus")]
             metrics: Default::default(),
         }
@@ -210,10 +213,17 @@ const MIN_FLIGHT_DISK_BUDGET: u64 = 1 << 20;
 /// (the aggregate layout) and the per-call detail goes to the ring.
 fn check_flight(config: &mut Config) -> Result<(), Error> {
     let Some(f) = config.flight else {
+        if config.dump_signal.is_some() && config.mode != Mode::Disabled {
+            return Err(Error::InvalidOption {
+                option: "dump_on_signal",
+                reason: "needs Builder::flight_recorder".into(),
+            });
+        }
         return Ok(());
     };
     if config.mode == Mode::Disabled {
         config.flight = None;
+        config.dump_signal = None;
         return Ok(());
     }
     if f.window.is_zero() {
@@ -237,6 +247,25 @@ fn check_flight(config: &mut Config) -> Result<(), Error> {
             option: "flight_recorder",
             reason: "needs an output file: the ring's segments live beside it".into(),
         });
+    }
+    if let Some(signal) = config.dump_signal {
+        // What signal-hook-registry refuses (it would panic), and what is no signal at all.
+        let forbidden = [
+            libc::SIGKILL,
+            libc::SIGSTOP,
+            libc::SIGILL,
+            libc::SIGFPE,
+            libc::SIGSEGV,
+        ];
+        if forbidden.contains(&signal) || !(1..=libc::SIGRTMAX()).contains(&signal) {
+            return Err(Error::InvalidOption {
+                option: "dump_on_signal",
+                reason: format!(
+                    "signal {signal} cannot be handled (not SIGKILL, SIGSTOP, SIGILL, SIGFPE, \
+                     SIGSEGV, nor outside 1..=SIGRTMAX)"
+                ),
+            });
+        }
     }
     if config.mpi {
         return Err(Error::InvalidOption {

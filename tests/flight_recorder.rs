@@ -235,3 +235,72 @@ fn bad_dumps_are_typed_errors_and_the_recorder_goes_on() {
     assert_eq!(ok.region("a").unwrap().calls, 2);
     assert_eq!(guard.finalize().unwrap().region("a").unwrap().calls, 2);
 }
+
+static EARLIER_HANDLER_RAN: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn earlier_handler(_: libc::c_int) {
+    EARLIER_HANDLER_RAN.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+#[test]
+fn a_signal_dumps_the_window_and_the_program_s_own_handler_still_runs() {
+    // The program's own handler, installed before the profiler's.
+    // SAFETY: a zeroed sigaction with a handler that only stores to an atomic.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = earlier_handler as *const () as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        assert_eq!(libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut()), 0);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (d, guard) = common::dispatch(
+        ScopeLayer::builder()
+            .output(dir.path().join("svc.h5"))
+            .flight_recorder(Duration::from_secs(30))
+            .dump_on_signal(libc::SIGUSR2),
+    );
+    tracing::dispatcher::with_default(&d, || {
+        for _ in 0..50 {
+            tracing::info_span!("served").in_scope(|| ());
+        }
+    });
+    // SAFETY: sends SIGUSR2 to this process; both handlers are installed.
+    assert_eq!(unsafe { libc::kill(libc::getpid(), libc::SIGUSR2) }, 0);
+    let dumped = (0..600).find_map(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| {
+                let n = p.file_name().unwrap().to_string_lossy().into_owned();
+                n.starts_with("svc.dump-SIGUSR2-") && n.ends_with(".h5")
+            })
+    });
+    let dumped = dumped.expect("a dump named after the signal appeared within 30 s");
+    // Published whole: once the name exists, the file reads back.
+    let (n, _) = calls_of(&dumped, "served");
+    assert_eq!(n, 50);
+    assert!(
+        EARLIER_HANDLER_RAN.load(std::sync::atomic::Ordering::SeqCst),
+        "the program's own SIGUSR2 handler was replaced"
+    );
+    guard.finalize().unwrap();
+    // A signal without a flight recorder is refused.
+    match common::try_dispatch(ScopeLayer::builder().dump_on_signal(libc::SIGUSR2)) {
+        Err(Error::InvalidOption { option, .. }) => assert_eq!(option, "dump_on_signal"),
+        other => panic!("expected InvalidOption, got {:?}", other.err()),
+    }
+    // A signal that cannot be handled is refused.
+    let refused = common::try_dispatch(
+        ScopeLayer::builder()
+            .output(dir.path().join("k.h5"))
+            .flight_recorder(Duration::from_secs(1))
+            .dump_on_signal(libc::SIGKILL),
+    );
+    match refused {
+        Err(Error::InvalidOption { option, .. }) => assert_eq!(option, "dump_on_signal"),
+        other => panic!("expected InvalidOption for SIGKILL, got {:?}", other.err()),
+    }
+}

@@ -58,6 +58,30 @@ impl Builder {
         self
     }
 
+    /// With [`flight_recorder`](Self::flight_recorder): dumps the window whenever the process
+    /// receives `signal` (e.g. `libc::SIGUSR2`), beside the output as
+    /// `<stem>.dump-SIGUSR2-<unix seconds>.h5`, and says where on stderr. The handler only
+    /// writes a byte to a pipe; a thread of the profiler's writes the dump. It is chained
+    /// through `signal-hook-registry`, as `tokio::signal` does, so a handler the program
+    /// already has keeps working; a raw `sigaction` installed later replaces it. It does
+    /// nothing in a forked child.
+    ///
+    /// `build()` fails with [`crate::Error::InvalidOption`] without a flight recorder or for
+    /// a signal that cannot be handled (`SIGKILL`, `SIGSTOP`, `SIGSEGV`, ...).
+    ///
+    /// ```no_run
+    /// let (layer, guard) = scope_profiler::ScopeLayer::builder()
+    ///     .output("service.h5")
+    ///     .flight_recorder(std::time::Duration::from_secs(120))
+    ///     .dump_on_signal(libc::SIGUSR2) // kill -USR2 <pid>
+    ///     .build()?;
+    /// # Ok::<(), scope_profiler::Error>(())
+    /// ```
+    pub fn dump_on_signal(mut self, signal: i32) -> Self {
+        self.config.dump_signal = Some(signal);
+        self
+    }
+
     /// With [`flight_recorder`](Self::flight_recorder): the most bytes its ring of segment
     /// files may hold together (default 256 MiB, at least 1 MiB). A burst that needs more
     /// shrinks the window instead; the dump says by how much.

@@ -56,6 +56,8 @@ pub struct FlushGuard {
     /// The metrics endpoint; a field, so it stops after the drop's last finalize.
     #[cfg(feature = "prometheus")]
     endpoint: Option<crate::metrics::http::Server>,
+    /// `Builder::dump_on_signal`: its handler and thread, stopped first at the drop.
+    signal_dumps: Option<crate::finalize::dump_signal::SignalDumps>,
 }
 
 /// What the guard and its rotation thread share.
@@ -170,6 +172,7 @@ fn flight_ring(shared: &Shared, output: &Path) -> Option<crate::flusher::flight:
         config.durable,
         opts,
         interval,
+        shared.start_ns,
     );
     Some(ring)
 }
@@ -231,6 +234,7 @@ impl FlushGuard {
             rotator,
             #[cfg(feature = "prometheus")]
             endpoint: None,
+            signal_dumps: None,
         })
     }
 
@@ -330,6 +334,14 @@ impl FlushGuard {
     /// goes on in every case.
     pub fn dump(&self, path: impl AsRef<std::path::Path>) -> Result<Report, Error> {
         self.dump_handle().dump(path)
+    }
+
+    /// Dumps the flight recorder's window on `signal` (see `Builder::dump_on_signal`).
+    pub(crate) fn dump_on_signal(&mut self, signal: i32, output: &Path) -> Result<(), Error> {
+        let dumps =
+            crate::finalize::dump_signal::SignalDumps::start(self.dump_handle(), signal, output)?;
+        self.signal_dumps = Some(dumps);
+        Ok(())
     }
 
     /// A cloneable handle that asks for [`dump`](Self::dump)s from any thread.
@@ -475,9 +487,11 @@ impl Drop for FlushGuard {
             // anything or taking a lock another thread may have held at the fork.
             crate::fork::say_off_once();
             std::mem::forget(self.rotator.take());
+            std::mem::forget(self.signal_dumps.take());
             std::mem::forget(self.inner.clone());
             return;
         }
+        drop(self.signal_dumps.take());
         if let Some((stop, handle)) = self.rotator.take() {
             drop(stop);
             let _ = handle.join();

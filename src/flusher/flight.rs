@@ -91,18 +91,22 @@ pub(crate) struct FlightRing {
     /// Dumps reading segments now.
     pins: Arc<AtomicUsize>,
     shrunk_to_ns: Option<i64>,
+    /// When recording began (ns): the first segment covers the run from then.
+    recording_began_ns: Option<i64>,
     /// The last error creating or deleting a segment, said once.
     said: Option<String>,
 }
 
 impl FlightRing {
-    /// A ring beside `output` whose segments carry `header` (written time-only).
+    /// A ring beside `output` whose segments carry `header` (written time-only), for a
+    /// recording that began at `start_ns`.
     pub(crate) fn new(
         output: &Path,
         mut header: Header,
         durable: bool,
         opts: FlightOptions,
         flush_interval_ns: i64,
+        start_ns: i64,
     ) -> FlightRing {
         header.aggregate = false;
         let name = output
@@ -126,6 +130,7 @@ impl FlightRing {
             sched_columns: false,
             pins: Arc::new(AtomicUsize::new(0)),
             shrunk_to_ns: None,
+            recording_began_ns: Some(start_ns),
             said: None,
         }
     }
@@ -210,9 +215,14 @@ impl FlightRing {
                 if self.sched_columns {
                     w.scheduled_columns();
                 }
+                // The first segment holds everything since recording began.
+                let began_ns = self
+                    .recording_began_ns
+                    .take()
+                    .map_or(now_ns, |s| s.min(now_ns));
                 self.segments.push_back(Segment {
                     path,
-                    began_ns: now_ns,
+                    began_ns,
                     bytes: w.bytes_on_disk(),
                 });
                 self.writer = Some(w);

@@ -30,7 +30,7 @@ fn ring(dir: &Path, window_s: u64, budget: u64) -> FlightRing {
         window: Duration::from_secs(window_s),
         disk_budget: budget,
     };
-    FlightRing::new(&dir.join("p.h5"), header(), false, opts, S / 10)
+    FlightRing::new(&dir.join("p.h5"), header(), false, opts, S / 10, 0)
 }
 
 /// One call per 10 ms from `from` to `to` (seconds), flushed every 100 ms.
