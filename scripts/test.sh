@@ -21,7 +21,7 @@ HDF5_DIR="$(scripts/hdf5-mpio-dir.sh)" cargo test --all-features "$@"
 SCOPE_FRONT_END=subscriber HDF5_DIR="$(scripts/hdf5-mpio-dir.sh)" cargo test --all-features \
     --test python_compat --test async_lanes --test perf_sink --test likwid_sink \
     --test load_safety --test streaming --test line_timing --test scaling --test tokio_spans \
-    --test critical_path "$@"
+    --test critical_path --test flight_recorder "$@"
 # Against Tokio's own instrumentation: a crate of its own built with --cfg tokio_unstable in a
 # target directory of its own (target/tokio-unstable), so the flag never rebuilds the above.
 scripts/tokio-unstable-tests.sh

@@ -212,6 +212,22 @@ const MIN_FLIGHT_DISK_BUDGET: u64 = 1 << 20;
 /// Checks the flight recorder's options; with it on, the whole-run file holds statistics
 /// (the aggregate layout) and the per-call detail goes to the ring.
 fn check_flight(config: &mut Config) -> Result<(), Error> {
+    #[cfg(feature = "prometheus")]
+    if config.metrics.dump && config.mode != Mode::Disabled {
+        let why = if config.flight.is_none() {
+            Some("needs Builder::flight_recorder")
+        } else if config.metrics.endpoint.is_none() {
+            Some("needs Builder::prometheus (the address it is served on)")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(Error::InvalidOption {
+                option: "metrics_dump",
+                reason: why.into(),
+            });
+        }
+    }
     let Some(f) = config.flight else {
         if config.dump_signal.is_some() && config.mode != Mode::Disabled {
             return Err(Error::InvalidOption {

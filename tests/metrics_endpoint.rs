@@ -604,3 +604,72 @@ fn a_connection_beyond_the_limit_gets_503_at_once() {
     }
     drop(guard);
 }
+
+#[test]
+fn post_dump_writes_a_flight_recorder_dump_only_when_asked_for() {
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let (d, guard) = dispatch(
+        ScopeLayer::builder()
+            .output(dir.path().join("svc.h5"))
+            .flight_recorder(Duration::from_secs(30))
+            .prometheus("127.0.0.1:0")
+            .metrics_dump(true),
+    );
+    let addr = guard.metrics_addr().expect("an endpoint");
+    calls(&d, "a", 40);
+    let (status, body) = exchange(addr, b"POST /dump HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!(status, 202, "{body}");
+    let path = std::path::PathBuf::from(body.trim());
+    assert!(
+        path.starts_with(dir.path()) && path.to_string_lossy().contains("svc.dump-http-"),
+        "{body}"
+    );
+    // The answer came before the file: it appears, whole, once written.
+    let read = (0..600).find_map(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        scope_profiler::read::Profile::open(&path).ok()
+    });
+    let p = read.expect("the dump appeared within 30 s");
+    let a = p
+        .region_names()
+        .iter()
+        .position(|n| n == "a")
+        .expect("region a in the dump");
+    let n: u64 = p
+        .rows()
+        .iter()
+        .filter(|r| r.region as usize == a)
+        .map(|r| r.count)
+        .sum();
+    assert_eq!(n, 40);
+    // GET is not a dump.
+    assert_eq!(exchange(addr, b"GET /dump HTTP/1.1\r\n\r\n").0, 404);
+    drop(guard);
+
+    // Without `metrics_dump`, POST /dump is not served.
+    let (_d, guard) = dispatch(
+        ScopeLayer::builder()
+            .output(dir.path().join("quiet.h5"))
+            .flight_recorder(Duration::from_secs(30))
+            .prometheus("127.0.0.1:0"),
+    );
+    let addr = guard.metrics_addr().expect("an endpoint");
+    assert_eq!(exchange(addr, b"POST /dump HTTP/1.1\r\n\r\n").0, 404);
+    drop(guard);
+    // Without a flight recorder, or without an endpoint, the option is refused.
+    for builder in [
+        ScopeLayer::builder()
+            .prometheus("127.0.0.1:0")
+            .metrics_dump(true),
+        ScopeLayer::builder()
+            .output(dir.path().join("x.h5"))
+            .flight_recorder(Duration::from_secs(1))
+            .metrics_dump(true),
+    ] {
+        match common::try_dispatch(builder) {
+            Err(Error::InvalidOption { option, .. }) => assert_eq!(option, "metrics_dump"),
+            other => panic!("expected InvalidOption, got {:?}", other.err()),
+        }
+    }
+}

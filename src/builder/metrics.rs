@@ -122,6 +122,29 @@ impl Builder {
         self
     }
 
+    /// With [`flight_recorder`](Self::flight_recorder) and [`prometheus`](Self::prometheus):
+    /// the endpoint also answers `POST /dump` by writing a dump of the window beside the
+    /// output (`<stem>.dump-http-<unix seconds>.h5`) and answers at once, `202 Accepted`,
+    /// with the file's path; the file appears there, whole, when it is written. While one
+    /// such dump is being written, another `POST /dump` gets `503`. Off unless asked for,
+    /// and only on the address given to `prometheus`. Feature `prometheus`.
+    ///
+    /// `build()` fails with [`crate::Error::InvalidOption`] without both of those options.
+    ///
+    /// ```no_run
+    /// let (layer, guard) = scope_profiler::ScopeLayer::builder()
+    ///     .output("service.h5")
+    ///     .flight_recorder(std::time::Duration::from_secs(120))
+    ///     .prometheus("127.0.0.1:9464")
+    ///     .metrics_dump(true) // curl -X POST http://127.0.0.1:9464/dump
+    ///     .build()?;
+    /// # Ok::<(), scope_profiler::Error>(())
+    /// ```
+    pub fn metrics_dump(mut self, on: bool) -> Self {
+        self.config.metrics.dump = on;
+        self
+    }
+
     /// The most regions exported under their own name (default 1 000): the regions seen
     /// first keep theirs, later ones are counted together under `region="other"`, and the
     /// gauge `scope_regions_folded` says how many were folded. Bounds the series a scraper

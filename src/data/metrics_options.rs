@@ -23,6 +23,8 @@ pub(crate) struct MetricsConfig {
     pub labels: Vec<(String, String)>,
     /// Regions exported by name; the others fold into `region="other"`.
     pub region_limit: usize,
+    /// `POST /dump` writes a flight-recorder dump (`Builder::metrics_dump`).
+    pub dump: bool,
 }
 
 impl Default for MetricsConfig {
@@ -32,6 +34,7 @@ impl Default for MetricsConfig {
             endpoint: None,
             labels: Vec::new(),
             region_limit: DEFAULT_REGION_LIMIT,
+            dump: false,
         }
     }
 }

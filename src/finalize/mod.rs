@@ -22,7 +22,7 @@
 //! plain data (`crate::data::report`).
 
 pub(crate) mod dump;
-mod dump_signal;
+pub(crate) mod dump_signal;
 mod failure;
 pub(crate) mod guard;
 mod load;

@@ -267,7 +267,7 @@ impl Conn {
             State::Reading { buf, scanned } => match read_some(&mut self.stream, buf, scanned) {
                 Some(Some(answer)) => {
                     self.deadline = Instant::now() + request::WRITE_LIMIT;
-                    let answer = answer.resolve(|| hub.text());
+                    let answer = answer.resolve(|| hub.text(), || hub.start_dump());
                     self.state = State::Writing { answer, written: 0 };
                     self.progress(hub);
                 }

@@ -91,6 +91,18 @@ pub(crate) struct Hub {
     text: Mutex<(u64, Arc<str>)>,
     shape: Shape,
     region_limit: usize,
+    /// `POST /dump` (`Builder::metrics_dump`): starts a flight-recorder dump and names its
+    /// file at once, or says why not; set once the guard exists.
+    dump: std::sync::OnceLock<DumpStarter>,
+}
+
+/// Starts a dump in the background; returns the file it is being written to, or why not.
+pub(crate) struct DumpStarter(pub(crate) Box<dyn Fn() -> Result<String, String> + Send + Sync>);
+
+impl std::fmt::Debug for DumpStarter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("DumpStarter")
+    }
 }
 
 impl Hub {
@@ -100,7 +112,18 @@ impl Hub {
             text: Mutex::new((u64::MAX, Arc::from(""))),
             shape,
             region_limit,
+            dump: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Serves `POST /dump` with `start` from now on.
+    pub(crate) fn serve_dumps(&self, start: DumpStarter) {
+        let _ = self.dump.set(start);
+    }
+
+    /// `POST /dump`: `None` when dumps are not served.
+    pub(crate) fn start_dump(&self) -> Option<Result<String, String>> {
+        self.dump.get().map(|start| (start.0)())
     }
 
     /// Makes `p` the snapshot readers get.

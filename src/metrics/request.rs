@@ -23,6 +23,8 @@ pub(crate) const WRITE_LIMIT: Duration = Duration::from_secs(10);
 pub(crate) enum Request {
     /// The metrics (`HEAD`: without the body).
     Metrics { head: bool },
+    /// `POST /dump`: a flight-recorder dump (`Builder::metrics_dump`).
+    Dump,
     /// Another path.
     NotFound,
     /// Another method.
@@ -47,12 +49,15 @@ pub(crate) fn parse(head: &[u8]) -> Request {
     if !token(method) || !target.starts_with('/') || !version.starts_with("HTTP/1.") {
         return Request::Bad;
     }
+    let path = target.split('?').next().unwrap_or(target);
+    if method == "POST" && path == "/dump" {
+        return Request::Dump;
+    }
     let head = match method {
         "GET" => false,
         "HEAD" => true,
         _ => return Request::MethodNotAllowed,
     };
-    let path = target.split('?').next().unwrap_or(target);
     if path == "/metrics" {
         Request::Metrics { head }
     } else {
@@ -83,8 +88,13 @@ pub(crate) enum Pending {
 }
 
 impl Pending {
-    /// The answer; `text` gives the exposition text when the request wants it.
-    pub(crate) fn resolve(self, text: impl FnOnce() -> Arc<str>) -> Answer {
+    /// The answer; `text` gives the exposition text when the request wants it, `dump`
+    /// starts a dump (`None`: not served).
+    pub(crate) fn resolve(
+        self,
+        text: impl FnOnce() -> Arc<str>,
+        dump: impl FnOnce() -> Option<Result<String, String>>,
+    ) -> Answer {
         let request = match self {
             Pending::Parsed(r) => r,
             Pending::TooLarge => {
@@ -105,6 +115,15 @@ impl Pending {
                     body: (!head).then_some(body),
                 }
             }
+            // The dump is written in the background: the answer names its file at once, and
+            // the file appears there, whole, when it is done.
+            Request::Dump => match dump() {
+                Some(Ok(file)) => Answer::short("202 Accepted", "", format!("{file}\n").as_bytes()),
+                Some(Err(why)) => {
+                    Answer::short("503 Service Unavailable", "", format!("{why}\n").as_bytes())
+                }
+                None => Answer::short("404 Not Found", "", b"dumps are not served here\n"),
+            },
             Request::NotFound => Answer::short("404 Not Found", "", b"try /metrics\n"),
             Request::MethodNotAllowed => Answer::short(
                 "405 Method Not Allowed",
