@@ -95,6 +95,8 @@ pub(crate) struct Config {
     pub flight: Option<FlightOptions>,
     /// `Builder::dump_on_signal`: a flight-recorder dump on this signal.
     pub dump_signal: Option<i32>,
+    /// `Builder::dump_when`: flight-recorder dumps on these conditions.
+    pub triggers: Vec<crate::data::trigger::Trigger>,
     /// Live metrics and their endpoint.
     #[cfg(feature = "prometheus")]
     pub metrics: crate::data::metrics_options::MetricsConfig,
@@ -188,6 +190,7 @@ impl Default for Config {
             buffering: Buffering::default(),
             flight: None,
             dump_signal: None,
+            triggers: Vec::new(),
             #[cfg(feature = "prometheus")]
             metrics: Default::default(),
         }
@@ -229,17 +232,33 @@ fn check_flight(config: &mut Config) -> Result<(), Error> {
         }
     }
     let Some(f) = config.flight else {
-        if config.dump_signal.is_some() && config.mode != Mode::Disabled {
-            return Err(Error::InvalidOption {
-                option: "dump_on_signal",
-                reason: "needs Builder::flight_recorder".into(),
-            });
+        if config.mode != Mode::Disabled {
+            let option = if config.dump_signal.is_some() {
+                Some("dump_on_signal")
+            } else if !config.triggers.is_empty() {
+                Some("dump_when")
+            } else {
+                None
+            };
+            if let Some(option) = option {
+                return Err(Error::InvalidOption {
+                    option,
+                    reason: "needs Builder::flight_recorder".into(),
+                });
+            }
         }
         return Ok(());
     };
+    if let Some(reason) = config.triggers.iter().find_map(|t| t.invalid()) {
+        return Err(Error::InvalidOption {
+            option: "dump_when",
+            reason,
+        });
+    }
     if config.mode == Mode::Disabled {
         config.flight = None;
         config.dump_signal = None;
+        config.triggers.clear();
         return Ok(());
     }
     if f.window.is_zero() {

@@ -141,8 +141,10 @@ pub use config::{Mode, DEFAULT_BUFFER_BUDGET, DEFAULT_FLIGHT_DISK_BUDGET, MIN_BU
 pub use data::report::{DetailLost, RegionStats, Report};
 pub use data::rows::SESSION_REGION;
 pub use data::tasks::TaskStats;
+pub use data::trigger::{Trigger, DEFAULT_TRIGGER_COOLDOWN};
 pub use error::Error;
 pub use finalize::dump::DumpHandle;
+pub use finalize::dump_triggers::MAX_TRIGGER_DUMPS;
 pub use finalize::guard::FlushGuard;
 pub use finalize::recover::{recover, recover_spool, Recovered};
 pub use mpi::merge::{merge_ranks, Merged};

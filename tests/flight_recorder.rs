@@ -304,3 +304,142 @@ fn a_signal_dumps_the_window_and_the_program_s_own_handler_still_runs() {
         other => panic!("expected InvalidOption for SIGKILL, got {:?}", other.err()),
     }
 }
+
+/// The dump files beside `dir/<stem>.h5` whose names carry `why`.
+fn dumps_of(dir: &std::path::Path, stem: &str, why: &str) -> Vec<std::path::PathBuf> {
+    let prefix = format!("{stem}.dump-{why}-");
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            let n = p.file_name().unwrap().to_string_lossy().into_owned();
+            n.starts_with(&prefix) && n.ends_with(".h5")
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn triggers_dump_when_latency_or_rate_go_over_and_cool_down() {
+    use scope_profiler::Trigger;
+    let dir = tempfile::tempdir().unwrap();
+    let (d, guard) = common::dispatch(
+        ScopeLayer::builder()
+            .output(dir.path().join("svc.h5"))
+            .spool_sync_interval(Duration::from_millis(100))
+            .flight_recorder(Duration::from_secs(10))
+            .dump_when(Trigger::p99_over(
+                "request",
+                Duration::from_millis(20),
+                Duration::from_millis(500),
+            ))
+            .dump_when(
+                Trigger::calls_rate_over("tick", 50.0, Duration::from_millis(500))
+                    .cooldown(Duration::from_millis(400)),
+            ),
+    );
+    let serve = |slow: bool, for_ms: u64| {
+        tracing::dispatcher::with_default(&d, || {
+            let t0 = std::time::Instant::now();
+            let mut i = 0;
+            while t0.elapsed() < Duration::from_millis(for_ms) {
+                // Slow: one request in ten takes 30 ms (the p99 is then 30 ms).
+                i += 1;
+                let ms = if slow && i % 10 == 0 { 30 } else { 1 };
+                tracing::info_span!("request")
+                    .in_scope(|| std::thread::sleep(Duration::from_millis(ms)));
+            }
+        })
+    };
+    // Fast requests: no dump.
+    serve(false, 1200);
+    guard.sync().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(dumps_of(dir.path(), "svc", "p99-request").is_empty());
+    // Slow ones: a dump, named after the trigger, holding them.
+    serve(true, 1500);
+    let dumped = (0..600)
+        .find_map(|_| {
+            std::thread::sleep(Duration::from_millis(50));
+            dumps_of(dir.path(), "svc", "p99-request").pop()
+        })
+        .expect("the p99 trigger dumped within 30 s");
+    let slowest = {
+        let p = Profile::open(&dumped).expect("the trigger's dump reads back");
+        let mut max = 0;
+        p.for_each_call(1 << 16, |_, calls| {
+            max = calls.iter().map(|c| c.dur_ns).fold(max, i64::max);
+            Ok(())
+        })
+        .unwrap();
+        max
+    };
+    assert!(
+        slowest >= 30_000_000,
+        "the slow requests are in it: {slowest} ns"
+    );
+    // A rate that holds for 2.5 s fires once per cool-down (400 ms), not at every check.
+    tracing::dispatcher::with_default(&d, || {
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < Duration::from_millis(2500) {
+            tracing::info_span!("tick").in_scope(|| ());
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    });
+    guard.sync().unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let rate = dumps_of(dir.path(), "svc", "rate-tick").len();
+    assert!(
+        (2..=8).contains(&rate),
+        "{rate} rate dumps in 2.5 s with a 400 ms cool-down"
+    );
+    guard.finalize().unwrap();
+    drop(guard);
+    // Refused without a flight recorder, and with a zero window.
+    for builder in [
+        ScopeLayer::builder().dump_when(Trigger::calls_rate_over("x", 1.0, Duration::from_secs(1))),
+        ScopeLayer::builder()
+            .output(dir.path().join("z.h5"))
+            .flight_recorder(Duration::from_secs(1))
+            .dump_when(Trigger::calls_rate_over("x", 1.0, Duration::ZERO)),
+    ] {
+        match common::try_dispatch(builder) {
+            Err(Error::InvalidOption { option, .. }) => assert_eq!(option, "dump_when"),
+            other => panic!("expected InvalidOption, got {:?}", other.err()),
+        }
+    }
+}
+
+#[test]
+fn a_trigger_that_always_holds_keeps_at_most_max_trigger_dumps() {
+    use scope_profiler::{Trigger, MAX_TRIGGER_DUMPS};
+    let dir = tempfile::tempdir().unwrap();
+    let (d, guard) = common::dispatch(
+        ScopeLayer::builder()
+            .output(dir.path().join("storm.h5"))
+            .spool_sync_interval(Duration::from_millis(50))
+            .flight_recorder(Duration::from_secs(1))
+            .dump_when(
+                Trigger::calls_rate_over("tick", 0.0, Duration::from_millis(200))
+                    .cooldown(Duration::from_millis(50)),
+            ),
+    );
+    let mut most = 0;
+    tracing::dispatcher::with_default(&d, || {
+        let t0 = std::time::Instant::now();
+        while t0.elapsed() < Duration::from_secs(4) {
+            tracing::info_span!("tick").in_scope(|| ());
+            std::thread::sleep(Duration::from_millis(5));
+            most = most.max(dumps_of(dir.path(), "storm", "rate-tick").len());
+        }
+    });
+    drop(guard);
+    let kept = dumps_of(dir.path(), "storm", "rate-tick").len();
+    assert!(
+        kept <= MAX_TRIGGER_DUMPS && most <= MAX_TRIGGER_DUMPS,
+        "{kept} kept, {most} at most"
+    );
+    assert!(kept >= 3, "it kept firing: {kept}");
+}

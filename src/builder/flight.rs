@@ -82,6 +82,34 @@ impl Builder {
         self
     }
 
+    /// With [`flight_recorder`](Self::flight_recorder): dumps the window by itself whenever
+    /// `trigger` holds (see [`crate::Trigger`]), beside the output as
+    /// `<stem>.dump-<trigger>-<unix seconds>.h5` (e.g. `service.dump-p99-handle_request-1796530057.h5`),
+    /// at most once per the trigger's cool-down, and says where on stderr. Of the dumps
+    /// triggers write, the newest [`MAX_TRIGGER_DUMPS`](crate::MAX_TRIGGER_DUMPS) are kept,
+    /// so a condition that holds for days does not fill the disk. May be given several times.
+    ///
+    /// `build()` fails with [`crate::Error::InvalidOption`] without a flight recorder, or for a
+    /// trigger whose `over` is zero or whose rate is not a number >= 0.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use scope_profiler::Trigger;
+    /// let dir = tempfile::tempdir()?;
+    /// let (layer, guard) = scope_profiler::ScopeLayer::builder()
+    ///     .output(dir.path().join("service.h5"))
+    ///     .summary(false)
+    ///     .flight_recorder(Duration::from_secs(120))
+    ///     .dump_when(Trigger::p99_over("handle_request", Duration::from_millis(250), Duration::from_secs(30)))
+    ///     .build()?;
+    /// # drop(layer); guard.finalize()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn dump_when(mut self, trigger: crate::Trigger) -> Self {
+        self.config.triggers.push(trigger);
+        self
+    }
+
     /// With [`flight_recorder`](Self::flight_recorder): the most bytes its ring of segment
     /// files may hold together (default 256 MiB, at least 1 MiB). A burst that needs more
     /// shrinks the window instead; the dump says by how much.

@@ -15,7 +15,8 @@
 //! - `files`: creating, checking and publishing files safely;
 //! - `host`: which process on which host made a temporary file, and whether it still runs;
 //! - `time`: the monotonic clock that names temporary files;
-//! - `flight`: the time a flight-recorder dump covers.
+//! - `flight`: the time a flight-recorder dump covers;
+//! - `trigger`: when the flight recorder dumps by itself ([`Trigger`](crate::Trigger)).
 
 pub(crate) mod edges;
 pub(crate) mod files;
@@ -34,3 +35,4 @@ pub(crate) mod spread;
 pub(crate) mod stats;
 pub(crate) mod tasks;
 pub(crate) mod time;
+pub(crate) mod trigger;

@@ -58,6 +58,9 @@ pub struct FlushGuard {
     endpoint: Option<crate::metrics::http::Server>,
     /// `Builder::dump_on_signal`: its handler and thread, stopped first at the drop.
     signal_dumps: Option<crate::finalize::dump_signal::SignalDumps>,
+    /// `Builder::dump_when`: the thread that writes the triggers' dumps (it ends with the
+    /// flusher).
+    trigger_dumps: Option<crate::finalize::dump_triggers::TriggerDumps>,
 }
 
 /// What the guard and its rotation thread share.
@@ -161,21 +164,7 @@ fn spool_header(shared: &Shared) -> spool::Header {
     }
 }
 
-/// The flight recorder's ring beside `output`, when it is on.
-fn flight_ring(shared: &Shared, output: &Path) -> Option<crate::flusher::flight::FlightRing> {
-    let config = &shared.config;
-    let opts = config.flight?;
-    let interval = i64::try_from(config.flush_interval.as_nanos()).unwrap_or(i64::MAX);
-    let ring = crate::flusher::flight::FlightRing::new(
-        output,
-        spool_header(shared),
-        config.durable,
-        opts,
-        interval,
-        shared.start_ns,
-    );
-    Some(ring)
-}
+mod flight;
 
 impl FlushGuard {
     /// The state shared with the layer.
@@ -189,6 +178,7 @@ impl FlushGuard {
         let phase_start_ns = shared.start_ns;
         let config = &shared.config;
         let mut claim = None;
+        let mut fired_rx = None;
         let (tx, flusher) = if config.mode == Mode::Disabled {
             (None, None)
         } else {
@@ -198,12 +188,20 @@ impl FlushGuard {
                     let base = crate::mpi::Publisher::of(&mpi).spool_base(output);
                     let spool = open_spool(&shared, &base)?;
                     shared.fork.spool_fd(spool.raw_fd());
-                    (Some(spool), flight_ring(&shared, &base))
+                    (Some(spool), flight::flight_ring(&shared, &base))
                 }
                 None => (None, None),
             };
             let (tx, rx) = mpsc::channel();
-            let f = Flusher::new(shared.clone(), spool, flight);
+            let mut f = Flusher::new(shared.clone(), spool, flight);
+            if !config.triggers.is_empty() {
+                let (fire, fired) = mpsc::channel();
+                f.watch(crate::flusher::triggers::Triggers::new(
+                    &config.triggers,
+                    fire,
+                ));
+                fired_rx = Some(fired);
+            }
             let handle = std::thread::Builder::new()
                 .name("scope-profiler-flush".into())
                 .spawn(move || f.run(rx))
@@ -229,13 +227,18 @@ impl FlushGuard {
             Some(period) => Some(start_rotator(inner.clone(), period)?),
             None => None,
         };
-        Ok(FlushGuard {
+        let mut guard = FlushGuard {
             inner,
             rotator,
             #[cfg(feature = "prometheus")]
             endpoint: None,
             signal_dumps: None,
-        })
+            trigger_dumps: None,
+        };
+        if let Some(fired) = fired_rx {
+            guard.dump_on_triggers(fired)?;
+        }
+        Ok(guard)
     }
 
     /// Reports (and writes, and prints, as configured) the calls completed since the previous
@@ -315,42 +318,6 @@ impl FlushGuard {
                 waited: FLUSHER_REPLY_LIMIT,
             }),
         }
-    }
-
-    /// Writes the flight recorder's recent window ([`Builder::flight_recorder`](crate::Builder::flight_recorder))
-    /// to `path` as a normal schema-3 profile, readable by every tool here and by the Python
-    /// package, while the program keeps running and recording. Everything recorded before
-    /// the call is in it: every call that ended in the window, whole, and the calls still
-    /// open, with their enclosing open calls and their start (under
-    /// `/scope_profiler_rs/open_calls`). [`Report::window_ns`] gives the time covered.
-    /// The file is written on a thread of its own at low priority and published whole.
-    ///
-    /// From other threads, use a [`DumpHandle`](crate::DumpHandle) ([`dump_handle`](Self::dump_handle)).
-    ///
-    /// # Errors
-    /// The profiler has no flight recorder ([`Error::InvalidOption`]); this is a forked child
-    /// ([`Error::ForkedChild`]); the flusher failed, is gone or stalled; a segment cannot be
-    /// read or the file cannot be written ([`Error::Io`], e.g. a full disk). The recorder
-    /// goes on in every case.
-    pub fn dump(&self, path: impl AsRef<std::path::Path>) -> Result<Report, Error> {
-        self.dump_handle().dump(path)
-    }
-
-    /// Dumps the flight recorder's window on `signal` (see `Builder::dump_on_signal`).
-    pub(crate) fn dump_on_signal(&mut self, signal: i32, output: &Path) -> Result<(), Error> {
-        let dumps =
-            crate::finalize::dump_signal::SignalDumps::start(self.dump_handle(), signal, output)?;
-        self.signal_dumps = Some(dumps);
-        Ok(())
-    }
-
-    /// A cloneable handle that asks for [`dump`](Self::dump)s from any thread.
-    pub fn dump_handle(&self) -> crate::DumpHandle {
-        crate::DumpHandle::new(
-            self.inner.tx.clone(),
-            self.inner.flusher_thread.clone(),
-            self.inner.shared.clone(),
-        )
     }
 
     /// CPU time (ns) the profiler's flusher thread has used so far, as of its latest drain
@@ -488,6 +455,7 @@ impl Drop for FlushGuard {
             crate::fork::say_off_once();
             std::mem::forget(self.rotator.take());
             std::mem::forget(self.signal_dumps.take());
+            std::mem::forget(self.trigger_dumps.take());
             std::mem::forget(self.inner.clone());
             return;
         }
@@ -539,6 +507,8 @@ impl Drop for FlushGuard {
                 );
             }
         }
+        // The flusher is gone, and with it the triggers' sender: their thread ends.
+        drop(self.trigger_dumps.take());
         crate::mpi::finish(&inner.mpi);
     }
 }

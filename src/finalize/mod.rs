@@ -23,6 +23,7 @@
 
 pub(crate) mod dump;
 pub(crate) mod dump_signal;
+pub(crate) mod dump_triggers;
 mod failure;
 pub(crate) mod guard;
 mod load;

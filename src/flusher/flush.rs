@@ -139,6 +139,8 @@ pub(crate) struct Flusher {
     spool: Option<SpoolWriter>,
     /// The flight recorder's ring, which gets the per-call detail (`Builder::flight_recorder`).
     flight: Option<crate::flusher::flight::FlightRing>,
+    /// The flight recorder's triggers (`Builder::dump_when`).
+    triggers: Option<crate::flusher::triggers::Triggers>,
     spooled_regions: usize,
     phase_no: u64,
     kept_calls: usize,
@@ -206,6 +208,7 @@ impl Flusher {
             keep_calls,
             spool,
             flight,
+            triggers: None,
             spooled_regions: 0,
             phase_no: 0,
             kept_calls: 0,
@@ -221,6 +224,11 @@ impl Flusher {
             #[cfg(feature = "prometheus")]
             metrics,
         }
+    }
+
+    /// Watches the flight recorder's triggers (before the thread starts).
+    pub(crate) fn watch(&mut self, triggers: crate::flusher::triggers::Triggers) {
+        self.triggers = Some(triggers);
     }
 
     /// The thread's main loop: drains until told to stop, surviving its own failures.
@@ -534,6 +542,9 @@ impl Flusher {
             let now = self.folded_to_ns();
             if let Some(ring) = &mut self.flight {
                 ring.flush(&threads, &all, now);
+            }
+            if let Some(t) = &mut self.triggers {
+                t.check(now);
             }
         }
     }

@@ -21,3 +21,4 @@ pub(crate) mod lines;
 pub(crate) mod sched;
 pub(crate) mod task;
 pub(crate) mod thread_rows;
+pub(crate) mod triggers;

@@ -58,6 +58,9 @@ impl Flusher {
                 let id = (self.spooled_regions + id) as u32;
                 let (file, line) = (info.file.unwrap_or(""), info.line.map_or(-1, i64::from));
                 ring.region(id, info.name, file, line, now);
+                if let Some(t) = &mut self.triggers {
+                    t.region(id, info.name);
+                }
             }
             if self.asm.sched.active {
                 ring.scheduled_columns(now);
@@ -165,6 +168,9 @@ impl Flusher {
             _ => -1,
         };
         let end_ns = start_ns + dur_ns;
+        if let Some(t) = &mut self.triggers {
+            t.add(c.region, end_ns, dur_ns);
+        }
         self.span_ns = Some(match self.span_ns {
             Some((s, e)) => (s.min(start_ns), e.max(end_ns)),
             None => (start_ns, end_ns),
