@@ -182,12 +182,30 @@ impl FlightRing {
             self.needs_threads = false;
         }
         self.note_bytes();
-        let due = self.segments.back().is_some_and(|s| {
-            now_ns - s.began_ns >= self.segment_ns || s.bytes >= self.budget / SEGMENTS_PER_BUDGET
-        });
-        if due {
+        let due = self
+            .segments
+            .back()
+            .is_some_and(|s| now_ns - s.began_ns >= self.segment_ns);
+        if due || self.segment_full() {
             self.roll(all_threads, now_ns);
         }
+        self.prune(now_ns);
+    }
+
+    /// The most bytes one segment takes before the ring rolls.
+    fn segment_cap(&self) -> u64 {
+        self.budget / SEGMENTS_PER_BUDGET
+    }
+
+    /// Whether the current segment has reached its share of the disk budget (checked after
+    /// every round: a burst must not wait for the flush interval to roll).
+    pub(crate) fn segment_full(&self) -> bool {
+        (self.writer.as_ref()).is_some_and(|w| w.bytes_on_disk() >= self.segment_cap())
+    }
+
+    /// A full segment, between flushes: rolls the ring and deletes what it no longer needs.
+    pub(crate) fn roll_full(&mut self, all_threads: &[ThreadRow], now_ns: i64) {
+        self.roll(all_threads, now_ns);
         self.prune(now_ns);
     }
 
@@ -264,7 +282,11 @@ impl FlightRing {
         while self.segments.len() > 1 && self.segments[1].began_ns <= keep_from {
             self.delete_oldest();
         }
-        while self.segments.len() > 1 && self.bytes() > self.budget {
+        // Room for the current segment to grow to its cap: the ring never holds more than
+        // the budget.
+        let keep_bytes = self.budget.saturating_sub(self.segment_cap());
+        self.note_bytes();
+        while self.segments.len() > 1 && self.bytes() > keep_bytes {
             self.delete_oldest();
             let covered = now_ns - self.segments[0].began_ns;
             self.shrunk_to_ns = Some(self.shrunk_to_ns.map_or(covered, |s| s.min(covered)));

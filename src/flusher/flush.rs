@@ -446,6 +446,12 @@ impl Flusher {
         self.resolve_follows(passed);
         self.asm.complete(passed, &mut self.scratch);
         self.fold();
+        if self.flight.as_ref().is_some_and(|r| r.segment_full()) {
+            let (all, now) = (self.threads(), self.folded_to_ns());
+            if let Some(ring) = &mut self.flight {
+                ring.roll_full(&all, now);
+            }
+        }
         self.settle_tasks(passed);
         self.asm.shrink();
         self.publish_metrics(false);
