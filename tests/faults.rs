@@ -1,6 +1,7 @@
 //! The fault matrix: faults a long-running program meets (`kill -9` at every step of a
 //! finalize, a full disk at every write, the output directory removed or read-only, `fork`,
-//! `SIGTERM`), each row a real child process (this binary, run again with
+//! `SIGTERM`, and the flight recorder's dumps on a full disk, under `kill -9` and across a
+//! fork), each row a real child process (this binary, run again with
 //! `SCOPE_FAULT_CHILD`), and what survived: calls the program completed, calls readable
 //! afterwards (in the published file, or through recovery), calls counted as lost, and how
 //! long the program took to exit. `harness = false`: run plainly, it runs every row (or the
@@ -22,6 +23,8 @@
 mod child;
 #[path = "common/mod.rs"]
 mod common;
+#[path = "faults/flight.rs"]
+mod flight;
 #[path = "faults/forking.rs"]
 mod forking;
 #[path = "faults/rows.rs"]

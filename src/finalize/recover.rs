@@ -568,5 +568,8 @@ pub(crate) fn write_phase(
     })
 }
 
+mod flight;
+pub(crate) use flight::recover_stale_ring;
+
 #[cfg(test)]
 mod tests;

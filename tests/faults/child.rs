@@ -54,7 +54,7 @@ pub(crate) fn result(key: &str, value: impl std::fmt::Display) {
 
 /// The checkpoint hook: stops at the points the matrix asked for, the first time only (the
 /// guard's drop finalizes once more).
-fn checkpoint(point: &'static str) {
+pub(crate) fn checkpoint(point: &'static str) {
     static STOPPED: AtomicBool = AtomicBool::new(false);
     let stops = var("SCOPE_FAULT_STOP_AT").unwrap_or_default();
     if !stops.split(',').any(|s| s == point) || STOPPED.swap(true, Ordering::SeqCst) {
@@ -71,7 +71,7 @@ fn checkpoint(point: &'static str) {
 
 /// Calls completed, in a shared mapping of `SCOPE_FAULT_PROGRESS` (so the matrix reads the
 /// count even after a `kill -9`).
-struct Progress(&'static AtomicU64);
+pub(crate) struct Progress(&'static AtomicU64);
 
 impl Progress {
     fn open() -> Option<Progress> {
@@ -118,7 +118,7 @@ fn work() {
 }
 
 /// Records `n` calls (0: until `stop`), paced at about 100 a millisecond; returns how many.
-fn record(n: u64, stop: &AtomicBool, progress: Option<&Progress>) -> u64 {
+pub(crate) fn record(n: u64, stop: &AtomicBool, progress: Option<&Progress>) -> u64 {
     let mut done = 0;
     while (n == 0 || done < n) && !stop.load(Ordering::Relaxed) {
         work();
@@ -155,6 +155,9 @@ pub(crate) fn run(name: &str) {
         "build" => build_refused(&env),
         "fork-return" | "fork-exit" => super::forking::run(&env, name == "fork-exit"),
         "sigterm" => sigterm(&env),
+        "dump-full" | "dump-kill" | "dump-fork" | "dump-recover" => {
+            super::flight::child(&env, name)
+        }
         other => panic!("unknown scenario {other}"),
     }
 }

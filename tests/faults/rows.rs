@@ -57,6 +57,18 @@ const ROWS: &[(&str, RowFn)] = &[
         fork(t, n, true)
     }),
     ("SIGTERM, a signal thread finalizes", sigterm),
+    (
+        "flight recorder: a dump onto a full disk",
+        super::flight::dump_full,
+    ),
+    (
+        "flight recorder: kill -9 during a dump",
+        super::flight::dump_kill,
+    ),
+    (
+        "flight recorder: a fork during a dump",
+        super::flight::dump_fork,
+    ),
 ];
 
 /// Runs every row whose name contains `filter` (the baseline always).

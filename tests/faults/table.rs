@@ -78,10 +78,7 @@ pub(crate) fn env(out: &Path, calls: u64) -> Vec<(&'static str, String)> {
     vec![
         ("SCOPE_FAULT_OUT", out.display().to_string()),
         ("SCOPE_FAULT_CALLS", calls.to_string()),
-        (
-            "SCOPE_FAULT_super::rows::FLUSH_MS",
-            super::rows::FLUSH_MS.to_string(),
-        ),
+        ("SCOPE_FAULT_FLUSH_MS", super::rows::FLUSH_MS.to_string()),
     ]
 }
 

@@ -15,6 +15,10 @@ pub(super) fn flight_ring(
 ) -> Option<crate::flusher::flight::FlightRing> {
     let config = &shared.config;
     let opts = config.flight?;
+    // A ring an earlier run left (killed during its window): kept as a recovered profile.
+    if let Err(e) = crate::finalize::recover::recover_stale_ring(output) {
+        eprintln!("scope-profiler: {e}");
+    }
     let interval = i64::try_from(config.flush_interval.as_nanos()).unwrap_or(i64::MAX);
     let ring = crate::flusher::flight::FlightRing::new(
         output,
