@@ -114,6 +114,14 @@ enum Config {
     Flight,
     /// `ScopeSubscriber` with `flight_recorder(60 s)` (only when `--configs` names it).
     SubFlight,
+    /// `Flight` with `flight_min_duration(10 us)` (only when `--configs` names it).
+    Flight10us,
+    /// `SubFlight` with `flight_min_duration(10 us)` (only when `--configs` names it).
+    SubFlight10us,
+    /// `Flight` with `flight_min_duration(1 ms)` (only when `--configs` names it).
+    Flight1ms,
+    /// `SubFlight` with `flight_min_duration(1 ms)` (only when `--configs` names it).
+    SubFlight1ms,
 }
 
 impl Config {
@@ -129,7 +137,14 @@ impl Config {
         Config::ClockFloor,
     ];
     /// Measured only when `--configs` names them.
-    const EXTRA: [Config; 2] = [Config::Flight, Config::SubFlight];
+    const EXTRA: [Config; 6] = [
+        Config::Flight,
+        Config::SubFlight,
+        Config::Flight10us,
+        Config::SubFlight10us,
+        Config::Flight1ms,
+        Config::SubFlight1ms,
+    ];
 
     fn name(self) -> &'static str {
         match self {
@@ -144,6 +159,10 @@ impl Config {
             Config::ClockFloor => "clock floor (2 TSC reads a poll, nothing kept)",
             Config::Flight => "ScopeLayer flight_recorder(60 s)",
             Config::SubFlight => "ScopeSubscriber flight_recorder(60 s)",
+            Config::Flight10us => "ScopeLayer flight_recorder, min 10 us",
+            Config::SubFlight10us => "ScopeSubscriber flight_recorder, min 10 us",
+            Config::Flight1ms => "ScopeLayer flight_recorder, min 1 ms",
+            Config::SubFlight1ms => "ScopeSubscriber flight_recorder, min 1 ms",
         }
     }
 
@@ -160,6 +179,10 @@ impl Config {
             Config::ClockFloor => "clock_floor",
             Config::Flight => "flight",
             Config::SubFlight => "sub_flight",
+            Config::Flight10us => "flight_10us",
+            Config::SubFlight10us => "sub_flight_10us",
+            Config::Flight1ms => "flight_1ms",
+            Config::SubFlight1ms => "sub_flight_1ms",
         }
     }
 
@@ -199,12 +222,23 @@ impl Config {
             Config::ClockFloor => (Dispatch::new(ClockFloor::default()), None),
             Config::Flight => profiler(ScopeLayer::builder().flight_recorder(FLIGHT_WINDOW)),
             Config::SubFlight => subscriber(ScopeLayer::builder().flight_recorder(FLIGHT_WINDOW)),
+            Config::Flight10us => profiler(flight_min(10_000)),
+            Config::SubFlight10us => subscriber(flight_min(10_000)),
+            Config::Flight1ms => profiler(flight_min(1_000_000)),
+            Config::SubFlight1ms => subscriber(flight_min(1_000_000)),
         }
     }
 }
 
 /// The flight recorder's window in the `flight` configurations.
 const FLIGHT_WINDOW: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The flight recorder with a threshold of `ns`.
+fn flight_min(ns: u64) -> scope_profiler::Builder {
+    ScopeLayer::builder()
+        .flight_recorder(FLIGHT_WINDOW)
+        .flight_min_duration(std::time::Duration::from_nanos(ns))
+}
 
 /// The shapes measured.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

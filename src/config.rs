@@ -204,6 +204,8 @@ pub(crate) struct FlightOptions {
     pub window: Duration,
     /// Bytes the ring's segment files may hold together.
     pub disk_budget: u64,
+    /// Calls shorter than this leave no detail (`Builder::flight_min_duration`).
+    pub min_duration: Duration,
 }
 
 /// The flight recorder's default disk budget: 256 MiB.
@@ -264,7 +266,8 @@ fn check_flight(config: &mut Config) -> Result<(), Error> {
     if f.window.is_zero() {
         return Err(Error::InvalidOption {
             option: "flight_recorder",
-            reason: "needs a window greater than zero (flight_disk_budget alone does not start it)"
+            reason: "needs a window greater than zero (flight_disk_budget or flight_min_duration \
+                     alone do not start it)"
                 .into(),
         });
     }

@@ -443,3 +443,49 @@ fn a_trigger_that_always_holds_keeps_at_most_max_trigger_dumps() {
     );
     assert!(kept >= 3, "it kept firing: {kept}");
 }
+
+#[test]
+fn a_threshold_keeps_the_long_calls_whole_and_counts_the_short_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, guard) = common::dispatch(
+        ScopeLayer::builder()
+            .output(dir.path().join("t.h5"))
+            .flight_recorder(Duration::from_secs(60))
+            .flight_min_duration(Duration::from_millis(1)),
+    );
+    tracing::dispatcher::with_default(&d, || {
+        for _ in 0..20 {
+            // A long call whose children are all short: it is kept, they are counted.
+            tracing::info_span!("batch").in_scope(|| {
+                for _ in 0..50 {
+                    tracing::info_span!("fast").in_scope(|| std::hint::black_box(0));
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            });
+        }
+    });
+    let path = dir.path().join("dump.h5");
+    let dump = guard.dump(&path).unwrap();
+    assert_eq!(
+        calls_of(&path, "batch").0,
+        20,
+        "every long call is in the dump"
+    );
+    assert_eq!(calls_of(&path, "fast").0, 0, "no short call is");
+    assert_eq!(
+        dump.calls_below_threshold(),
+        &[("fast".to_owned(), 1000)],
+        "the short calls are counted"
+    );
+    let h5 = hdf5::File::open(&path).unwrap();
+    let counted: Vec<i64> = h5
+        .dataset("scope_profiler_rs/flight/below_threshold_calls")
+        .unwrap()
+        .read_raw()
+        .unwrap();
+    assert_eq!(counted, vec![1000]);
+    // The statistics of the whole run are exact.
+    let r = guard.finalize().unwrap();
+    assert_eq!(r.region("fast").unwrap().calls, 1000);
+    assert_eq!(r.region("batch").unwrap().calls, 20);
+}

@@ -47,14 +47,44 @@ impl Builder {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn flight_recorder(mut self, window: Duration) -> Self {
-        let disk_budget = self
-            .config
-            .flight
-            .map_or(DEFAULT_FLIGHT_DISK_BUDGET, |f| f.disk_budget);
-        self.config.flight = Some(FlightOptions {
-            window,
-            disk_budget,
-        });
+        let mut f = self.flight_options();
+        f.window = window;
+        self.config.flight = Some(f);
+        self
+    }
+
+    /// The flight recorder's options so far (defaults for those not given).
+    fn flight_options(&self) -> FlightOptions {
+        self.config.flight.unwrap_or(FlightOptions {
+            window: Duration::ZERO,
+            disk_budget: DEFAULT_FLIGHT_DISK_BUDGET,
+            min_duration: Duration::ZERO,
+        })
+    }
+
+    /// With [`flight_recorder`](Self::flight_recorder): a call shorter than `min` counts in
+    /// the statistics (exact, as always) but leaves no detail in the ring, as Java Flight
+    /// Recorder's thresholds do. A call with a longer child is itself longer, so every call
+    /// the user would look for in a dump is kept whole. The dump says how many calls of
+    /// each region were left out ([`Report::calls_below_threshold`](crate::Report::calls_below_threshold),
+    /// `/scope_profiler_rs/flight/below_threshold_*`). Polls and task rows are kept as without
+    /// it. Default 0: every call.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// let (layer, guard) = scope_profiler::ScopeLayer::builder()
+    ///     .output(std::env::temp_dir().join("threshold_example.h5"))
+    ///     .summary(false)
+    ///     .flight_recorder(Duration::from_secs(300))
+    ///     .flight_min_duration(Duration::from_micros(10)) // the cheap always-on setting
+    ///     .build()?;
+    /// # drop(layer); guard.finalize()?;
+    /// # Ok::<(), scope_profiler::Error>(())
+    /// ```
+    pub fn flight_min_duration(mut self, min: Duration) -> Self {
+        let mut f = self.flight_options();
+        f.min_duration = min;
+        self.config.flight = Some(f);
         self
     }
 
@@ -114,15 +144,9 @@ impl Builder {
     /// files may hold together (default 256 MiB, at least 1 MiB). A burst that needs more
     /// shrinks the window instead; the dump says by how much.
     pub fn flight_disk_budget(mut self, bytes: u64) -> Self {
-        match &mut self.config.flight {
-            Some(f) => f.disk_budget = bytes,
-            None => {
-                self.config.flight = Some(FlightOptions {
-                    window: Duration::ZERO,
-                    disk_budget: bytes,
-                })
-            }
-        }
+        let mut f = self.flight_options();
+        f.disk_budget = bytes;
+        self.config.flight = Some(f);
         self
     }
 }

@@ -2,7 +2,7 @@
 //! `/scope_profiler_rs/flight` and given by [`Report::window_ns`](crate::Report::window_ns).
 
 /// The time a dump covers, in the profiler clock's nanoseconds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct FlightWindow {
     /// The start of the time covered: every call that ended after it is in the dump (whole,
     /// with its start, even when that is earlier).
@@ -14,6 +14,9 @@ pub(crate) struct FlightWindow {
     /// The narrowest window the disk budget left since recording began (`None`: the budget
     /// never cut it).
     pub shrunk_to_ns: Option<i64>,
+    /// Calls per region left out for being shorter than `Builder::flight_min_duration`
+    /// (regions with any, by name).
+    pub below: Vec<(String, u64)>,
 }
 
 impl FlightWindow {

@@ -309,7 +309,14 @@ impl Report {
     /// disk budget shrank it (then [`warnings`](Self::warnings) says so). `None` for a
     /// finalize's report.
     pub fn window_ns(&self) -> Option<u64> {
-        self.flight.map(|w| w.covered_ns() as u64)
+        self.flight.as_ref().map(|w| w.covered_ns() as u64)
+    }
+
+    /// A flight-recorder dump with [`Builder::flight_min_duration`](crate::Builder::flight_min_duration):
+    /// per region, the calls in its window left out for being shorter than the threshold
+    /// (regions with any). They are in the run's statistics, not in the dump's calls.
+    pub fn calls_below_threshold(&self) -> &[(String, u64)] {
+        self.flight.as_ref().map_or(&[], |w| &w.below[..])
     }
 }
 

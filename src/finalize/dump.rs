@@ -159,13 +159,22 @@ fn write_dump(path: &Path, plan: DumpPlan) -> Result<Report, Error> {
             .map_err(|e| crate::finalize::recover::read_error(file, e))?;
         passes.push(p);
     }
+    // The regions' names as the newest segment declares them (a superset of the older ones').
+    let names = passes.last().map(|p| p.region_names()).unwrap_or_default();
+    let below = (plan.below.iter())
+        .map(|&(r, n)| {
+            let name = names.get(r as usize).cloned();
+            (name.unwrap_or_else(|| format!("region {r}")), n)
+        })
+        .collect();
     let window = FlightWindow {
         covered_from_ns: plan.covered_from_ns,
         at_ns: plan.at_ns,
         window_ns: plan.window_ns,
         shrunk_to_ns: plan.shrunk_to_ns,
+        below,
     };
-    crate::finalize::recover::write_phase(path, &passes, false, Some(window))?;
+    crate::finalize::recover::write_phase(path, &passes, false, Some(window.clone()))?;
     Ok(report(path.to_path_buf(), &passes, window))
 }
 

@@ -385,6 +385,15 @@ pub(crate) fn pass0(path: &Path) -> std::io::Result<Pass0> {
 }
 
 impl Pass0 {
+    /// The regions' names, by id.
+    pub(crate) fn region_names(&self) -> Vec<String> {
+        self.contents
+            .regions
+            .iter()
+            .map(|r| r.name.clone())
+            .collect()
+    }
+
     /// Each region's name and the statistics of its calls in this file.
     pub(crate) fn region_stats(&self) -> impl Iterator<Item = (&str, crate::data::stats::Stats)> {
         (self.sums.iter().enumerate()).filter_map(|(id, s)| {

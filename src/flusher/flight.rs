@@ -42,6 +42,8 @@ struct Segment {
     began_ns: i64,
     /// Bytes on disk.
     bytes: u64,
+    /// Calls per region left out of it for being shorter than the threshold.
+    below: Vec<u64>,
 }
 
 /// What a dump reads: the ring's closed segments, pinned until it is dropped.
@@ -57,6 +59,9 @@ pub(crate) struct DumpPlan {
     /// The narrowest window the disk budget left since the ring started (`None`: never
     /// shrunk).
     pub shrunk_to_ns: Option<i64>,
+    /// Calls per region id left out of the segments for being shorter than the threshold
+    /// (`Builder::flight_min_duration`), those with any.
+    pub below: Vec<(u32, u64)>,
     _pin: Pin,
 }
 
@@ -242,6 +247,7 @@ impl FlightRing {
                     path,
                     began_ns,
                     bytes: w.bytes_on_disk(),
+                    below: Vec::new(),
                 });
                 self.writer = Some(w);
                 self.needs_threads = true;
@@ -306,6 +312,21 @@ impl FlightRing {
         }
     }
 
+    /// A call of `region` that ended by `ns` was shorter than the threshold: counted in the
+    /// current segment, not written.
+    pub(crate) fn below(&mut self, region: u32, ns: i64) {
+        if self.writer(ns).is_none() {
+            return;
+        }
+        if let Some(s) = self.segments.back_mut() {
+            let r = region as usize;
+            if s.below.len() <= r {
+                s.below.resize(r + 1, 0);
+            }
+            s.below[r] += 1;
+        }
+    }
+
     /// Bytes of every segment on disk.
     pub(crate) fn bytes(&self) -> u64 {
         self.segments.iter().map(|s| s.bytes).sum()
@@ -331,12 +352,26 @@ impl FlightRing {
         let files: Vec<PathBuf> = (self.segments.iter().take(closed))
             .map(|s| s.path.clone())
             .collect();
+        let mut below: Vec<u64> = Vec::new();
+        for s in self.segments.iter().take(closed) {
+            if below.len() < s.below.len() {
+                below.resize(s.below.len(), 0);
+            }
+            for (b, n) in below.iter_mut().zip(&s.below) {
+                *b += n;
+            }
+        }
+        let below = (below.into_iter().enumerate())
+            .filter(|&(_, n)| n > 0)
+            .map(|(r, n)| (r as u32, n))
+            .collect();
         DumpPlan {
             covered_from_ns: self.segments.front().map_or(now_ns, |s| s.began_ns),
             files,
             at_ns: now_ns,
             window_ns: self.window_ns,
             shrunk_to_ns: self.shrunk_to_ns,
+            below,
             _pin: Pin(self.pins.clone()),
         }
     }

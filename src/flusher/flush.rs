@@ -139,6 +139,8 @@ pub(crate) struct Flusher {
     spool: Option<SpoolWriter>,
     /// The flight recorder's ring, which gets the per-call detail (`Builder::flight_recorder`).
     flight: Option<crate::flusher::flight::FlightRing>,
+    /// Calls shorter than this leave no detail in the ring (`Builder::flight_min_duration`).
+    flight_min_ns: i64,
     /// The flight recorder's triggers (`Builder::dump_when`).
     triggers: Option<crate::flusher::triggers::Triggers>,
     spooled_regions: usize,
@@ -178,6 +180,9 @@ impl Flusher {
         let ticks = |ns| ticks(shared_ref, ns);
         let (margin, ahead) = (ticks(MARGIN_NS), ticks(AHEAD_NS));
         let keep_calls = shared.config.mode == Mode::TimeOnly;
+        let flight_min_ns = (shared.config.flight).map_or(0, |f| {
+            i64::try_from(f.min_duration.as_nanos()).unwrap_or(i64::MAX)
+        });
         let mut asm = Assembler::new(shared.callsites.clone());
         asm.keep_polls = (keep_calls || flight.is_some()) && shared.config.track_async;
         asm.line_timing = shared.config.line_timing;
@@ -208,6 +213,7 @@ impl Flusher {
             keep_calls,
             spool,
             flight,
+            flight_min_ns,
             triggers: None,
             spooled_regions: 0,
             phase_no: 0,

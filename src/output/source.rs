@@ -168,7 +168,7 @@ pub(crate) fn phase_extra(
         child_overhead_ns,
         tokio: data.extra.tokio.clone(),
         open_calls: data.extra.open_calls.clone(),
-        flight: data.extra.flight,
+        flight: data.extra.flight.clone(),
     }
 }
 

@@ -29,6 +29,7 @@ fn ring(dir: &Path, window_s: u64, budget: u64) -> FlightRing {
     let opts = FlightOptions {
         window: Duration::from_secs(window_s),
         disk_budget: budget,
+        min_duration: Duration::ZERO,
     };
     FlightRing::new(&dir.join("p.h5"), header(), false, opts, S / 10, 0)
 }

@@ -192,6 +192,13 @@ impl Flusher {
         if !self.keep_calls && self.flight.is_none() {
             return;
         }
+        // The flight recorder's threshold: counted in the statistics above, no detail.
+        if let Some(ring) = &mut self.flight {
+            if dur_ns < self.flight_min_ns {
+                ring.below(c.region, end_ns);
+                return;
+            }
+        }
         let record = CallRecord {
             start_ns,
             dur_ns,

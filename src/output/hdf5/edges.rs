@@ -11,7 +11,8 @@
 //! * `flight/`, in a flight-recorder dump: attributes `covered_from_ns` (i64, absolute: every
 //!   call that ended after it is in the file, whole), `at_ns` (i64, when the dump was asked
 //!   for), `window_ns` (i64, the window asked for) and `shrunk_to_ns` (i64, the narrowest
-//!   window the disk budget left, -1: never shrunk);
+//!   window the disk budget left, -1: never shrunk), and with `flight_min_duration` the calls
+//!   left out per region: `below_threshold_regions` (str) and `below_threshold_calls` (i64);
 //! * `wakes/` (Tokio's instrumentation): `tick_ns` (i64, absolute), `thread_ids` (i64, the
 //!   waking thread), `waker_task_ids` (i64, -1: the runtime's driver or a thread outside
 //!   tasks) and `woken_task_ids` (i64), in the order the flusher settled them;
@@ -185,7 +186,18 @@ fn write_flight(
     ctx.attr(&g, "covered_from_ns", &w.covered_from_ns)?;
     ctx.attr(&g, "at_ns", &w.at_ns)?;
     ctx.attr(&g, "window_ns", &w.window_ns)?;
-    ctx.attr(&g, "shrunk_to_ns", &w.shrunk_to_ns.unwrap_or(-1))
+    ctx.attr(&g, "shrunk_to_ns", &w.shrunk_to_ns.unwrap_or(-1))?;
+    if w.below.is_empty() {
+        return Ok(());
+    }
+    ctx.strings(
+        &g,
+        "below_threshold_regions",
+        w.below.iter().map(|(r, _)| r.as_str()),
+    )?;
+    ctx.column(&g, "below_threshold_calls", &w.below, |(_, n)| {
+        i64::try_from(*n).unwrap_or(i64::MAX)
+    })
 }
 
 /// `/scope_profiler_rs/open_calls` (see the module docs).
