@@ -1,6 +1,7 @@
 //! The builder's live-metrics options (feature `prometheus`); see `docs/fleet-metrics.md`.
 
 use std::net::ToSocketAddrs;
+use std::sync::Arc;
 
 use super::Builder;
 use crate::data::metrics_options::Endpoint;
@@ -153,4 +154,36 @@ impl Builder {
         self.config.metrics.region_limit = regions;
         self
     }
+}
+
+/// `POST /dump` (`Builder::metrics_dump`): one dump at a time, written on a thread of its
+/// own beside `output`; the answer names the file before it is written.
+pub(super) fn http_dumps(
+    handle: crate::DumpHandle,
+    output: std::path::PathBuf,
+) -> crate::metrics::DumpStarter {
+    let busy = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    crate::metrics::DumpStarter(Box::new(move || {
+        use std::sync::atomic::Ordering;
+        if busy.swap(true, Ordering::AcqRel) {
+            return Err("a dump is being written; ask again when it is done".into());
+        }
+        let path = crate::finalize::dump_signal::dump_name(&output, "http");
+        let (handle, busy2, target) = (handle.clone(), busy.clone(), path.clone());
+        let started = std::thread::Builder::new()
+            .name("scope-profiler-dump-http".into())
+            .spawn(move || {
+                if let Err(e) = handle.dump(&target) {
+                    eprintln!("scope-profiler: POST /dump: the dump failed: {e}");
+                }
+                busy2.store(false, Ordering::Release);
+            });
+        match started {
+            Ok(_) => Ok(path.display().to_string()),
+            Err(e) => {
+                busy.store(false, Ordering::Release);
+                Err(format!("cannot start the dump's thread: {e}"))
+            }
+        }
+    }))
 }

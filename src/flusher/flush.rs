@@ -232,11 +232,6 @@ impl Flusher {
         }
     }
 
-    /// Watches the flight recorder's triggers (before the thread starts).
-    pub(crate) fn watch(&mut self, triggers: crate::flusher::triggers::Triggers) {
-        self.triggers = Some(triggers);
-    }
-
     /// The thread's main loop: drains until told to stop, surviving its own failures.
     pub(crate) fn run(mut self, rx: Receiver<Command>) {
         self.shared.pool.set_flusher(std::thread::current());
@@ -452,12 +447,7 @@ impl Flusher {
         self.resolve_follows(passed);
         self.asm.complete(passed, &mut self.scratch);
         self.fold();
-        if self.flight.as_ref().is_some_and(|r| r.segment_full()) {
-            let (all, now) = (self.threads(), self.folded_to_ns());
-            if let Some(ring) = &mut self.flight {
-                ring.roll_full(&all, now);
-            }
-        }
+        self.roll_full_ring();
         self.settle_tasks(passed);
         self.asm.shrink();
         self.publish_metrics(false);
@@ -514,7 +504,7 @@ impl Flusher {
     }
 
     /// The thread table: every lane, live threads' CPU time sampled now, in index order.
-    fn threads(&self) -> Vec<ThreadRow> {
+    pub(super) fn threads(&self) -> Vec<ThreadRow> {
         let mut rows: Vec<ThreadRow> = self.exited.rows().collect();
         rows.extend(self.lanes.iter().map(|(l, _, _)| thread_row(l)));
         rows.sort_by_key(|r| r.index);
@@ -549,37 +539,7 @@ impl Flusher {
             // A spool created again after a failure has a new descriptor.
             self.shared.fork.spool_fd(spool.raw_fd());
         }
-        if self.flight.is_some() {
-            let all = self.threads();
-            let now = self.folded_to_ns();
-            if let Some(ring) = &mut self.flight {
-                ring.flush(&threads, &all, now);
-            }
-            if let Some(t) = &mut self.triggers {
-                t.check(now);
-            }
-        }
-    }
-
-    /// The time up to which every completed call is folded (the watermark less its margin,
-    /// ns): the flight recorder's segments are cut on it, not on the time of the flush, so a
-    /// flusher behind the program (a backlog) never counts as covered what it has not folded.
-    fn folded_to_ns(&self) -> i64 {
-        let passed = self.watermark.saturating_sub(self.margin);
-        if passed == 0 {
-            return self.shared.start_ns;
-        }
-        self.shared.clock.to_ns(passed)
-    }
-
-    /// A dump's segments, once everything folded is in the ring (see [`Command::Dump`]).
-    fn dump_plan(&mut self) -> Result<crate::flusher::flight::DumpPlan, String> {
-        let all = self.threads();
-        let now = self.folded_to_ns();
-        match &mut self.flight {
-            Some(ring) => Ok(ring.for_dump(&all, now)),
-            None => Err("this profiler has no flight recorder (Builder::flight_recorder)".into()),
-        }
+        self.flush_ring(&threads);
     }
 
     /// At shutdown: the last finalize published everything, so the spool goes, unless calls
