@@ -24,12 +24,13 @@ async fn handle(id: u64) -> u64 {
     x
 }
 
-/// The ring's bytes on disk: every `.<name>.flight-*` file in `dir`.
+/// The profiler's bytes on disk: the ring (`.soak.h5.flight-*`) and the spool
+/// (`.soak.h5.spool`, statistics only with the flight recorder).
 fn ring_bytes(dir: &std::path::Path) -> u64 {
     std::fs::read_dir(dir)
         .map(|d| {
             d.filter_map(Result::ok)
-                .filter(|e| e.file_name().to_string_lossy().contains(".flight-"))
+                .filter(|e| e.file_name().to_string_lossy().starts_with(".soak.h5."))
                 .filter_map(|e| e.metadata().ok())
                 .map(|m| m.len())
                 .sum()
@@ -114,7 +115,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (disk_tenth, rss_tenth) = at_tenth.unwrap_or((0, 0));
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     println!(
-        "{seconds} s, window {window} s: {n} requests ({:.0}/s); ring on disk: {:.1} MiB at a \
+        "{seconds} s, window {window} s: {n} requests ({:.0}/s); ring and spool on disk: {:.1} MiB at a \
          tenth, {:.1} MiB at the end, {:.1} MiB at most; RSS: {:.1} MiB at a tenth, {:.1} MiB \
          at the end, {:.1} MiB at most; the dump covers {:.1} s with {} requests",
         n as f64 / seconds as f64,

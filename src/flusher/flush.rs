@@ -137,6 +137,8 @@ pub(crate) struct Flusher {
     polls: Vec<PollRecord>,
     keep_calls: bool,
     spool: Option<SpoolWriter>,
+    /// Always `None`: where edges go instead of the spool with the flight recorder.
+    no_spool: Option<SpoolWriter>,
     /// The flight recorder's ring, which gets the per-call detail (`Builder::flight_recorder`).
     flight: Option<crate::flusher::flight::FlightRing>,
     /// Calls shorter than this leave no detail in the ring (`Builder::flight_min_duration`).
@@ -191,7 +193,8 @@ impl Flusher {
             .span_sites
             .clone()
             .map(crate::flusher::assemble::Implicit::new);
-        // Wakes and spawns are streamed to the spool, and not kept without one.
+        // Wakes and spawns are streamed to the spool (or, with the flight recorder, its ring),
+        // and not kept without one.
         asm.sched.keep_edges = spool.is_some() && shared.config.track_async;
         #[cfg(feature = "prometheus")]
         let metrics = shared.metrics.as_ref().map(|hub| hub.live());
@@ -212,6 +215,7 @@ impl Flusher {
             polls: Vec::new(),
             keep_calls,
             spool,
+            no_spool: None,
             flight,
             flight_min_ns,
             triggers: None,
@@ -539,6 +543,7 @@ impl Flusher {
             // A spool created again after a failure has a new descriptor.
             self.shared.fork.spool_fd(spool.raw_fd());
         }
+        self.compact_spool(&agg);
         self.flush_ring(&threads);
     }
 

@@ -571,6 +571,7 @@ impl SpoolWriter {
     }
 }
 
+mod compact;
 pub(crate) mod edges;
 mod encode;
 mod follow;

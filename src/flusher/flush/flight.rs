@@ -9,6 +9,9 @@ use crate::data::rows::ThreadRow;
 use crate::flusher::flight::{DumpPlan, FlightRing};
 use crate::spool::SpoolWriter;
 
+/// Bytes of the flight recorder's main spool (statistics only) above which it is rewritten.
+const COMPACT_AT: u64 = 4 << 20;
+
 impl Flusher {
     /// Watches the flight recorder's triggers (before the thread starts).
     pub(crate) fn watch(&mut self, triggers: crate::flusher::triggers::Triggers) {
@@ -48,6 +51,28 @@ impl Flusher {
         }
         if let Some(t) = &mut self.triggers {
             t.check(now);
+        }
+    }
+
+    /// With the flight recorder, the spool holds statistics only: rewritten whole once it
+    /// passes [`COMPACT_AT`], so it stays small on a run of days.
+    pub(super) fn compact_spool(&mut self, agg: &[(u32, crate::data::stats::Stats)]) {
+        let big = self
+            .spool
+            .as_ref()
+            .is_some_and(|s| s.bytes_on_disk() > COMPACT_AT);
+        if self.flight.is_none() || !big {
+            return;
+        }
+        let all = self.threads();
+        if let Some(spool) = &mut self.spool {
+            if let Err(e) = spool.compact(&all, agg) {
+                eprintln!(
+                    "scope-profiler: cannot compact the spool {} ({e}); it keeps growing",
+                    spool.path().display()
+                );
+            }
+            self.shared.fork.spool_fd(spool.raw_fd());
         }
     }
 

@@ -358,7 +358,12 @@ impl Flusher {
         }
         let clock = self.shared.clock;
         let mut edges = std::mem::take(&mut self.asm.sched.edges);
-        let (tasks, spool, ring) = (&mut self.asm.tasks, &mut self.spool, &mut self.flight);
+        // With the flight recorder the spool holds statistics only: edges go to the ring.
+        let spool = match self.flight {
+            Some(_) => &mut self.no_spool,
+            None => &mut self.spool,
+        };
+        let (tasks, ring) = (&mut self.asm.tasks, &mut self.flight);
         let mut by = |t: u64| (t != 0).then(|| tasks.index(t));
         for e in edges.drain(..) {
             if spool.is_none() && ring.is_none() {
@@ -425,18 +430,19 @@ impl Flusher {
         let now = self.shared.clock.now_ns();
         if known > self.spooled_sites {
             let sites = self.shared.tokio.sites.since(self.spooled_sites);
-            if let Some(ring) = &mut self.flight {
-                ring.sites(sites.clone(), now);
-            }
-            if let Some(spool) = &mut self.spool {
-                spool.sites(sites);
+            match (&mut self.flight, &mut self.spool) {
+                (Some(ring), _) => ring.sites(sites, now),
+                (None, Some(spool)) => spool.sites(sites),
+                (None, None) => {}
             }
             self.spooled_sites = known;
         }
-        if let Some(w) = self.flight.as_mut().and_then(|r| r.writer(now)) {
-            w.tasks(&finished);
-        }
-        if let Some(spool) = &mut self.spool {
+        // With the flight recorder the spool holds statistics only: rows go to the ring.
+        if let Some(ring) = &mut self.flight {
+            if let Some(w) = ring.writer(now) {
+                w.tasks(&finished);
+            }
+        } else if let Some(spool) = &mut self.spool {
             spool.tasks(&finished);
         }
     }

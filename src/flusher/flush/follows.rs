@@ -31,8 +31,12 @@ impl Flusher {
                 return false;
             };
             let ns = |t: Option<u64>| t.map_or(-1, |t| clock.to_ns(t));
+            // With the flight recorder the spool holds statistics only: links go to the ring.
             let mut to = super::flight::Both {
-                spool: &mut self.spool,
+                spool: match self.flight {
+                    Some(_) => &mut self.no_spool,
+                    None => &mut self.spool,
+                },
                 ring: &mut self.flight,
             };
             to.follows(FollowsRow {
