@@ -175,7 +175,15 @@ fn write_dump(path: &Path, plan: DumpPlan) -> Result<Report, Error> {
         below,
     };
     crate::finalize::recover::write_phase(path, &passes, false, Some(window.clone()))?;
-    Ok(report(path.to_path_buf(), &passes, window))
+    let mut r = report(path.to_path_buf(), &passes, window);
+    if plan.lost_calls > 0 {
+        r.warnings.push(format!(
+            "{} call(s) since recording began lost their detail: the flight recorder could not \
+             create its segment files then (their statistics are exact)",
+            plan.lost_calls
+        ));
+    }
+    Ok(r)
 }
 
 /// The dump's report: its regions' statistics, the time it covers, and why it is short.

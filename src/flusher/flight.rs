@@ -62,6 +62,8 @@ pub(crate) struct DumpPlan {
     /// Calls per region id left out of the segments for being shorter than the threshold
     /// (`Builder::flight_min_duration`), those with any.
     pub below: Vec<(u32, u64)>,
+    /// Calls whose detail the ring could not write since recording began.
+    pub lost_calls: u64,
     _pin: Pin,
 }
 
@@ -100,6 +102,11 @@ pub(crate) struct FlightRing {
     recording_began_ns: Option<i64>,
     /// The last error creating or deleting a segment, said once.
     said: Option<String>,
+    /// A segment could not be created: not tried again before the next flush (a removed or
+    /// full directory must not cost a failed `open` per call).
+    create_failed: bool,
+    /// Calls whose detail could not be written (no segment could be created), since the start.
+    lost_calls: u64,
 }
 
 impl FlightRing {
@@ -137,12 +144,14 @@ impl FlightRing {
             shrunk_to_ns: None,
             recording_began_ns: Some(start_ns),
             said: None,
+            create_failed: false,
+            lost_calls: 0,
         }
     }
 
     /// The segment being written, begun at `now_ns` if there is none.
     pub(crate) fn writer(&mut self, now_ns: i64) -> Option<&mut SpoolWriter> {
-        if self.writer.is_none() {
+        if self.writer.is_none() && !self.create_failed {
             self.begin(now_ns);
         }
         self.writer.as_mut()
@@ -181,6 +190,7 @@ impl FlightRing {
     /// [`needs_threads`](Self::needs_threads)), then rolls the ring when the segment is
     /// full and deletes what the window and the budget no longer need.
     pub(crate) fn flush(&mut self, threads: &[ThreadRow], all_threads: &[ThreadRow], now_ns: i64) {
+        self.create_failed = false; // one more try per flush
         let full = self.needs_threads;
         if let Some(w) = self.writer(now_ns) {
             w.flush(if full { all_threads } else { threads }, &[]);
@@ -255,10 +265,12 @@ impl FlightRing {
             Err(e) => {
                 // A segment number taken by another file: the next one is tried next time.
                 self.next_no += 1;
+                self.create_failed = true;
+                let dir = crate::data::files::dir_of(&path);
                 self.say(format!(
-                    "the flight recorder cannot create its segment {} ({e}); its detail is \
-                     lost until it can",
-                    path.display()
+                    "the flight recorder cannot create its segments in {} ({e}); the detail \
+                     of the calls until it can is lost (their statistics are not)",
+                    dir.display()
                 ));
             }
         }
@@ -310,6 +322,11 @@ impl FlightRing {
                 }
             }
         }
+    }
+
+    /// A call's detail could not be written: no segment could be created.
+    pub(crate) fn lost_call(&mut self) {
+        self.lost_calls += 1;
     }
 
     /// A call of `region` that ended by `ns` was shorter than the threshold: counted in the
@@ -372,6 +389,7 @@ impl FlightRing {
             window_ns: self.window_ns,
             shrunk_to_ns: self.shrunk_to_ns,
             below,
+            lost_calls: self.lost_calls,
             _pin: Pin(self.pins.clone()),
         }
     }

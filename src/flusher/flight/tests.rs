@@ -174,3 +174,25 @@ fn disk_stays_flat_over_a_run_ten_times_as_long() {
         "{long} bytes after 200 s against {short} after 20 s"
     );
 }
+
+#[test]
+fn a_segment_that_cannot_be_made_is_tried_again_once_per_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let sub = dir.path().join("out");
+    std::fs::create_dir(&sub).unwrap();
+    let mut r = ring(&sub, 4, 256 << 20);
+    std::fs::remove_dir(&sub).unwrap();
+    for _ in 0..1000 {
+        assert!(r.writer(0).is_none());
+        r.lost_call();
+    }
+    std::fs::create_dir(&sub).unwrap();
+    assert!(
+        r.writer(0).is_none(),
+        "not tried again before the next flush"
+    );
+    r.flush(&thread(), &thread(), S);
+    assert!(r.writer(S).is_some(), "tried again at the flush");
+    let plan = r.for_dump(&thread(), 2 * S);
+    assert_eq!(plan.lost_calls, 1000);
+}

@@ -214,8 +214,9 @@ impl Flusher {
             },
         };
         if let Some(ring) = &mut self.flight {
-            if let Some(w) = ring.writer(start_ns) {
-                w.call(c.region, record);
+            match ring.writer(start_ns) {
+                Some(w) => w.call(c.region, record),
+                None => ring.lost_call(),
             }
         } else if let Some(spool) = &mut self.spool {
             spool.call(c.region, record);
