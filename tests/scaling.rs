@@ -1,8 +1,11 @@
 //! The flusher does amortized O(1) work per record, whatever the shape: each shape runs with
 //! n and with 10 n calls, and the flusher thread's CPU time per call (its own
 //! `CLOCK_THREAD_CPUTIME_ID`, read through `FlushGuard::flusher_cpu_ns`) may grow by at most
-//! 1.5x. No wall-clock asserts: CPU time per call does not depend on how busy the machine is
-//! the way elapsed time does. A quadratic stage makes the ratio ~10x.
+//! [`MAX_GROWTH`] (3x). A quadratic stage makes the ratio ~10x, a linear one ~1x. No
+//! wall-clock asserts: CPU time per call does not depend on how busy the machine is the way
+//! elapsed time does; it still moves with caches and memory bandwidth shared with another
+//! process (a debug build on a loaded second core once gave 1.67x for a linear shape, which
+//! failed the earlier 1.5x bound). The growth figures themselves are a benchmark's job.
 //!
 //! Sizes are chosen so the whole file runs in seconds in a debug build.
 
@@ -14,8 +17,9 @@ use common::shapes::{
 use common::{child, dispatch, status_kib, value};
 use scope_profiler::{Builder, ScopeLayer};
 
-/// Most a per-call figure may grow from n to 10 n.
-const MAX_GROWTH: f64 = 1.5;
+/// Most a per-call figure may grow from n to 10 n: far above the noise of a linear shape
+/// (1.67x seen under load), far below a quadratic one (~10x).
+const MAX_GROWTH: f64 = 3.0;
 
 struct Run {
     calls: u64,
