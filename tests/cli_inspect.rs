@@ -262,3 +262,29 @@ fn aggregate_files_have_a_flat_summary_and_no_timeline() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("aggregate layout"));
 }
+
+#[test]
+fn agrees_with_the_reference_on_a_flight_recorder_dump() {
+    use tracing_subscriber::prelude::*;
+    let dir = tempfile::tempdir().unwrap();
+    let (layer, guard) = scope_profiler::ScopeLayer::builder()
+        .output(dir.path().join("service.h5"))
+        .summary(false)
+        .flight_recorder(std::time::Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    tracing::dispatcher::with_default(&d, || {
+        for _ in 0..30 {
+            let _r = tracing::info_span!("request").entered();
+            for _ in 0..3 {
+                tracing::info_span!("query").in_scope(|| std::hint::black_box(0));
+            }
+        }
+    });
+    let file = dir.path().join("dump.h5");
+    guard.dump(&file).unwrap();
+    assert_agree(&file);
+    let text = scopeprof_ok(&["inspect", file.to_str().unwrap()]);
+    assert!(text.contains("request") && text.contains("query"), "{text}");
+}
