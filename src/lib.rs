@@ -65,13 +65,16 @@
 //!    thread waits for the flusher (bounded) or drops whole calls ([`Builder::lossy`]); a lost
 //!    record leaves a marker in the stream, so no call is ever written in part.
 //!    `recording::shared::Shared` is what the front ends, lanes, flusher and guard share.
-//! 5. **Flusher** (`flusher/`: `flush`, `assemble`, `task`, `sched`, `lines`, `thread_rows`).
+//! 5. **Flusher** (`flusher/`: `flush`, `assemble`, `task`, `sched`, `lines`, `thread_rows`,
+//!    `flight`, `triggers`).
 //!    One background thread drains every lane every 2 ms (up to 32 ms apart while there is
 //!    little to read), gives the chunks back to the pool, and *assembles* records into calls
 //!    (first enter to last exit, across threads), polls and task rows. It folds each call
 //!    into its region's exact statistics and appends it to the spool (or keeps it in memory
 //!    without a file). Its work is amortized O(1) per record, and its memory is bounded by
-//!    what is open, not by what finished.
+//!    what is open, not by what finished. With [`Builder::flight_recorder`] the calls go to a
+//!    rolling ring of spool segments instead (`flight`), and the flusher checks the dump
+//!    triggers (`triggers`).
 //! 6. **Output formats** (`output/`: `hdf5/`, `events`, `summary`, `tasks`, `source`): a
 //!    phase written as the scope-profiler 0.7.5 schema-3 HDF5 file (its event columns in a
 //!    second, streaming pass) and as the printed summary.
@@ -83,7 +86,8 @@
 //!    atomically. How a phase goes out is chosen once per phase, a `mpi::Publisher`: this
 //!    process alone, or one rank of a [`Builder::mpi`] run, where every rank writes its own
 //!    rows through MPI-IO (`mpio`) or rank 0 gathers them (the relay). `recover` turns a
-//!    spool left by a crash into a profile.
+//!    spool left by a crash into a profile. `dump` (with `dump_signal` and `dump_triggers`)
+//!    writes a flight-recorder dump from the ring's segments the way `recover` writes a spool.
 //! 8. **Read** ([`read`]): any schema-3 file read back.
 //! 9. **The session**: the crate root and `builder` (with the overhead probe,
 //!    `builder::overhead`, which runs a whole profiler at `build()`), which build every stage
