@@ -1,6 +1,7 @@
 //! The flight recorder over a long run: a Tokio service (a task per request, an
 //! `#[instrument]`ed handler with a child span) under continuous load for `--seconds`
-//! (default 60), with `flight_recorder(--window, default 60 s)` at the default disk budget.
+//! (default 60), as fast as it goes or at `--rate` requests a second, with
+//! `flight_recorder(--window, default 60 s)` at the default disk budget.
 //! Every second it samples the ring's bytes on disk and the process's resident memory, and
 //! prints the calls recorded, the disk and memory at a tenth of the run and their maximum, so
 //! that a run 10 times as long can be held against a short one: both must stay flat once the
@@ -9,6 +10,7 @@
 //! ```text
 //! cargo run --release --example flight_soak -- --seconds 60
 //! cargo run --release --example flight_soak -- --seconds 600
+//! cargo run --release --example flight_soak -- --seconds 90 --rate 20000
 //! ```
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -61,6 +63,7 @@ fn arg(name: &str, default: u64) -> u64 {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let seconds = arg("--seconds", 60);
     let window = arg("--window", 60);
+    let rate = arg("--rate", 0);
     let dir = tempfile::tempdir()?;
     let (layer, guard) = scope_profiler::ScopeLayer::builder()
         .output(dir.path().join("soak.h5"))
@@ -81,7 +84,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (served, stop) = (served.clone(), stop.clone());
         rt.spawn(async move {
             let mut id = 0;
+            let t0 = tokio::time::Instant::now();
             while !stop.load(Ordering::Relaxed) {
+                if rate > 0 {
+                    // Paced: the next batch is due when `rate` a second have been served.
+                    let due = Duration::from_secs_f64(id as f64 / rate as f64);
+                    tokio::time::sleep_until(t0 + due).await;
+                }
                 let batch: Vec<_> = (0..64)
                     .map(|_| {
                         id += 1;

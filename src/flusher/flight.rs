@@ -186,9 +186,9 @@ impl FlightRing {
         }
     }
 
-    /// Writes what is buffered with `threads` (the whole table when
-    /// [`needs_threads`](Self::needs_threads)), then rolls the ring when the segment is
-    /// full and deletes what the window and the budget no longer need.
+    /// Writes what is buffered with `threads` (`all_threads`, the whole table, when the
+    /// segment has not had it yet), then rolls the ring when the segment is full or a
+    /// quarter window old, and deletes what the window and the budget no longer need.
     pub(crate) fn flush(&mut self, threads: &[ThreadRow], all_threads: &[ThreadRow], now_ns: i64) {
         self.create_failed = false; // one more try per flush
         let full = self.needs_threads;
