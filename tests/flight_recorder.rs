@@ -175,6 +175,9 @@ fn a_dump_of_a_running_service_holds_its_window_and_the_stuck_request() {
     let report = guard.finalize().expect("finalize");
     let total = ends.lock().unwrap().len() as u64;
     assert_eq!(report.region("request").unwrap().calls, total);
+    // It lists where the dumps went.
+    let written = [dir.path().join("first.h5"), dir.path().join("second.h5")];
+    assert_eq!(report.dumps(), &written[..]);
     assert_eq!(report.dropped(), 0);
     let whole = Profile::open(&output).unwrap();
     assert_eq!(

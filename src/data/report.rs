@@ -176,6 +176,8 @@ pub struct Report {
     pub(crate) tasks: Option<crate::data::tasks::TaskSummary>,
     /// A flight-recorder dump: the time it covers.
     pub(crate) flight: Option<crate::data::flight::FlightWindow>,
+    /// A finalize's report: the flight-recorder dumps written since the previous finalize.
+    pub(crate) dumps: Vec<std::path::PathBuf>,
 }
 
 impl Report {
@@ -310,6 +312,13 @@ impl Report {
     /// finalize's report.
     pub fn window_ns(&self) -> Option<u64> {
         self.flight.as_ref().map(|w| w.covered_ns() as u64)
+    }
+
+    /// The flight recorder's dumps ([`FlushGuard::dump`](crate::FlushGuard::dump), signals,
+    /// `POST /dump`, triggers) written since the previous finalize, in the order they were
+    /// written; the summary lists them too. Empty for a dump's own report.
+    pub fn dumps(&self) -> &[std::path::PathBuf] {
+        &self.dumps
     }
 
     /// A flight-recorder dump with [`Builder::flight_min_duration`](crate::Builder::flight_min_duration):

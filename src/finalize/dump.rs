@@ -107,9 +107,14 @@ impl DumpHandle {
                 thread: "scope-profiler-dump",
                 source,
             })?;
-        writer
+        let written = writer
             .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+        if let Some(file) = written.file() {
+            let mut dumps = self.shared.dumps.lock().unwrap_or_else(|e| e.into_inner());
+            dumps.push(file.to_path_buf());
+        }
+        Ok(written)
     }
 
     /// Asks the flusher for the segments to read.

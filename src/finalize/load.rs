@@ -175,5 +175,6 @@ pub(super) fn report(
         mpi_write: None,
         tasks: crate::output::tasks::of_phase(data),
         flight: None,
+        dumps: Vec::new(),
     }
 }

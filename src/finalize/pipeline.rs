@@ -290,6 +290,7 @@ fn finish_phase(
         finalize_ns,
     );
     report.overhead = shared.overhead.clone();
+    report.dumps = std::mem::take(&mut *shared.dumps.lock().unwrap_or_else(|e| e.into_inner()));
     if config.mode == Mode::Disabled {
         return Ok(Some(report));
     }
@@ -484,6 +485,18 @@ fn print(
     };
     let mut text = crate::output::summary::render(report, &title);
     text.push_str(&crate::mpi::render_spread(report));
+    if !report.dumps.is_empty() {
+        let list: Vec<String> = report
+            .dumps
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        text.push_str(&format!(
+            "scope-profiler: {} flight-recorder dump(s) since the last finalize: {}\n",
+            list.len(),
+            list.join(", ")
+        ));
+    }
     if let Err(e) = result {
         text.push_str(&format!("scope-profiler: {e}\n"));
     }

@@ -64,6 +64,8 @@ pub(crate) struct Shared {
     pub metrics: Option<Arc<crate::metrics::Hub>>,
     /// Where it was built, and its link to the fork handler (see [`crate::fork`]).
     pub fork: crate::fork::Watch,
+    /// The flight recorder's dumps written since the last finalize (its report lists them).
+    pub dumps: Mutex<Vec<std::path::PathBuf>>,
 }
 
 impl Drop for Shared {
@@ -115,6 +117,7 @@ impl Shared {
             #[cfg(feature = "prometheus")]
             metrics: None,
             fork: crate::fork::Watch::new(),
+            dumps: Mutex::new(Vec::new()),
         }
     }
 
