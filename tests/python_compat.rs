@@ -203,3 +203,53 @@ fn a_flight_recorder_dump_is_read_back_with_its_counts() {
     let whole = guard.finalize().unwrap();
     check_counts(whole.file().unwrap(), &whole);
 }
+
+/// A dump of Tokio tasks taken while some are still running: their calls name tasks whose
+/// rows are not in the dump yet (a task's row is written when it ends).
+#[test]
+fn a_flight_recorder_dump_of_running_tasks_is_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (d, guard) = common::dispatch(
+        ScopeLayer::builder()
+            .output(dir.path().join("tasks.h5"))
+            .track_async(true)
+            .flight_recorder(std::time::Duration::from_secs(60)),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .on_thread_start(move || std::mem::forget(tracing::dispatcher::set_default(&d)))
+        .build()
+        .unwrap();
+    let (release, held) = tokio::sync::watch::channel(false);
+    let tasks: Vec<_> = (0..40)
+        .map(|i| {
+            let mut held = held.clone();
+            // The span is made inside the task, on a worker (which has the dispatcher).
+            rt.spawn(async move {
+                let job = async move {
+                    info_span!("step").in_scope(|| std::hint::black_box(i));
+                    tokio::task::yield_now().await;
+                    if i % 2 == 0 {
+                        // Half of them wait until after the dump.
+                        let _ = held.wait_for(|go| *go).await;
+                    }
+                };
+                tracing::Instrument::instrument(job, info_span!("job")).await
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let path = dir.path().join("dump.h5");
+    let dump = guard.dump(&path).unwrap();
+    assert_eq!(dump.region("job").unwrap().calls, 20, "the jobs that ended");
+    assert_eq!(dump.region("step").unwrap().calls, 40);
+    check_counts(&path, &dump);
+    assert!(inspect(&path).contains("job"));
+    release.send(true).unwrap();
+    for t in tasks {
+        rt.block_on(t).unwrap();
+    }
+    drop(rt);
+    assert_eq!(guard.finalize().unwrap().region("job").unwrap().calls, 40);
+}
