@@ -8,7 +8,9 @@
 //! - `bare`: the bare `tracing_subscriber::registry()` (shown, labelled; not the baseline);
 //! - `layer`: ScopeLayer with `track_async(true)` writing a file, default settings;
 //! - `off`: ScopeLayer built with `SCOPE_PROFILER=off`;
-//! - with `--live`, `live`: `layer` with `live(true)` (a 200 ms spool sync, for `scopeprof top`).
+//! - with `--live`, `live`: `layer` with `live(true)` (a 200 ms spool sync, for `scopeprof top`);
+//! - with `--flight`, `flight`: `layer` with `flight_recorder(60 s)`, and `flight_10us`: that
+//!   with `flight_min_duration(10 us)`.
 //!
 //! It prints the median, over rounds, of each configuration's throughput and process CPU per
 //! request (every thread: server, clients, flusher) and of their ratios to the same round's
@@ -19,7 +21,7 @@
 //! last call.
 //!
 //! ```text
-//! cargo run --release --example service_bench [-- --rounds 7 --clients 8 --requests 5000 --one-connection 1000000 --short-tasks 1000000 --work 0 --live]
+//! cargo run --release --example service_bench [-- --rounds 7 --clients 8 --requests 5000 --one-connection 1000000 --short-tasks 1000000 --work 0 --live --flight]
 //! ```
 
 use std::collections::HashMap;
@@ -98,6 +100,10 @@ enum Config {
     Off,
     /// `Layer` with `live(true)` (a 200 ms spool sync, for `scopeprof top`): with `--live`.
     Live,
+    /// `Layer` with `flight_recorder(60 s)`: with `--flight`.
+    Flight,
+    /// `Flight` with `flight_min_duration(10 us)`: with `--flight`.
+    Flight10us,
 }
 
 /// A layer that does nothing: with the registry, the baseline.
@@ -119,17 +125,22 @@ fn round(config: Config, clients: usize, requests: u64, dir: &std::path::Path, k
     let dispatch = match config {
         Config::Noop => tracing::Dispatch::new(tracing_subscriber::registry().with(Noop)),
         Config::Bare => tracing::Dispatch::new(tracing_subscriber::registry()),
-        Config::Layer | Config::Off | Config::Live => {
+        Config::Layer | Config::Off | Config::Live | Config::Flight | Config::Flight10us => {
             if config == Config::Off {
                 std::env::set_var("SCOPE_PROFILER", "off");
             }
-            let (layer, g) = ScopeLayer::builder()
+            let mut b = ScopeLayer::builder()
                 .output(dir.join(format!("service-{k}.h5")))
                 .track_async(true)
                 .summary(false)
-                .live(config == Config::Live)
-                .build()
-                .expect("build");
+                .live(config == Config::Live);
+            if matches!(config, Config::Flight | Config::Flight10us) {
+                b = b.flight_recorder(Duration::from_secs(60));
+            }
+            if config == Config::Flight10us {
+                b = b.flight_min_duration(Duration::from_micros(10));
+            }
+            let (layer, g) = b.build().expect("build");
             std::env::remove_var("SCOPE_PROFILER");
             guard = Some(g);
             tracing::Dispatch::new(tracing_subscriber::registry().with(layer))
@@ -234,6 +245,9 @@ fn main() {
     let mut configs = vec![Config::Noop, Config::Bare, Config::Layer, Config::Off];
     if std::env::args().any(|a| a == "--live") {
         configs.push(Config::Live);
+    }
+    if std::env::args().any(|a| a == "--flight") {
+        configs.extend([Config::Flight, Config::Flight10us]);
     }
     // Per configuration, per round: (req/s, process CPU per request).
     let mut runs: HashMap<&str, Vec<(f64, f64)>> = HashMap::new();
@@ -404,6 +418,8 @@ fn name(c: Config) -> &'static str {
         Config::Layer => "ScopeLayer track_async(true)",
         Config::Off => "ScopeLayer, SCOPE_PROFILER=off",
         Config::Live => "ScopeLayer track_async(true), live(true)",
+        Config::Flight => "ScopeLayer track_async(true), flight_recorder(60 s)",
+        Config::Flight10us => "ScopeLayer track_async(true), flight_recorder, min 10 us",
     }
 }
 
