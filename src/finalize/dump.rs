@@ -96,6 +96,7 @@ impl DumpHandle {
             });
         }
         let plan = self.plan()?;
+        let target = path.clone();
         // Low priority, on a thread of its own: the program's threads keep their share.
         let writer = std::thread::Builder::new()
             .name("scope-profiler-dump".into())
@@ -107,9 +108,17 @@ impl DumpHandle {
                 thread: "scope-profiler-dump",
                 source,
             })?;
-        let written = writer
-            .join()
-            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+        // A panic in the writer (a bug) is the dump's error, never the caller's panic.
+        let written = writer.join().unwrap_or_else(|panic| {
+            let why = (panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".into());
+            Err(Error::Io {
+                context: "writing a flight-recorder dump".into(),
+                path: target.clone(),
+                source: std::io::Error::other(format!("the dump's thread panicked: {why}")),
+            })
+        })?;
         if let Some(file) = written.file() {
             let mut dumps = self.shared.dumps.lock().unwrap_or_else(|e| e.into_inner());
             dumps.push(file.to_path_buf());
