@@ -187,7 +187,17 @@ pub(crate) fn recover_stale(output: &Path) -> Result<(), Error> {
     }
     // No live process writes this output: a temporary profile a killed one left goes.
     crate::output::hdf5::remove_stale_temps(output);
-    let found = spool_files(output)?;
+    recover_runs(
+        output,
+        spool_files(output)?,
+        "an earlier run that did not finish",
+    )
+}
+
+/// Recovers `found` (spool files beside `output`), one `<stem>.recovered-N.h5` per run they
+/// belong to, and removes them; one that cannot be read is kept as `.corrupt-N`. `what`
+/// names them in the line on stderr.
+fn recover_runs(output: &Path, found: Vec<PathBuf>, what: &str) -> Result<(), Error> {
     let mut runs: Vec<Vec<Pass0>> = Vec::new();
     for p in found {
         match pass0(&p) {
@@ -206,8 +216,7 @@ pub(crate) fn recover_stale(output: &Path) -> Result<(), Error> {
                     let _ = std::fs::remove_file(p);
                 }
                 eprintln!(
-                    "scope-profiler: recovered {} call(s) of an earlier run that did not finish \
-                     into {}",
+                    "scope-profiler: recovered {} call(s) of {what} into {}",
                     r.calls,
                     target.display()
                 );

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{keep_corrupt, mine, pass0, recovered_name, write, Pass0};
+use super::{mine, recover_runs};
 use crate::Error;
 
 /// Recovers the stale segments of the ring beside `output`.
@@ -14,37 +14,8 @@ use crate::Error;
 /// # Errors
 /// The output's directory cannot be listed, or an unreadable segment cannot be moved aside.
 pub(crate) fn recover_stale_ring(output: &Path) -> Result<(), Error> {
-    let mut runs: Vec<Vec<Pass0>> = Vec::new();
-    for p in stale_segments(output)? {
-        match pass0(&p) {
-            Ok(r) => match runs.iter_mut().find(|g| g[0].run() == r.run()) {
-                Some(g) => g.push(r),
-                None => runs.push(vec![r]),
-            },
-            Err(e) => keep_corrupt(&p, &e.to_string())?,
-        }
-    }
-    for run in runs {
-        match recovered_name(output, |target| write(target, &run, true)) {
-            Ok((target, r)) => {
-                for p in &r.spools {
-                    let _ = std::fs::remove_file(p);
-                }
-                eprintln!(
-                    "scope-profiler: recovered {} call(s) of an earlier run's flight recorder \
-                     (the window before it stopped) into {}",
-                    r.calls,
-                    target.display()
-                );
-            }
-            Err(e) => {
-                for p in &run {
-                    keep_corrupt(&p.path, &e.to_string())?;
-                }
-            }
-        }
-    }
-    Ok(())
+    let what = "an earlier run's flight recorder (the window before it stopped)";
+    recover_runs(output, stale_segments(output)?, what)
 }
 
 /// `.<name>.flight-<n>` beside `output`: regular files of this user that no live process
