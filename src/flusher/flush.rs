@@ -137,8 +137,6 @@ pub(crate) struct Flusher {
     polls: Vec<PollRecord>,
     keep_calls: bool,
     spool: Option<SpoolWriter>,
-    /// Always `None`: where edges go instead of the spool with the flight recorder.
-    no_spool: Option<SpoolWriter>,
     /// The flight recorder's ring, which gets the per-call detail (`Builder::flight_recorder`).
     flight: Option<crate::flusher::flight::FlightRing>,
     /// Calls shorter than this leave no detail in the ring (`Builder::flight_min_duration`).
@@ -215,7 +213,6 @@ impl Flusher {
             polls: Vec::new(),
             keep_calls,
             spool,
-            no_spool: None,
             flight,
             flight_min_ns,
             triggers: None,

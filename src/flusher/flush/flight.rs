@@ -90,18 +90,18 @@ impl Flusher {
 
 /// The spool and the ring, either of them absent.
 pub(super) struct Both<'a> {
-    pub(super) spool: &'a mut Option<SpoolWriter>,
-    pub(super) ring: &'a mut Option<FlightRing>,
+    pub(super) spool: Option<&'a mut SpoolWriter>,
+    pub(super) ring: Option<&'a mut FlightRing>,
 }
 
 impl Both<'_> {
     /// The writers that get a record of time `ns` (the ring begins a segment at it if it has
     /// none).
     fn each(&mut self, ns: i64, mut f: impl FnMut(&mut SpoolWriter)) {
-        if let Some(s) = self.spool.as_mut() {
+        if let Some(s) = self.spool.as_deref_mut() {
             f(s);
         }
-        if let Some(w) = self.ring.as_mut().and_then(|r| r.writer(ns)) {
+        if let Some(w) = self.ring.as_deref_mut().and_then(|r| r.writer(ns)) {
             f(w);
         }
     }

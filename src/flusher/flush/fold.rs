@@ -360,17 +360,21 @@ impl Flusher {
         let clock = self.shared.clock;
         let mut edges = std::mem::take(&mut self.asm.sched.edges);
         // With the flight recorder the spool holds statistics only: edges go to the ring.
-        let spool = match self.flight {
-            Some(_) => &mut self.no_spool,
-            None => &mut self.spool,
+        let (tasks, mut ring) = (&mut self.asm.tasks, self.flight.as_mut());
+        let mut spool = if ring.is_some() {
+            None
+        } else {
+            self.spool.as_mut()
         };
-        let (tasks, ring) = (&mut self.asm.tasks, &mut self.flight);
         let mut by = |t: u64| (t != 0).then(|| tasks.index(t));
         for e in edges.drain(..) {
             if spool.is_none() && ring.is_none() {
                 break;
             }
-            let mut to = super::flight::Both { spool, ring };
+            let mut to = super::flight::Both {
+                spool: spool.as_deref_mut(),
+                ring: ring.as_deref_mut(),
+            };
             match e {
                 EdgeOut::Wake {
                     tick,

@@ -32,13 +32,13 @@ impl Flusher {
             };
             let ns = |t: Option<u64>| t.map_or(-1, |t| clock.to_ns(t));
             // With the flight recorder the spool holds statistics only: links go to the ring.
-            let mut to = super::flight::Both {
-                spool: match self.flight {
-                    Some(_) => &mut self.no_spool,
-                    None => &mut self.spool,
-                },
-                ring: &mut self.flight,
+            let ring = self.flight.as_mut();
+            let spool = if ring.is_some() {
+                None
+            } else {
+                self.spool.as_mut()
             };
+            let mut to = super::flight::Both { spool, ring };
             to.follows(FollowsRow {
                 tick_ns: clock.to_ns(l.tick),
                 span_region,
