@@ -66,6 +66,7 @@ mod insts;
 mod lanes;
 mod lost;
 mod open;
+mod pending;
 mod stash;
 mod tokio;
 pub(crate) use implicit::Implicit;
@@ -141,6 +142,8 @@ pub(crate) struct Assembler {
     held_due: Vec<(u64, lanes::Held)>,
     /// One-step calls held on all lanes (see [`fast`]).
     held: usize,
+    /// Calls of the lane being fed with several polls and no close yet (see [`pending`]).
+    pending: Vec<pending::Pending>,
     /// Records that arrived before their instance's `NEW`, by span id.
     stash: FastMap<u64, Vec<Stashed>>,
     /// At most the earliest, over the ids in `stash`, of the newest tick of each (`u64::MAX`
@@ -186,6 +189,7 @@ impl Assembler {
             due: Vec::new(),
             held_due: Vec::new(),
             held: 0,
+            pending: Vec::with_capacity(pending::PENDING_MAX),
             stash: FastMap::default(),
             stash_min: u64::MAX,
             replaying: None,
@@ -209,9 +213,20 @@ impl Assembler {
         let mut ls = self.lanes.take(lane);
         let mut i = 0;
         while i < records.len() {
-            let mut taken = self.sync_call_at(lane, &mut ls, &records[i..], out);
+            let rest = &records[i..];
+            let mut taken = self.sync_call_at(lane, &mut ls, rest, out);
+            if taken == 0 && !self.pending.is_empty() {
+                taken = self.pending_at(lane, &mut ls, rest, out);
+                if taken == 0 && rest[0].kind() != TASK {
+                    // Any other record of a pending call's span: the general path takes it.
+                    self.promote_pending_of(lane, rest[0].id);
+                }
+            }
             if taken == 0 {
-                taken = self.repoll_at(lane, &mut ls, &records[i..]);
+                taken = self.pending_start_at(lane, &mut ls, rest);
+            }
+            if taken == 0 {
+                taken = self.repoll_at(lane, &mut ls, rest);
             }
             if taken > 0 {
                 i += taken;
@@ -242,6 +257,10 @@ impl Assembler {
                 }
             }
             i += 1;
+        }
+        // No pending call outlives its lane's batch (see `pending`).
+        if !self.pending.is_empty() {
+            self.promote_all_pending(lane);
         }
         self.lanes.put(lane, ls);
     }

@@ -15,7 +15,7 @@ use super::lanes::Held;
 use super::{Assembler, LaneState, RawCall, RawPoll, NOT_ENTERED, NO_SCHED, TASK_SPAN};
 use crate::recording::lane::record::{Record, CLOSE, ENTER, EXIT, NEW};
 
-/// One-step calls held at most, over every lane (40 bytes each: 1.25 MiB). Beyond it, a lane's
+/// One-step calls held at most, over every lane (64 bytes each: 2 MiB). Beyond it, a lane's
 /// oldest held call is final at once, unconfirmed: a backlog (the watermark far behind) keeps
 /// memory bounded, and loses only what a span polled on another lane between its exit and a
 /// close on its creating lane would add, in that case alone.
@@ -97,14 +97,28 @@ impl Assembler {
                 task,
             });
         }
-        ls.hold(Held {
-            id,
-            start,
-            end,
-            task,
-            region,
-            lane,
-        });
+        self.hold_call(
+            ls,
+            Held {
+                id,
+                start,
+                end,
+                busy: end - start,
+                task,
+                close: 0,
+                region,
+                lane,
+                polls: 1,
+            },
+            out,
+        );
+    }
+
+    /// Holds call `h`, closed by the lane's latest record, until the watermark passes its
+    /// close. Inlined: it is most of a sync span's one step.
+    #[inline(always)]
+    pub(super) fn hold_call(&mut self, ls: &mut LaneState, h: Held, out: &mut Vec<RawCall>) {
+        ls.hold(h);
         self.held += 1;
         if self.held > HELD_MAX {
             // Past the cap, the lane's oldest is final at once, unconfirmed (see the module
@@ -148,14 +162,15 @@ fn held_call(tick: u64, h: &Held, sched_active: bool) -> RawCall {
         region: h.region,
         start: h.start,
         end: h.end,
-        busy: h.end - h.start,
+        busy: h.busy,
         lane: h.lane,
         task: h.task,
-        polls: 1,
+        polls: h.polls,
         last_lane: h.lane,
         extra: None,
         close: tick,
-        // Inside one poll: no suspension.
+        // Inside one poll: no suspension (calls of several polls are held only without
+        // timelines, see `super::pending`).
         sched: if sched_active && h.task != 0 {
             0
         } else {
@@ -199,8 +214,8 @@ impl Assembler {
         out.push(call);
     }
 
-    /// Adds the one poll of held call `call` to instance `k` (made for it, or made by its
-    /// span's records on another lane) and closes the instance on the call's lane.
+    /// Adds the polls of held call `call` to instance `k` (made for it, or made by its span's
+    /// records on another lane) and closes the instance on the call's lane.
     fn join_held(&mut self, k: u32, call: &RawCall) {
         let fresh = self.insts.get(k).first == NOT_ENTERED;
         if let Some((t, s)) = self.insts.enter(k, call.start, call.lane, call.task) {
@@ -210,7 +225,9 @@ impl Assembler {
             self.tasks.open_insert(call.task, call.start);
         }
         self.insts.add_poll(k, call.busy, call.end, call.lane);
-        self.insts.get_mut(k).closed_lane = call.lane;
+        let inst = self.insts.get_mut(k);
+        inst.polls += call.polls - 1;
+        inst.closed_lane = call.lane;
     }
 }
 

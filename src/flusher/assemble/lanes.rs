@@ -48,10 +48,26 @@ impl HeldQueue {
         self.items.get(self.head)
     }
 
-    /// The one after the front.
+    /// How many it holds.
     #[inline]
-    fn second(&self) -> Option<&Held> {
-        self.items.get(self.head + 1)
+    fn len(&self) -> usize {
+        self.items.len() - self.head
+    }
+
+    /// Sets the close bound of its newest `n` (usually one: a sync span's, bounded by the
+    /// next record).
+    #[inline(always)]
+    fn bound_newest(&mut self, n: usize, tick: u64) {
+        let len = self.items.len();
+        if n == 1 {
+            if let Some(h) = self.items.last_mut() {
+                h.close = tick;
+            }
+        } else {
+            for h in &mut self.items[len - n..] {
+                h.close = tick;
+            }
+        }
     }
 
     #[inline]
@@ -85,17 +101,23 @@ impl HeldQueue {
     }
 }
 
-/// A call the one-step path assembled (see [`super::fast`]), held until the watermark has
-/// passed its close: then no other lane can still hold a poll of its span. 40 bytes: the
-/// rest of its call follows from its one poll.
+/// A call the one-step path assembled (see [`super::fast`] and [`super::pending`]), held
+/// until the watermark has passed its close: then no other lane can still hold a poll of its
+/// span. 64 bytes.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Held {
     pub id: u64,
     pub start: u64,
+    /// Its latest exit.
     pub end: u64,
+    /// Sum of its polls' durations.
+    pub busy: u64,
     pub task: u64,
+    /// A tick at or after its close: the lane's first tick after it (0: none read yet).
+    pub close: u64,
     pub region: u32,
     pub lane: u32,
+    pub polls: u32,
 }
 
 /// The assembler's state of one lane.
@@ -110,11 +132,10 @@ pub(super) struct LaneState {
     /// Closes with their tick, in tick order, waiting for the watermark.
     pub closing: VecDeque<Close>,
     /// One-step calls read on it, oldest first, waiting for the watermark to pass their
-    /// close. A call's close comes before the next one's start on the lane, so that start
-    /// bounds it; the last one's is bounded by `held_tick`, the lane's first tick after it.
+    /// close, which the lane's first tick after it bounds ([`Held::close`]).
     pub held: HeldQueue,
-    /// The lane's first tick after its last held call (0: none yet).
-    pub held_tick: u64,
+    /// How many of the newest held calls have no close bound yet (no tick read since).
+    held_unbounded: usize,
     /// The Tokio task whose span closed on it with the latest record read (0: none): a wake
     /// that is the lane's next record is at that task's completion (see
     /// [`crate::flusher::sched::edges`]).
@@ -127,16 +148,25 @@ pub(super) struct LaneState {
 
 impl LaneState {
     /// The lane shows time `tick`: the closes read on it before happened no later.
-    #[inline]
+    /// Called for nearly every record: the common case (nothing waits for a tick) is a store
+    /// and two tests, inlined.
+    #[inline(always)]
     pub(super) fn stamp(&mut self, tick: u64) {
         self.last = tick;
-        if !self.untimed.is_empty() {
-            for (k, id) in self.untimed.drain(..) {
-                self.closing.push_back((tick, k, id));
-            }
+        if self.held_unbounded != 0 {
+            self.held.bound_newest(self.held_unbounded, tick);
+            self.held_unbounded = 0;
         }
-        if self.held_tick == 0 && !self.held.is_empty() {
-            self.held_tick = tick;
+        if !self.untimed.is_empty() {
+            self.time_closes(tick);
+        }
+    }
+
+    /// The closes read since the lane's last tick happened no later than `tick`.
+    #[inline(never)]
+    fn time_closes(&mut self, tick: u64) {
+        for (k, id) in self.untimed.drain(..) {
+            self.closing.push_back((tick, k, id));
         }
     }
 
@@ -148,14 +178,17 @@ impl LaneState {
 
     /// The oldest held call of this lane, taken out (see [`super::fast`]'s cap).
     pub(super) fn oldest_held(&mut self) -> Option<Held> {
-        self.held.pop_front()
+        let h = self.held.pop_front();
+        self.held_unbounded = self.held_unbounded.min(self.held.len());
+        h
     }
 
-    /// Holds one-step call `h` (the lane's latest record).
-    #[inline]
+    /// Holds one-step call `h`, whose close is the lane's latest record (its bound is the
+    /// lane's next tick).
+    #[inline(always)]
     pub(super) fn hold(&mut self, h: Held) {
-        self.held.push(h);
-        self.held_tick = 0;
+        self.held.push(Held { close: 0, ..h });
+        self.held_unbounded += 1;
     }
 
     /// Takes the held calls whose close is bounded by `wm` (see [`LaneState::held`]), oldest
@@ -163,16 +196,12 @@ impl LaneState {
     #[inline]
     fn held_due(&mut self, wm: u64, mut f: impl FnMut(u64, Held)) {
         while let Some(&h) = self.held.front() {
-            let bound = match self.held.second() {
-                Some(next) => next.start,
-                None if self.held_tick != 0 => self.held_tick,
-                None => break,
-            };
-            if bound > wm {
+            // Oldest first: an unbounded one is among the newest, and so are those after it.
+            if h.close == 0 || h.close > wm {
                 break;
             }
             self.held.pop_front();
-            f(bound, h);
+            f(h.close, h);
         }
         self.held.compact();
     }

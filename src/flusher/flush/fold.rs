@@ -249,7 +249,10 @@ impl Flusher {
         let clock = self.shared.clock;
         let pauses = self.shared.pause.windows();
         let any_tokio = self.asm.regions.any_tokio();
-        for p in std::mem::take(&mut self.asm.polls) {
+        // Drained, not dropped: the vector keeps its capacity for the next round (a fresh
+        // one grew again, copying, every round).
+        let mut polls = std::mem::take(&mut self.asm.polls);
+        for p in polls.drain(..) {
             // (A task's polls come from its timeline; polls of spawn spans here are not tasks'.)
             if (any_tokio
                 && hidden(
@@ -277,6 +280,7 @@ impl Flusher {
             };
             self.keep_poll(record);
         }
+        self.asm.polls = polls;
     }
 
     fn keep_poll(&mut self, record: PollRecord) {
