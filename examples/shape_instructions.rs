@@ -8,7 +8,7 @@
 //! ```
 //!
 //! Arguments: the front end (`layer`, `subscriber`, `noop`: the registry with one empty
-//! layer, the baseline), the shape (`span`, `poll`, `async3`, as in `benches/cost.rs`), the
+//! layer, the baseline), the shape (`span`, `poll`, `async3`, `request`, as in `benches/cost.rs`), the
 //! number of operations, and optionally `async` (`track_async(true)`). Default settings
 //! otherwise: an output file in a temporary directory, the flusher beside the program. The run
 //! ends with `FlushGuard::sync`, so the flusher has drained, folded and spooled every record;
@@ -55,14 +55,47 @@ fn run(shape: &str, dispatch: &Dispatch, ops: u64) {
                 .expect("the loop task")
             });
         }
-        other => panic!("unknown shape {other}: span, poll or async3"),
+        "request" => {
+            let d = dispatch.clone();
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .on_thread_start(move || {
+                    std::mem::forget(tracing::dispatcher::set_default(&d));
+                })
+                .build()
+                .expect("runtime");
+            rt.block_on(async {
+                // A bounded window of requests in flight, as `benches/cost.rs` has.
+                let mut handles = std::collections::VecDeque::new();
+                for i in 0..ops {
+                    if handles.len() >= 256 {
+                        let h: tokio::task::JoinHandle<u64> = handles.pop_front().expect("one");
+                        std::hint::black_box(h.await.expect("request"));
+                    }
+                    handles.push_back(tokio::spawn(request(i)));
+                }
+                for h in handles {
+                    std::hint::black_box(h.await.expect("request"));
+                }
+            });
+        }
+        other => panic!("unknown shape {other}: span, poll, async3 or request"),
     });
+}
+
+/// `benches/cost.rs`'s request: a spawned task's handler of two polls with one child span.
+#[tracing::instrument(name = "cost_request", skip_all)]
+async fn request(i: u64) -> u64 {
+    futures::YieldN(1).await;
+    info_span!("cost_parse").in_scope(|| std::hint::black_box(i.wrapping_mul(31)))
 }
 
 fn main() -> Result<(), scope_profiler::Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [front, shape, ops, rest @ ..] = args.as_slice() else {
-        eprintln!("usage: shape_instructions layer|subscriber|noop span|poll|async3 OPS [async]");
+        eprintln!(
+            "usage: shape_instructions layer|subscriber|noop span|poll|async3|request OPS [async]"
+        );
         std::process::exit(2);
     };
     let ops: u64 = ops.parse().expect("OPS: a number");

@@ -144,6 +144,8 @@ pub(crate) struct Assembler {
     held: usize,
     /// Calls of the lane being fed with several polls and no close yet (see [`pending`]).
     pending: Vec<pending::Pending>,
+    /// Whether the pending path pays off here (see [`pending`]).
+    outcomes: pending::Outcomes,
     /// Records that arrived before their instance's `NEW`, by span id.
     stash: FastMap<u64, Vec<Stashed>>,
     /// At most the earliest, over the ids in `stash`, of the newest tick of each (`u64::MAX`
@@ -190,6 +192,7 @@ impl Assembler {
             held_due: Vec::new(),
             held: 0,
             pending: Vec::with_capacity(pending::PENDING_MAX),
+            outcomes: pending::Outcomes::default(),
             stash: FastMap::default(),
             stash_min: u64::MAX,
             replaying: None,
@@ -213,21 +216,7 @@ impl Assembler {
         let mut ls = self.lanes.take(lane);
         let mut i = 0;
         while i < records.len() {
-            let rest = &records[i..];
-            let mut taken = self.sync_call_at(lane, &mut ls, rest, out);
-            if taken == 0 && !self.pending.is_empty() {
-                taken = self.pending_at(lane, &mut ls, rest, out);
-                if taken == 0 && rest[0].kind() != TASK {
-                    // Any other record of a pending call's span: the general path takes it.
-                    self.promote_pending_of(lane, rest[0].id);
-                }
-            }
-            if taken == 0 {
-                taken = self.pending_start_at(lane, &mut ls, rest);
-            }
-            if taken == 0 {
-                taken = self.repoll_at(lane, &mut ls, rest);
-            }
+            let taken = self.one_step_at(lane, &mut ls, &records[i..], out);
             if taken > 0 {
                 i += taken;
                 continue;

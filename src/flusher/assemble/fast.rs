@@ -13,7 +13,7 @@
 use super::insts::NONE;
 use super::lanes::Held;
 use super::{Assembler, LaneState, RawCall, RawPoll, NOT_ENTERED, NO_SCHED, TASK_SPAN};
-use crate::recording::lane::record::{Record, CLOSE, ENTER, EXIT, NEW};
+use crate::recording::lane::record::{Record, CLOSE, ENTER, EXIT, NEW, TASK};
 
 /// One-step calls held at most, over every lane (64 bytes each: 2 MiB). Beyond it, a lane's
 /// oldest held call is final at once, unconfirmed: a backlog (the watermark far behind) keeps
@@ -22,38 +22,96 @@ use crate::recording::lane::record::{Record, CLOSE, ENTER, EXIT, NEW};
 const HELD_MAX: usize = 1 << 15;
 
 impl Assembler {
-    /// The fast path at the start of `records`: how many records it took (0: none).
-    #[inline]
-    pub(super) fn sync_call_at(
+    /// The one-step paths at the start of `records`, chosen by its first record's kind (one
+    /// decode, then only the checks that kind can pass): how many records they took (0: the
+    /// general path's). Any other record of a pending call's span promotes it first (see
+    /// [`super::pending`]).
+    #[inline(always)]
+    pub(super) fn one_step_at(
         &mut self,
         lane: u32,
         ls: &mut LaneState,
         records: &[Record],
         out: &mut Vec<RawCall>,
     ) -> usize {
-        // `ScopeSubscriber`, which writes no `NEW` (see `super::implicit`): a fresh ENTER (its
-        // thread created the span just before), EXIT, CLOSE, of a span with no instance yet
-        // (checked without a lookup when no instance is open at all, as between sync spans).
-        if self.implicit.is_some() {
-            if let [e, x, c, ..] = records {
-                if e.is_fresh()
-                    && x.kind() == EXIT
-                    && c.kind() == CLOSE
-                    && e.id == x.id
-                    && x.id == c.id
-                    && (self.insts.live() == 0 || self.insts.newest(e.id).is_none())
-                {
-                    if let Some(region) = self.implicit_region(e.id) {
-                        self.sync_call(lane, ls, e.id, region, (e.ticks(), x.ticks()), out);
-                        return 3;
+        let r = &records[0];
+        match r.kind() {
+            ENTER if r.is_fresh() => match self.sync_fresh_at(lane, ls, records, out) {
+                0 => self.pending_fresh_at(lane, ls, records),
+                n => n,
+            },
+            ENTER => {
+                if !self.pending.is_empty() {
+                    match self.pending_poll_at(lane, ls, records) {
+                        0 => self.promote_pending_of(lane, r.id),
+                        n => return n,
                     }
+                }
+                self.repoll_at(lane, ls, records)
+            }
+            NEW => match self.sync_new_at(lane, ls, records, out) {
+                0 => self.pending_new_at(lane, ls, records),
+                n => n,
+            },
+            TASK => 0,
+            _ if self.pending.is_empty() => 0,
+            CLOSE => match self.pending_close_at(lane, ls, r, out) {
+                0 => {
+                    self.promote_pending_of(lane, r.id);
+                    0
+                }
+                n => n,
+            },
+            _ => {
+                self.promote_pending_of(lane, r.id);
+                0
+            }
+        }
+    }
+
+    /// `ScopeSubscriber`'s sync span (it writes no `NEW`, see `super::implicit`): a fresh
+    /// ENTER (its thread created the span just before), EXIT, CLOSE, of a span with no
+    /// instance yet (checked without a lookup when no instance is open at all, as between
+    /// sync spans). How many records it took (0: none).
+    #[inline(always)]
+    fn sync_fresh_at(
+        &mut self,
+        lane: u32,
+        ls: &mut LaneState,
+        records: &[Record],
+        out: &mut Vec<RawCall>,
+    ) -> usize {
+        if self.implicit.is_none() {
+            return 0;
+        }
+        if let [e, x, c, ..] = records {
+            if x.kind() == EXIT
+                && c.kind() == CLOSE
+                && e.id == x.id
+                && x.id == c.id
+                && (self.insts.live() == 0 || self.insts.newest(e.id).is_none())
+            {
+                if let Some(region) = self.implicit_region(e.id) {
+                    self.sync_call(lane, ls, e.id, region, (e.ticks(), x.ticks()), out);
+                    return 3;
                 }
             }
         }
-        // `ScopeLayer` (and a subscriber's spawn spans): NEW, ENTER, EXIT, CLOSE of one id.
+        0
+    }
+
+    /// `ScopeLayer`'s sync span (and a subscriber's spawn spans'): NEW, ENTER, EXIT, CLOSE of
+    /// one id. How many records it took (0: none).
+    #[inline(always)]
+    fn sync_new_at(
+        &mut self,
+        lane: u32,
+        ls: &mut LaneState,
+        records: &[Record],
+        out: &mut Vec<RawCall>,
+    ) -> usize {
         if let [n, e, x, c, ..] = records {
-            if n.kind() == NEW
-                && e.kind() == ENTER
+            if e.kind() == ENTER
                 && x.kind() == EXIT
                 && c.kind() == CLOSE
                 && n.id == e.id

@@ -223,3 +223,50 @@ fn a_subscriber_call_joins_its_polls_from_another_lane_and_a_loss_drops_it() {
     assert_eq!(out.len(), 1, "{out:?}");
     assert_eq!((a.dropped_calls, a.orphans, a.open_instances()), (1, 0, 0));
 }
+
+#[test]
+fn the_path_turns_off_where_calls_outlive_their_batch_and_probes_again() {
+    let mut a = layer();
+    let mut out = vec![];
+    // A server's shape: each call's second poll comes a batch later, so each is promoted.
+    for id in 1..=u64::from(PROBE) {
+        let t = id * 100;
+        let first = [
+            Record::new_span(id, &META),
+            Record::enter(id, t),
+            Record::exit(id, t + 1),
+        ];
+        a.feed(0, &first, &mut out);
+        a.feed(
+            0,
+            &[
+                Record::enter(id, t + 50),
+                Record::exit(id, t + 51),
+                Record::close(id),
+            ],
+            &mut out,
+        );
+    }
+    assert_eq!(a.outcomes.off, OFF, "more promoted than held");
+    next_drain(&mut a, &mut out);
+    // Off: a call that would fit its batch takes the general path (an instance until done).
+    let mut t = 1_000_000;
+    let call = |id: u64, t: u64| async_call(id, t, 2);
+    a.feed(0, &call(1_000_000, t), &mut out);
+    assert_eq!(a.open_instances(), 1, "general path while off");
+    for k in 1..u64::from(OFF) {
+        t += 100;
+        a.feed(0, &call(1_000_000 + k, t), &mut out);
+    }
+    assert_eq!(a.outcomes.off, 0);
+    // On again: the next one is held without an instance.
+    next_drain(&mut a, &mut out);
+    t += 100;
+    a.feed(0, &call(2_000_000, t), &mut out);
+    assert_eq!(a.open_instances(), 0, "the path probes again");
+    next_drain(&mut a, &mut out);
+    let n = u64::from(PROBE) + u64::from(OFF) + 1;
+    assert_eq!(out.len() as u64, n, "every call once");
+    assert!(out.iter().all(|c| c.polls == 2));
+    assert_eq!((a.orphans, a.corrupt, a.dropped_calls), (0, 0, 0));
+}
