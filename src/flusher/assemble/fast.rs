@@ -20,7 +20,7 @@ use crate::recording::lane::record::{Record, CLOSE, ENTER, EXIT, NEW, TASK};
 /// oldest held call is final at once, unconfirmed: a backlog (the watermark far behind) keeps
 /// memory bounded, and loses only what a span polled on another lane between its exit and a
 /// close on its creating lane would add, in that case alone.
-const HELD_MAX: usize = 20 << 10;
+pub(super) const HELD_MAX: usize = 20 << 10;
 
 impl Assembler {
     /// The one-step paths at the start of `records`, chosen by its first record's kind (one

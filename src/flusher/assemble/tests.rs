@@ -461,7 +461,8 @@ fn a_nested_re_enter_and_a_poll_on_another_lane_keep_the_general_path() {
 fn held_one_step_calls_are_bounded_and_every_call_still_comes() {
     let mut a = assembler();
     let mut out = vec![];
-    let n = (1u64 << 15) + 1000;
+    let cap = super::fast::HELD_MAX as u64;
+    let n = cap + 1000;
     let mut recs = Vec::new();
     for k in 0..n {
         let t = 10 + 4 * k;
@@ -470,7 +471,7 @@ fn held_one_step_calls_are_bounded_and_every_call_still_comes() {
     a.feed(0, &recs, &mut out);
     // Nothing read on the other lanes yet: the watermark has not moved, and the oldest
     // beyond the cap are final at once.
-    assert_eq!(out.len() as u64, n - (1 << 15));
+    assert_eq!(out.len() as u64, n - cap);
     assert!(
         out.windows(2).all(|w| w[0].start < w[1].start),
         "oldest first"
