@@ -33,9 +33,10 @@
 //!
 //! A `CLOSE` carries no time (the hot path reads no clock for it), so its tick is the next
 //! time its lane shows after it: the tick of the next record of that lane that has one, or,
-//! when the lane has nothing more, the moment the flusher finished reading it. Only the
-//! commonest shape, a span created, entered once, exited and closed with nothing in between
-//! on one lane, is completed at once ([`fast`]).
+//! when the lane has nothing more, the moment the flusher finished reading it. The commonest
+//! shapes skip the instance: a span created, entered once, exited and closed with nothing in
+//! between on one lane ([`fast`]), and a call of several polls whose records all lie in one
+//! batch of its lane ([`pending`]); both are held until the watermark passes their close.
 //!
 //! A lane's `TASK` records say which Tokio task its following enters run in; the assembler
 //! keeps that per lane, so an enter record needs no task id of its own. Instances live in
