@@ -25,7 +25,7 @@ impl<S: Subscriber> tracing_subscriber::Layer<S> for Noop {}
 
 #[path = "../benches/common/futures.rs"]
 mod futures;
-use futures::async3;
+use futures::{async3, request};
 
 fn run(shape: &str, dispatch: &Dispatch, ops: u64) {
     tracing::dispatcher::with_default(dispatch, || match shape {
@@ -81,13 +81,6 @@ fn run(shape: &str, dispatch: &Dispatch, ops: u64) {
         }
         other => panic!("unknown shape {other}: span, poll, async3 or request"),
     });
-}
-
-/// `benches/cost.rs`'s request: a spawned task's handler of two polls with one child span.
-#[tracing::instrument(name = "cost_request", skip_all)]
-async fn request(i: u64) -> u64 {
-    futures::YieldN(1).await;
-    info_span!("cost_parse").in_scope(|| std::hint::black_box(i.wrapping_mul(31)))
 }
 
 fn main() -> Result<(), scope_profiler::Error> {

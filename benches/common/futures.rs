@@ -25,3 +25,11 @@ impl Future for YieldN {
 pub(crate) async fn async3() {
     YieldN(2).await;
 }
+
+/// The `request` shape's handler: a spawned task's `#[instrument]`ed handler of two polls with
+/// one child span.
+#[tracing::instrument(name = "cost_request", skip_all)]
+pub(crate) async fn request(i: u64) -> u64 {
+    YieldN(1).await;
+    tracing::info_span!("cost_parse").in_scope(|| std::hint::black_box(i.wrapping_mul(31)))
+}

@@ -410,15 +410,7 @@ impl Assembler {
                     if self.sched.active && task != 0 {
                         self.sched.call_exit(task, k, tick);
                     }
-                    if self.keep_polls {
-                        self.polls.push(RawPoll {
-                            region,
-                            start,
-                            end: tick.max(start),
-                            lane,
-                            task,
-                        });
-                    }
+                    self.keep_poll(region, start, tick.max(start), lane, task);
                 }
             }
         }

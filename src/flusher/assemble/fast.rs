@@ -147,15 +147,7 @@ impl Assembler {
         let end = end.max(start);
         ls.stamp(start);
         let task = ls.task;
-        if self.keep_polls {
-            self.polls.push(RawPoll {
-                region,
-                start,
-                end,
-                lane,
-                task,
-            });
-        }
+        self.keep_poll(region, start, end, lane, task);
         self.hold_call(
             ls,
             Held {
@@ -323,15 +315,21 @@ impl Assembler {
         ls.stamp(start);
         let region = inst.region;
         self.insts.add_poll(k, end.saturating_sub(start), end, lane);
+        self.keep_poll(region, start, end.max(start), lane, task);
+        2
+    }
+
+    /// A poll kept for the file's poll table, when polls are kept.
+    #[inline]
+    pub(super) fn keep_poll(&mut self, region: u32, start: u64, end: u64, lane: u32, task: u64) {
         if self.keep_polls {
             self.polls.push(RawPoll {
                 region,
                 start,
-                end: end.max(start),
+                end,
                 lane,
                 task,
             });
         }
-        2
     }
 }

@@ -30,7 +30,7 @@
 //! the general path at once (a counter's decrement each), and then it probes again.
 
 use super::lanes::{Held, LaneState};
-use super::{Assembler, RawCall, RawPoll};
+use super::{Assembler, RawCall};
 use crate::recording::lane::record::{Record, ENTER, EXIT};
 
 /// Pending calls at most at once (see the module docs).
@@ -286,20 +286,6 @@ impl Assembler {
         self.tasks.open_insert(p.task, p.start);
         self.insts.add_poll(k, p.busy, p.end, lane);
         self.insts.get_mut(k).polls = p.polls;
-    }
-
-    /// A poll kept for the file's poll table, when polls are kept.
-    #[inline]
-    fn keep_poll(&mut self, region: u32, start: u64, end: u64, lane: u32, task: u64) {
-        if self.keep_polls {
-            self.polls.push(RawPoll {
-                region,
-                start,
-                end,
-                lane,
-                task,
-            });
-        }
     }
 }
 
