@@ -132,9 +132,12 @@ fn check(
 fn every_call_matches_its_interior() {
     // The profiler's error is systematic; a preemption of this thread inside a span (another
     // process on a 2-core machine) is not. An attempt whose figures miss is repeated, at most
-    // three times in all, and every attempt's figures are printed.
+    // five times in all, and every attempt's figures are printed: a systematic error misses
+    // every attempt. Three were too few on the AMD EPYC guest: the build before and after
+    // the flusher's pending calls each needed a second attempt in 1 of 5 runs, and a clean
+    // clone's CI run once missed three in a row (the totals +0.067-0.133 %).
     let mut misses = Vec::new();
-    for attempt in 1..=3 {
+    for attempt in 1..=5 {
         match measure() {
             Ok(()) => return,
             Err(e) => {
@@ -143,7 +146,7 @@ fn every_call_matches_its_interior() {
             }
         }
     }
-    panic!("three attempts missed: {misses:#?}");
+    panic!("five attempts missed: {misses:#?}");
 }
 
 /// One attempt: profiles the three groups into a fresh file and checks them.
