@@ -470,16 +470,31 @@ fn a_threshold_keeps_the_long_calls_whole_and_counts_the_short_ones() {
             .flight_recorder(Duration::from_secs(60))
             .flight_min_duration(Duration::from_millis(1)),
     );
+    let fast = || tracing::info_span!("fast").in_scope(|| std::hint::black_box(0));
     tracing::dispatcher::with_default(&d, || {
         for _ in 0..20 {
-            // A long call whose children are all short: it is kept, they are counted.
+            // A long call whose children are short but one: it is kept, they are counted
+            // under it.
             tracing::info_span!("batch").in_scope(|| {
                 for _ in 0..50 {
-                    tracing::info_span!("fast").in_scope(|| std::hint::black_box(0));
+                    fast();
                 }
+                // A long child, kept, with short children of its own (one of them with a
+                // short child): all five are counted under it.
+                tracing::info_span!("inner").in_scope(|| {
+                    (0..3).for_each(|_| {
+                        fast();
+                    });
+                    tracing::info_span!("tiny").in_scope(fast);
+                    std::thread::sleep(Duration::from_millis(2));
+                });
                 std::thread::sleep(Duration::from_millis(2));
             });
         }
+        // Short calls no kept call encloses.
+        (0..7).for_each(|_| {
+            fast();
+        });
     });
     let path = dir.path().join("dump.h5");
     let dump = guard.dump(&path).unwrap();
@@ -488,10 +503,13 @@ fn a_threshold_keeps_the_long_calls_whole_and_counts_the_short_ones() {
         20,
         "every long call is in the dump"
     );
+    assert_eq!(calls_of(&path, "inner").0, 20);
     assert_eq!(calls_of(&path, "fast").0, 0, "no short call is");
+    assert_eq!(calls_of(&path, "tiny").0, 0);
+    let per_region = [("fast".to_owned(), 1087), ("tiny".to_owned(), 20)];
     assert_eq!(
         dump.calls_below_threshold(),
-        &[("fast".to_owned(), 1000)],
+        &per_region,
         "the short calls are counted"
     );
     let h5 = hdf5::File::open(&path).unwrap();
@@ -500,9 +518,71 @@ fn a_threshold_keeps_the_long_calls_whole_and_counts_the_short_ones() {
         .unwrap()
         .read_raw()
         .unwrap();
-    assert_eq!(counted, vec![1000]);
+    assert_eq!(counted, vec![1087, 20]);
+    drop(h5);
+    // Each kept call knows how many short calls it enclosed: 50 directly under each batch,
+    // 3 + 1 + 1 under each inner, 7 under none.
+    let f = Profile::open(&path).unwrap().flight().unwrap().unwrap();
+    assert_eq!(f.below_threshold, per_region);
+    assert_eq!(f.below_at_top, Some(7));
+    for (region, each) in [("batch", 50), ("inner", 5)] {
+        let mine: Vec<_> = (f.below_by_parent.iter())
+            .filter(|p| p.region == region)
+            .collect();
+        let indices: Vec<u64> = mine.iter().map(|p| p.index).collect();
+        assert_eq!(indices, (0..20).collect::<Vec<u64>>(), "{region}");
+        assert!(mine.iter().all(|p| p.calls == each), "{region}: {mine:?}");
+    }
+    assert_eq!(f.below_by_parent.len(), 40, "{:?}", f.below_by_parent);
     // The statistics of the whole run are exact.
     let r = guard.finalize().unwrap();
-    assert_eq!(r.region("fast").unwrap().calls, 1000);
+    assert_eq!(r.region("fast").unwrap().calls, 1087);
     assert_eq!(r.region("batch").unwrap().calls, 20);
+}
+
+/// Async calls: short calls polled on any worker count under the task's kept call (the lane
+/// of a call in a task is its task, with `track_async`).
+#[test]
+fn a_threshold_counts_short_calls_under_their_async_parent_across_workers() {
+    let _one = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let (d, guard) = common::dispatch(
+        ScopeLayer::builder()
+            .output(dir.path().join("a.h5"))
+            .track_async(true)
+            .flight_recorder(Duration::from_secs(60))
+            .flight_min_duration(Duration::from_millis(1)),
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .on_thread_start(move || std::mem::forget(tracing::dispatcher::set_default(&d)))
+        .build()
+        .unwrap();
+    #[tracing::instrument]
+    async fn handle(i: u32) {
+        for k in 0..4 {
+            tracing::info_span!("step", k).in_scope(|| std::hint::black_box(i));
+            // Each await may resume on the other worker.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+    rt.block_on(async {
+        let tasks: Vec<_> = (0..30).map(|i| tokio::spawn(handle(i))).collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+    drop(rt);
+    let path = dir.path().join("dump.h5");
+    guard.dump(&path).unwrap();
+    let f = Profile::open(&path).unwrap().flight().unwrap().unwrap();
+    assert_eq!(f.below_threshold, [("step".to_owned(), 120)]);
+    assert_eq!(f.below_at_top, Some(0), "{f:?}");
+    let handles: Vec<_> = (f.below_by_parent.iter())
+        .filter(|p| p.region == "handle")
+        .collect();
+    assert_eq!(handles.len(), 30, "{f:?}");
+    assert!(handles.iter().all(|p| p.calls == 4), "{handles:?}");
+    drop(guard);
 }

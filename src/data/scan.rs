@@ -62,6 +62,19 @@ pub(crate) struct Scan {
     pub not_nested: Option<NotNested>,
     /// Whether the in-memory calls carry ids of their own (set by `nesting::nest` in tests).
     pub(crate) own_ids: bool,
+    /// In a flight-recorder dump with a threshold: the calls it left out, counted under the
+    /// calls that enclosed them (`None`: no such calls, or the phase could not be nested).
+    pub(crate) below: Option<BelowByParent>,
+}
+
+/// The calls `Builder::flight_min_duration` left out of a dump, each counted under the
+/// innermost kept call of its lane that enclosed it (the parent the file's nesting gives it).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct BelowByParent {
+    /// (row, the call's index in its row, left-out calls it enclosed), by row and index.
+    pub parents: Vec<(u32, u64, u64)>,
+    /// Left-out calls no kept call of their lane enclosed.
+    pub top: u64,
 }
 
 /// Why a phase was not nested.
@@ -91,6 +104,11 @@ pub(crate) struct Nested {
     pub exclusive: Vec<i64>,
     /// The summary's call tree, when asked for.
     pub tree: Option<Vec<TreeRow>>,
+    /// Calls the flight recorder's threshold left out, counted per enclosing call's storage
+    /// position (ascending; calls with any only).
+    pub(crate) below: Vec<(u32, u64)>,
+    /// Left-out calls no call of their lane enclosed.
+    pub(crate) below_top: u64,
 }
 
 /// By storage position: each call's rank in (start asc, end desc) order (its id minus the

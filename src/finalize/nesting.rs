@@ -82,6 +82,25 @@ impl Span {
     }
 }
 
+impl Span {
+    /// [`Span::row`] of a call the flight recorder's threshold left out (spool frame 14): it
+    /// is only counted under the innermost call of its lane open at its start, never numbered
+    /// or nested into (being shorter than the threshold, it has no kept child).
+    pub(crate) const BELOW: u32 = u32::MAX;
+
+    /// A left-out call (see [`Span::BELOW`]).
+    pub(crate) fn below(c: crate::spool::below::BelowCall) -> Span {
+        Span {
+            start: c.start_ns,
+            end: c.end_ns,
+            lane: c.lane,
+            row: Span::BELOW,
+            g: u32::MAX,
+            busy: 0,
+        }
+    }
+}
+
 /// Two calls of one lane overlap without one containing the other.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct NestingError {
@@ -119,6 +138,8 @@ struct Open {
     end2: i64,
     row: u32,
     path: u32,
+    /// Its storage position ([`Span::g`]).
+    g: u32,
 }
 
 /// The lane the previous call was on, and the index of its stack.
@@ -150,6 +171,10 @@ pub(crate) struct Nester<'a> {
     /// Profiler cost taken out of a parent's exclusive time per child call (overhead
     /// compensation; 0 = off).
     child_overhead: i64,
+    /// Left-out calls ([`Span::BELOW`]) counted per enclosing call's storage position.
+    below: crate::fasthash::FastMap<u32, u64>,
+    /// Left-out calls no call of their lane enclosed.
+    below_top: u64,
 }
 
 impl<'a> Nester<'a> {
@@ -179,6 +204,8 @@ impl<'a> Nester<'a> {
             free: Vec::new(),
             sweep_at: SWEEP_MIN,
             child_overhead: 0,
+            below: Default::default(),
+            below_top: 0,
         }
     }
 
@@ -218,6 +245,14 @@ impl<'a> Nester<'a> {
         while stack.last().is_some_and(|o| o.end2 <= start2) {
             stack.pop();
         }
+        if a.row == Span::BELOW {
+            // Counted under the innermost call open at its start; nothing nests in it.
+            match stack.last() {
+                Some(p) => *self.below.entry(p.g).or_default() += 1,
+                None => self.below_top += 1,
+            }
+            return Ok(());
+        }
         let parent = match stack.last() {
             Some(p) if end2 > p.end2 => {
                 return Err(Overlap {
@@ -255,6 +290,7 @@ impl<'a> Nester<'a> {
             end2,
             row: a.row,
             path,
+            g: a.g,
         });
         Ok(())
     }
@@ -299,12 +335,16 @@ impl<'a> Nester<'a> {
             p.busy_own = p.busy_own.max(0);
         }
         let tree = self.want_tree.then(|| emit_tree(self.paths, self.names));
+        let mut below: Vec<(u32, u64)> = self.below.into_iter().collect();
+        below.sort_unstable();
         Nested {
             first_id: self.first_id,
             calls: self.rank,
             ids: self.ids,
             exclusive: self.exclusive,
             tree,
+            below,
+            below_top: self.below_top,
         }
     }
 }
@@ -331,8 +371,10 @@ pub(crate) fn nest_spans(
     child_overhead: i64,
 ) -> Result<Nested, Overlap> {
     sort(&mut spans);
-    let mut n = Nester::new(names, first_id, want_tree, Some(spans.len()))
-        .with_child_overhead(child_overhead);
+    // Ids for the calls, not for the left-out ones only counted (`Span::BELOW`).
+    let calls = spans.iter().filter(|s| s.row != Span::BELOW).count();
+    let mut n =
+        Nester::new(names, first_id, want_tree, Some(calls)).with_child_overhead(child_overhead);
     for a in &spans {
         n.push(a)?;
     }

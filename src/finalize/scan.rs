@@ -2,7 +2,7 @@
 //! and (when asked) nesting, in memory or through an external sort past the budget.
 
 use crate::data::rows::{CallRecord, PhaseData};
-use crate::data::scan::{Nested, NotNested, Optional, Scan, SummaryRow};
+use crate::data::scan::{BelowByParent, Nested, NotNested, Optional, Scan, SummaryRow};
 use crate::data::stats::Stats;
 use crate::error::Error;
 use crate::finalize::nesting::external::Runs;
@@ -162,10 +162,32 @@ pub(crate) fn scan(data: &PhaseData, nest: Option<(i64, bool)>) -> Result<Scan, 
         threads: data.track_threads,
         ..Optional::default()
     };
+    // A flight-recorder dump's left-out calls go into nesting too, to be counted under
+    // their parents; then each call's row and index is kept (8 bytes a call) to name them.
+    let below = match (&data.spooled, &data.extra.flight, nest) {
+        (Some(sp), Some(_), Some(_)) => {
+            let mut n = 0u64;
+            crate::spool::below::for_each_below(&sp.files, |b| {
+                collect.push(Span::below(b), data);
+                n += 1;
+            })
+            .map_err(|source| Error::Io {
+                context: "reading the calls the flight recorder's threshold left out".into(),
+                path: sp.files.first().cloned().unwrap_or_default(),
+                source,
+            })?;
+            n
+        }
+        _ => 0,
+    };
+    let mut places: Vec<(u32, u32)> = Vec::new();
     let mut first_thread = None;
     let mut own_ids = false;
     let mut g: u64 = 0;
     data.for_each_call(|row, c| {
+        if below > 0 {
+            places.push((row, acc[row as usize].count as u32));
+        }
         acc[row as usize].add(c);
         let first = *first_thread.get_or_insert(c.thread);
         want.threads |= c.thread != first;
@@ -189,6 +211,7 @@ pub(crate) fn scan(data: &PhaseData, nest: Option<(i64, bool)>) -> Result<Scan, 
         nested: None,
         not_nested: None,
         own_ids: own_ids && nest.is_none(),
+        below: None,
     };
     if let Some((first_id, want_tree)) = nest {
         let names: Vec<&str> = data.regions.iter().map(|r| r.name.as_str()).collect();
@@ -212,11 +235,33 @@ pub(crate) fn scan(data: &PhaseData, nest: Option<(i64, bool)>) -> Result<Scan, 
             Collect::Off => Ok(Nested::default()),
         };
         match nested {
-            Ok(n) => scan.nested = Some(n),
+            Ok(mut n) => {
+                if below > 0 {
+                    scan.below = Some(below_by_parent(&mut n, &places));
+                }
+                scan.nested = Some(n);
+            }
             Err(o) => scan.not_nested = Some(NotNested::Overlap(o)),
         }
     }
     let ids = scan.nested.as_ref().is_some_and(Nested::has_ids);
     scan.want.ids = data.track_threads && (ids || scan.own_ids);
     Ok(scan)
+}
+
+/// The left-out calls nesting counted per enclosing call, with each call named by its row and
+/// its index in the row (`places`, by storage position).
+fn below_by_parent(n: &mut Nested, places: &[(u32, u32)]) -> BelowByParent {
+    let mut parents: Vec<(u32, u64, u64)> = std::mem::take(&mut n.below)
+        .into_iter()
+        .filter_map(|(g, k)| {
+            let &(row, index) = places.get(g as usize)?;
+            Some((row, u64::from(index), k))
+        })
+        .collect();
+    parents.sort_unstable();
+    BelowByParent {
+        parents,
+        top: n.below_top,
+    }
 }

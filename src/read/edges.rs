@@ -54,7 +54,10 @@ fn thread(h5: &H5<'_>, v: i64, what: &str) -> Result<u32, ReadError> {
 
 impl Profile {
     /// Runs `f` with the file's typed accessor.
-    fn with_h5<T>(&self, f: impl FnOnce(&H5<'_>) -> Result<T, ReadError>) -> Result<T, ReadError> {
+    pub(super) fn with_h5<T>(
+        &self,
+        f: impl FnOnce(&H5<'_>) -> Result<T, ReadError>,
+    ) -> Result<T, ReadError> {
         let err = |p: String| self.err(p);
         f(&H5 {
             file: &self._file,

@@ -52,6 +52,7 @@
 mod columns;
 pub mod critical;
 mod edges;
+mod flight;
 pub mod live;
 mod stream;
 mod summary;
@@ -65,6 +66,7 @@ pub use crate::data::edges::{FollowsFrom, Spawn, Wake};
 pub use crate::data::open_calls::{OpenCall, OpenCalls, TaskState};
 use columns::{short, H5};
 pub use edges::spool_open_calls;
+pub use flight::{BelowParent, FlightInfo};
 pub use summary::{json_str, Calls, Summary};
 pub use tasks::TaskWaits;
 

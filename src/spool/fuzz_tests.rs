@@ -1,6 +1,6 @@
 //! Mutated spools never make a reader panic or allocate beyond the file: every frame kind the
 //! writer makes (header, regions, calls, polls in runs, task rows, sites, threads, aggregate,
-//! and version 2's open calls, wakes, spawns and `follows_from` links)
+//! and version 2's open calls, wakes, spawns, `follows_from` links and left-out calls)
 //! is mutated where its ids and counts live, then read by [`super::scan`] with the lanes kept,
 //! by the edges' reader and by the lane follower. (`tests/planted_spools.rs` fuzzes the public `recover_spool` with
 //! an allocation cap checked by a counting allocator.)
@@ -87,8 +87,25 @@ fn every_frame_kind(dir: &Path) -> Vec<u8> {
         follows_region: 0,
         follows_start_ns: 2,
     });
+    // Version 2: the calls a flight recorder's threshold left out.
+    w.below_call(30, 3, -2);
+    w.below_call(35, 1, 0);
     w.flush(&[thread], &[(0, Stats::default())]);
     std::fs::read(&path).unwrap()
+}
+
+#[test]
+fn left_out_calls_read_back_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    every_frame_kind(dir.path());
+    let mut got = Vec::new();
+    below::for_each_below(&[spool_path(&dir.path().join("all.h5"))], |b| got.push(b)).unwrap();
+    let b = |start_ns, end_ns, lane| below::BelowCall {
+        start_ns,
+        end_ns,
+        lane,
+    };
+    assert_eq!(got, vec![b(30, 33, -2), b(35, 36, 0)]);
 }
 
 #[test]
@@ -107,6 +124,7 @@ fn mutated_spools_are_read_or_refused_never_a_panic() {
         TAG_WAKES,
         TAG_SPAWNS,
         TAG_FOLLOWS,
+        TAG_BELOW,
         TAG_POLL_RUNS,
         TAG_SITES,
     ] {
@@ -143,6 +161,13 @@ fn mutated_spools_are_read_or_refused_never_a_panic() {
         }
         match edges::read_edges(std::slice::from_ref(&target)) {
             Ok(_) => read_back += 1,
+            Err(e) => {
+                assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
+                refused += 1;
+            }
+        }
+        match below::for_each_below(std::slice::from_ref(&target), |_| {}) {
+            Ok(()) => read_back += 1,
             Err(e) => {
                 assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
                 refused += 1;

@@ -21,6 +21,7 @@
 //! | 11 | wakes (version 2) | `n` u32, then n x (`tick - previous tick`, `thread` (waking), `waker_task` (-1 = the runtime's driver or a thread outside tasks), `woken_task`), each a zigzag LEB128 varint (see [`crate::data::edges::Wake`]) |
 //! | 12 | spawns (version 2) | `n` u32, then n x (`tick - previous tick`, `thread`, `parent_task` (-1 = the thread, outside tasks), `child_task`), varints as above |
 //! | 13 | follows_from links (version 2) | `n` u32, then n x (`tick - previous tick`, `span_region`, `span_start` (-1 = not entered when the flusher resolved the link), `follows_region`, `follows_start`), varints as above |
+//! | 14 | calls left out (version 2; flight-recorder segments only) | `n` u32, then n x (`start - previous start`, `dur`, `lane` (task index, or `-2 - thread`)), varints as above: the calls `Builder::flight_min_duration` left out (see [`below`]) |
 //!
 //! A file may hold several *segments* ([`SpoolWriter::new_segment`], see [`segment`]): each
 //! begins with the header, every region and site and the thread table again, so the bytes
@@ -68,6 +69,7 @@ pub(crate) const TAG_OPEN_CALLS: u8 = 10;
 pub(crate) const TAG_WAKES: u8 = 11;
 pub(crate) const TAG_SPAWNS: u8 = 12;
 pub(crate) const TAG_FOLLOWS: u8 = 13;
+pub(crate) const TAG_BELOW: u8 = 14;
 /// Calls buffered per region before they become a frame.
 const CALLS_PER_FRAME: usize = 4096;
 /// Bytes buffered before they are written out.
@@ -155,6 +157,8 @@ pub(crate) struct SpoolWriter {
     durable: bool,
     /// Task edges not yet in a frame (see [`edges`]).
     edges: edges::PendingEdges,
+    /// Calls the flight recorder's threshold left out, not yet in a frame (see [`below`]).
+    below: Vec<[i64; 3]>,
     /// Where the current segment begins in the file (see [`segment`]): 0, or where
     /// [`SpoolWriter::new_segment`] began one.
     segment_start: u64,
@@ -208,6 +212,7 @@ impl SpoolWriter {
             lanes: LaneCounts::default(),
             durable,
             edges: Default::default(),
+            below: Vec::new(),
             segment_start: 0,
         };
         if durable {
@@ -492,6 +497,7 @@ impl SpoolWriter {
         }
         self.put_polls();
         self.put_edges();
+        self.put_below();
         self.put_preamble();
         self.put_threads(threads);
         if !aggregate.is_empty() {
@@ -571,6 +577,7 @@ impl SpoolWriter {
     }
 }
 
+pub(crate) mod below;
 mod compact;
 pub(crate) mod edges;
 mod encode;

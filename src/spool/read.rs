@@ -175,8 +175,8 @@ fn skips(tag: u8, want_calls: bool, keep_lanes: bool) -> bool {
     match tag {
         TAG_CALLS | TAG_CALL_COLUMNS => !want_calls,
         TAG_POLLS | TAG_POLL_RUNS | TAG_TASKS => !keep_lanes,
-        // Read by `spool::edges::scan_edges` alone.
-        t => super::edges::is_edge_tag(t),
+        // Read by `spool::edges::scan_edges` and `spool::below::for_each_below` alone.
+        t => t == super::TAG_BELOW || super::edges::is_edge_tag(t),
     }
 }
 

@@ -152,3 +152,56 @@ fn busy_time_is_summed_per_path_and_own_rows_leave_out_the_childrens() {
     assert_eq!((row("(own)").total_ns, row("(own)").busy_ns), (160, 40));
     assert_eq!((row("step").total_ns, row("step").busy_ns), (40, 20));
 }
+
+#[test]
+fn left_out_calls_count_under_the_innermost_open_call_of_their_lane() {
+    use crate::spool::below::BelowCall;
+    let span = |start, end, lane, row, g| Span {
+        start,
+        end,
+        lane,
+        row,
+        g,
+        busy: end - start,
+    };
+    let below = |start_ns, end_ns, lane| {
+        Span::below(BelowCall {
+            start_ns,
+            end_ns,
+            lane,
+        })
+    };
+    // Thread 0 (lane -2): outer [0, 100] holds inner [10, 50]; task 3: req [0, 80].
+    let calls = vec![
+        span(0, 100, -2, 0, 0),
+        span(10, 50, -2, 1, 1),
+        span(0, 80, 3, 2, 2),
+    ];
+    let left_out = vec![
+        below(12, 13, -2), // in inner
+        below(20, 21, -2), // in inner
+        below(50, 52, -2), // inner has ended: in outer
+        below(60, 61, -2), // in outer
+        below(5, 6, 3),    // in the task's call, whatever thread polled it
+        below(90, 91, 3),  // after the task's call: at the top
+        below(0, 1, -3),   // a thread with no call: at the top
+    ];
+    let names = ["outer", "inner", "req"];
+    let all: Vec<Span> = calls.iter().chain(&left_out).copied().collect();
+    let n = nest_spans(all.clone(), &names, 7, true, 0).unwrap();
+    assert_eq!(n.below, vec![(0, 2), (1, 2), (2, 1)]);
+    assert_eq!(n.below_top, 2);
+    // Ids and exclusive times are the calls' alone.
+    assert_eq!(n.calls, 3);
+    assert_eq!((n.call_id(0), n.call_id(1), n.parent_id(1)), (7, 9, 7));
+    assert_eq!(n.exclusive, vec![100 - 40, 40, 80]);
+    // The streaming nester (the external sort's path) counts the same.
+    let mut sorted = all;
+    sort(&mut sorted);
+    let mut streaming = Nester::new(&names, 7, false, None);
+    for s in &sorted {
+        streaming.push(s).unwrap();
+    }
+    let m = streaming.finish();
+    assert_eq!((m.below, m.below_top), (n.below, n.below_top));
+}

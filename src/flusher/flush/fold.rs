@@ -195,7 +195,13 @@ impl Flusher {
         // The flight recorder's threshold: counted in the statistics above, no detail.
         if let Some(ring) = &mut self.flight {
             if dur_ns < self.flight_min_ns {
-                ring.below(c.region, end_ns);
+                // Its lane as nesting sees it, so a dump counts it under its parent.
+                let lane = if task >= 0 {
+                    task
+                } else {
+                    -2 - i64::from(c.lane)
+                };
+                ring.below(c.region, start_ns, dur_ns, lane);
                 return;
             }
         }

@@ -12,7 +12,12 @@
 //!   call that ended after it is in the file, whole), `at_ns` (i64, when the dump was asked
 //!   for), `window_ns` (i64, the window asked for) and `shrunk_to_ns` (i64, the narrowest
 //!   window the disk budget left, -1: never shrunk), and with `flight_min_duration` the calls
-//!   left out per region: `below_threshold_regions` (str) and `below_threshold_calls` (i64);
+//!   left out per region: `below_threshold_regions` (str) and `below_threshold_calls` (i64),
+//!   and the same calls per parent: each counted under the innermost kept call of its lane
+//!   open at its start (the parent the file's nesting gives it), one row per kept call that
+//!   enclosed any, `below_threshold_parent_regions` (str), `below_threshold_parent_indices`
+//!   (i64, the call's index in its region's datasets) and `below_threshold_parent_calls`
+//!   (i64), and an attribute `below_threshold_at_top` (i64, those no kept call enclosed);
 //! * `wakes/` (Tokio's instrumentation): `tick_ns` (i64, absolute), `thread_ids` (i64, the
 //!   waking thread), `waker_task_ids` (i64, -1: the runtime's driver or a thread outside
 //!   tasks) and `woken_task_ids` (i64), in the order the flusher settled them;
@@ -34,6 +39,7 @@ use super::lanes::OWN_GROUP;
 use crate::data::edges::{or_none, Edges, FollowsRow};
 use crate::data::open_calls::OpenCalls;
 use crate::data::rows::PhaseData;
+use crate::data::scan::BelowByParent;
 use crate::spool::SpoolRegion;
 use crate::Error;
 
@@ -46,13 +52,22 @@ fn own_group(ctx: &Ctx<'_>, file: &File) -> Result<Group, Error> {
     }
 }
 
-/// Writes the open calls and the edges `data` has, if any.
-pub(super) fn write_edges(ctx: &Ctx<'_>, file: &File, data: &PhaseData) -> Result<(), Error> {
+/// Writes the open calls and the edges `data` has, if any; `below`: a dump's left-out calls
+/// counted under their parents.
+pub(super) fn write_edges(
+    ctx: &Ctx<'_>,
+    file: &File,
+    data: &PhaseData,
+    below: Option<&BelowByParent>,
+) -> Result<(), Error> {
     if let Some(open) = &data.extra.open_calls {
         write_open_calls(ctx, &own_group(ctx, file)?, open)?;
     }
     if let Some(w) = &data.extra.flight {
-        write_flight(ctx, &own_group(ctx, file)?, w)?;
+        let g = write_flight(ctx, &own_group(ctx, file)?, w)?;
+        if let Some(b) = below {
+            write_below_parents(ctx, &g, data, b)?;
+        }
     }
     let Some(sp) = &data.spooled else {
         return Ok(());
@@ -181,14 +196,14 @@ fn write_flight(
     ctx: &Ctx<'_>,
     own: &Group,
     w: &crate::data::flight::FlightWindow,
-) -> Result<(), Error> {
+) -> Result<Group, Error> {
     let g = ctx.h5("scope_profiler_rs/flight", own.create_group("flight"))?;
     ctx.attr(&g, "covered_from_ns", &w.covered_from_ns)?;
     ctx.attr(&g, "at_ns", &w.at_ns)?;
     ctx.attr(&g, "window_ns", &w.window_ns)?;
     ctx.attr(&g, "shrunk_to_ns", &w.shrunk_to_ns.unwrap_or(-1))?;
     if w.below.is_empty() {
-        return Ok(());
+        return Ok(g);
     }
     ctx.strings(
         &g,
@@ -197,7 +212,34 @@ fn write_flight(
     )?;
     ctx.column(&g, "below_threshold_calls", &w.below, |(_, n)| {
         i64::try_from(*n).unwrap_or(i64::MAX)
-    })
+    })?;
+    Ok(g)
+}
+
+/// The left-out calls per parent (see the module docs): attribute `below_threshold_at_top`
+/// and, one row per kept call that enclosed any, `below_threshold_parent_regions` (str),
+/// `below_threshold_parent_indices` (i64, the call's index in its region's datasets) and
+/// `below_threshold_parent_calls` (i64).
+fn write_below_parents(
+    ctx: &Ctx<'_>,
+    g: &Group,
+    data: &PhaseData,
+    b: &BelowByParent,
+) -> Result<(), Error> {
+    let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    ctx.attr(g, "below_threshold_at_top", &n(b.top))?;
+    let name = |row: u32| {
+        data.regions
+            .get(row as usize)
+            .map_or("", |r| r.name.as_str())
+    };
+    ctx.strings(
+        g,
+        "below_threshold_parent_regions",
+        b.parents.iter().map(|&(row, _, _)| name(row)),
+    )?;
+    ctx.column(g, "below_threshold_parent_indices", &b.parents, |p| n(p.1))?;
+    ctx.column(g, "below_threshold_parent_calls", &b.parents, |p| n(p.2))
 }
 
 /// `/scope_profiler_rs/open_calls` (see the module docs).

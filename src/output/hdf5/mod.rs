@@ -346,7 +346,7 @@ fn write_contents(
             if !lanes_written {
                 lanes::write_lanes(ctx, file, data, lanes::Lanes::of(data))?;
             }
-            edges::write_edges(ctx, file, data)?;
+            edges::write_edges(ctx, file, data, scan.below.as_ref())?;
         }
         Layout::Aggregate => write_aggregate(ctx, &index, &events, &data.regions)?,
     }
