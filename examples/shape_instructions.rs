@@ -87,17 +87,28 @@ fn main() -> Result<(), scope_profiler::Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [front, shape, ops, rest @ ..] = args.as_slice() else {
         eprintln!(
-            "usage: shape_instructions layer|subscriber|noop span|poll|async3|request OPS [async]"
+            "usage: shape_instructions layer|subscriber|noop span|poll|async3|request OPS [async] \\
+             [aggregate|flight10us]"
         );
         std::process::exit(2);
     };
     let ops: u64 = ops.parse().expect("OPS: a number");
     let track_async = rest.iter().any(|a| a == "async");
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let builder = scope_profiler::ScopeLayer::builder()
+    let mut builder = scope_profiler::ScopeLayer::builder()
         .output(dir.path().join("shape.h5"))
         .summary(false)
         .track_async(track_async);
+    // `aggregate`: Mode::Aggregate; `flight10us`: the flight recorder with a 10 µs threshold,
+    // which leaves out every call of these shapes.
+    if rest.iter().any(|a| a == "aggregate") {
+        builder = builder.mode(scope_profiler::Mode::Aggregate);
+    }
+    if rest.iter().any(|a| a == "flight10us") {
+        builder = builder
+            .flight_recorder(std::time::Duration::from_secs(60))
+            .flight_min_duration(std::time::Duration::from_micros(10));
+    }
     let (dispatch, guard) = match front.as_str() {
         "layer" => {
             let (layer, guard) = builder.build()?;

@@ -5,6 +5,7 @@
 #
 #   scripts/shape-instructions.sh                    # build, then every shape and front end
 #   BIN=path/to/shape_instructions scripts/shape-instructions.sh   # a binary built elsewhere
+#   VARIANTS="aggregate flight10us" SHAPES=span scripts/shape-instructions.sh   # other modes
 #
 # Each configuration runs at N and 2N operations; the difference over N cancels fixed costs
 # (start-up, the overhead probe, the first buffers). valgrind serializes threads, so the
@@ -38,7 +39,7 @@ count() {
 printf '%-11s %-7s %-6s %12s %12s\n' front shape async thread/op flusher/op
 for shape in ${SHAPES:-span poll async3}; do
     for front in noop layer subscriber; do
-        for async in "" async; do
+        for async in ${VARIANTS:-"" async}; do
             [ "$front" = noop ] && [ -n "$async" ] && continue
             read -r m1 r1 < <(count "a$front$shape$async" "$front" "$shape" "$N" $async)
             read -r m2 r2 < <(count "b$front$shape$async" "$front" "$shape" "$((2 * N))" $async)

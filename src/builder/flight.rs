@@ -66,9 +66,12 @@ impl Builder {
     /// the statistics (exact, as always) but leaves no detail in the ring, as Java Flight
     /// Recorder's thresholds do. A call with a longer child is itself longer, so every call
     /// the user would look for in a dump is kept whole. The dump says how many calls of
-    /// each region were left out ([`Report::calls_below_threshold`](crate::Report::calls_below_threshold),
-    /// `/scope_profiler_rs/flight/below_threshold_*`). Polls and task rows are kept as without
-    /// it. Default 0: every call.
+    /// each region were left out ([`Report::calls_below_threshold`](crate::Report::calls_below_threshold)),
+    /// and how many each kept call enclosed: the innermost kept call of a left-out call's lane
+    /// open at its start ([`Profile::flight`](crate::read::Profile::flight),
+    /// `/scope_profiler_rs/flight/below_threshold_*`). For that count the ring keeps a
+    /// left-out call's start and lane, mostly 2 bytes. Polls and task rows are kept as without it.
+    /// Default 0: every call.
     ///
     /// ```
     /// # use std::time::Duration;

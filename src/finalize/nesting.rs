@@ -88,11 +88,12 @@ impl Span {
     /// or nested into (being shorter than the threshold, it has no kept child).
     pub(crate) const BELOW: u32 = u32::MAX;
 
-    /// A left-out call (see [`Span::BELOW`]).
+    /// A left-out call (see [`Span::BELOW`]): only its start counts, so it is given no
+    /// length (a kept call starting with it, being longer, sorts first and encloses it).
     pub(crate) fn below(c: crate::spool::below::BelowCall) -> Span {
         Span {
             start: c.start_ns,
-            end: c.end_ns,
+            end: c.start_ns,
             lane: c.lane,
             row: Span::BELOW,
             g: u32::MAX,

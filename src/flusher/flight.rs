@@ -329,14 +329,14 @@ impl FlightRing {
         self.lost_calls += 1;
     }
 
-    /// A call of `region` (`start_ns`, `dur_ns`, on `lane`: a task index, else `-2 - thread`)
-    /// was shorter than the threshold: counted in the current segment, and only its place
-    /// written (frame 14), so a dump counts it under its parent.
-    pub(crate) fn below(&mut self, region: u32, start_ns: i64, dur_ns: i64, lane: i64) {
-        let Some(w) = self.writer(start_ns + dur_ns) else {
+    /// A call of `region` (`start_ns` to `end_ns`, on `lane`: a task index, else
+    /// `-2 - thread`) was shorter than the threshold: counted in the current segment, and
+    /// only its place written (frame 14), so a dump counts it under its parent.
+    pub(crate) fn below(&mut self, region: u32, start_ns: i64, end_ns: i64, lane: i64) {
+        let Some(w) = self.writer(end_ns) else {
             return;
         };
-        w.below_call(start_ns, dur_ns, lane);
+        w.below_call(start_ns, lane);
         if let Some(s) = self.segments.back_mut() {
             let r = region as usize;
             if s.below.len() <= r {

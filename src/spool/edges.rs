@@ -159,7 +159,7 @@ impl SpoolWriter {
 
 /// Appends a frame `tag` of `rows`, each `K` varints with the first (the time) delta-coded;
 /// nothing for no rows.
-pub(super) fn put_rows<const K: usize>(
+fn put_rows<const K: usize>(
     buf: &mut Vec<u8>,
     tag: u8,
     rows: impl ExactSizeIterator<Item = [i64; K]>,
@@ -187,7 +187,7 @@ pub(super) fn put_rows<const K: usize>(
 
 /// Decodes the rows of a frame written by [`put_rows`] into `out`, each passed through
 /// `row` (which refuses a malformed one with `None`).
-pub(super) fn get_rows<const K: usize, T>(
+fn get_rows<const K: usize, T>(
     r: &mut Cursor<'_>,
     out: &mut Vec<T>,
     row: impl Fn([i64; K]) -> Option<T>,

@@ -88,8 +88,10 @@ fn every_frame_kind(dir: &Path) -> Vec<u8> {
         follows_start_ns: 2,
     });
     // Version 2: the calls a flight recorder's threshold left out.
-    w.below_call(30, 3, -2);
-    w.below_call(35, 1, 0);
+    w.below_call(30, -2);
+    w.below_call(35, 0);
+    w.below_call(32, -7);
+    w.below_call(40, -7);
     w.flush(&[thread], &[(0, Stats::default())]);
     std::fs::read(&path).unwrap()
 }
@@ -100,12 +102,8 @@ fn left_out_calls_read_back_as_written() {
     every_frame_kind(dir.path());
     let mut got = Vec::new();
     below::for_each_below(&[spool_path(&dir.path().join("all.h5"))], |b| got.push(b)).unwrap();
-    let b = |start_ns, end_ns, lane| below::BelowCall {
-        start_ns,
-        end_ns,
-        lane,
-    };
-    assert_eq!(got, vec![b(30, 33, -2), b(35, 36, 0)]);
+    let b = |start_ns, lane| below::BelowCall { start_ns, lane };
+    assert_eq!(got, vec![b(30, -2), b(35, 0), b(32, -7), b(40, -7)]);
 }
 
 #[test]

@@ -7,7 +7,7 @@
 //!
 //! | tag | frame | payload |
 //! |---|---|---|
-//! | 0 | header | magic `SPRSPOL2` (`SPRSPOL1`: version 1, still read; it has no frames 10-13), `start_time_ns` i64, `timestamp` str, `label` str ("" = none), `track_threads` u8, `track_async` u8, `aggregate` u8 |
+//! | 0 | header | magic `SPRSPOL2` (`SPRSPOL1`: version 1, still read; it has no frames 10-14), `start_time_ns` i64, `timestamp` str, `label` str ("" = none), `track_threads` u8, `track_async` u8, `aggregate` u8 |
 //! | 1 | region | `id` u32, `line` i64, `name` str, `file` str |
 //! | 2 | calls (read, no longer written) | `region` u32, `n` u32, then n x (`start - previous start`, `dur`, `thread`, `task`, `await`, `gpu`), each a zigzag LEB128 varint |
 //! | 8 | calls | `region` u32, `n` u32, `varying` u8 (bit 0 thread, 1 task, 2 await, 3 gpu), then each column that does not vary in the frame once (`thread`, `task`, `await`, `gpu`, those whose bit is clear), then n x (`start - previous start`, `dur`, and the varying columns), every value a zigzag LEB128 varint: a sync span's call on one thread costs its start and duration, 3-4 bytes; then, only when a call of the frame ran in a Tokio task with a timeline, n x `scheduled` (-1 = none) |
@@ -21,7 +21,7 @@
 //! | 11 | wakes (version 2) | `n` u32, then n x (`tick - previous tick`, `thread` (waking), `waker_task` (-1 = the runtime's driver or a thread outside tasks), `woken_task`), each a zigzag LEB128 varint (see [`crate::data::edges::Wake`]) |
 //! | 12 | spawns (version 2) | `n` u32, then n x (`tick - previous tick`, `thread`, `parent_task` (-1 = the thread, outside tasks), `child_task`), varints as above |
 //! | 13 | follows_from links (version 2) | `n` u32, then n x (`tick - previous tick`, `span_region`, `span_start` (-1 = not entered when the flusher resolved the link), `follows_region`, `follows_start`), varints as above |
-//! | 14 | calls left out (version 2; flight-recorder segments only) | `n` u32, then n x (`start - previous start`, `dur`, `lane` (task index, or `-2 - thread`)), varints as above: the calls `Builder::flight_min_duration` left out (see [`below`]) |
+//! | 14 | calls left out (version 2; flight-recorder segments only) | `n` u32, then n x (LEB128 `zigzag(start - previous start) << 1 \| lane changed`, then, when it changed, zigzag LEB128 `lane - previous lane`; a lane: task index, or `-2 - thread`): the calls `Builder::flight_min_duration` left out (see [`below`]) |
 //!
 //! A file may hold several *segments* ([`SpoolWriter::new_segment`], see [`segment`]): each
 //! begins with the header, every region and site and the thread table again, so the bytes
@@ -51,7 +51,7 @@ use encode::{columns_of, frame, put_str, put_varint};
 use loss::CallSpan;
 
 /// The magic of the spools written now (version 2: the open-calls frame and the task
-/// edges, tags 10-13).
+/// edges, tags 10-13, and the flight recorder's left-out calls, tag 14).
 const MAGIC: &[u8; 8] = b"SPRSPOL2";
 /// The magic of version 1, still read (a spool left by an older build).
 const MAGIC_V1: &[u8; 8] = b"SPRSPOL1";
@@ -158,7 +158,7 @@ pub(crate) struct SpoolWriter {
     /// Task edges not yet in a frame (see [`edges`]).
     edges: edges::PendingEdges,
     /// Calls the flight recorder's threshold left out, not yet in a frame (see [`below`]).
-    below: Vec<[i64; 3]>,
+    below: below::PendingBelow,
     /// Where the current segment begins in the file (see [`segment`]): 0, or where
     /// [`SpoolWriter::new_segment`] began one.
     segment_start: u64,
@@ -212,7 +212,7 @@ impl SpoolWriter {
             lanes: LaneCounts::default(),
             durable,
             edges: Default::default(),
-            below: Vec::new(),
+            below: Default::default(),
             segment_start: 0,
         };
         if durable {

@@ -164,20 +164,14 @@ fn left_out_calls_count_under_the_innermost_open_call_of_their_lane() {
         g,
         busy: end - start,
     };
-    let below = |start_ns, end_ns, lane| {
-        Span::below(BelowCall {
-            start_ns,
-            end_ns,
-            lane,
-        })
-    };
+    let below = |start_ns, _end_ns: i64, lane| Span::below(BelowCall { start_ns, lane });
     // Thread 0 (lane -2): outer [0, 100] holds inner [10, 50]; task 3: req [0, 80].
-    let calls = vec![
+    let calls = [
         span(0, 100, -2, 0, 0),
         span(10, 50, -2, 1, 1),
         span(0, 80, 3, 2, 2),
     ];
-    let left_out = vec![
+    let left_out = [
         below(12, 13, -2), // in inner
         below(20, 21, -2), // in inner
         below(50, 52, -2), // inner has ended: in outer

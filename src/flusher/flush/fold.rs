@@ -201,7 +201,7 @@ impl Flusher {
                 } else {
                     -2 - i64::from(c.lane)
                 };
-                ring.below(c.region, start_ns, dur_ns, lane);
+                ring.below(c.region, start_ns, end_ns, lane);
                 return;
             }
         }
