@@ -229,6 +229,9 @@ impl FlightRing {
         if let Some(mut w) = self.writer.take() {
             w.flush(all_threads, &[]);
             self.note_bytes_of(&w);
+            if let Some(s) = self.segments.iter_mut().rev().find(|s| s.path == w.path()) {
+                s.below = w.take_below_counts();
+            }
         }
         self.begin(now_ns);
     }
@@ -333,16 +336,10 @@ impl FlightRing {
     /// `-2 - thread`) was shorter than the threshold: counted in the current segment, and
     /// only its place written (frame 14), so a dump counts it under its parent.
     pub(crate) fn below(&mut self, region: u32, start_ns: i64, end_ns: i64, lane: i64) {
-        let Some(w) = self.writer(end_ns) else {
-            return;
-        };
-        w.below_call(start_ns, lane);
-        if let Some(s) = self.segments.back_mut() {
-            let r = region as usize;
-            if s.below.len() <= r {
-                s.below.resize(r + 1, 0);
-            }
-            s.below[r] += 1;
+        // The segment's writer counts it too (moved to the segment when it closes): one
+        // lookup per left-out call.
+        if let Some(w) = self.writer(end_ns) {
+            w.below_call(region, start_ns, lane);
         }
     }
 

@@ -30,6 +30,8 @@ pub(crate) struct BelowCall {
 /// Left-out calls encoded and not yet framed.
 #[derive(Debug, Default)]
 pub(crate) struct PendingBelow {
+    /// Left-out calls per region id, since the file began.
+    counts: Vec<u64>,
     rows: Vec<u8>,
     n: u32,
     /// The previous row's start and lane (the deltas' base).
@@ -40,11 +42,18 @@ pub(crate) struct PendingBelow {
 const MAX_VARINT: usize = 10;
 
 impl SpoolWriter {
-    /// Buffers one call left out by the threshold, which started at `start_ns` on `lane`
-    /// (the flusher's path for such a call: two varints, one or two bytes each when calls
-    /// follow one another on a lane).
-    pub(crate) fn below_call(&mut self, start_ns: i64, lane: i64) {
+    /// Buffers one call of `region` left out by the threshold, which started at `start_ns`
+    /// on `lane`, and counts it (the flusher's path for such a call: a count and a varint or
+    /// two).
+    pub(crate) fn below_call(&mut self, region: u32, start_ns: i64, lane: i64) {
         let b = &mut self.below;
+        match b.counts.get_mut(region as usize) {
+            Some(n) => *n += 1,
+            None => {
+                b.counts.resize(region as usize + 1, 0);
+                b.counts[region as usize] = 1;
+            }
+        }
         // One varint for a call on the previous call's lane (the usual case: a run of short
         // calls on one thread or task), encoded on the stack and appended at once.
         let d = zigzag(start_ns.wrapping_sub(b.previous.0));
@@ -54,7 +63,15 @@ impl SpoolWriter {
         if !same_lane {
             len = put_u64(&mut row, len, zigzag(lane.wrapping_sub(b.previous.1)));
         }
-        b.rows.extend_from_slice(&row[..len]);
+        // A constant-length copy (a single store) for the usual row of at most 4 bytes, cut
+        // back to its length; a call to `memcpy` otherwise.
+        let at = b.rows.len();
+        if len <= 4 {
+            b.rows.extend_from_slice(&row[..4]);
+            b.rows.truncate(at + len);
+        } else {
+            b.rows.extend_from_slice(&row[..len]);
+        }
         b.previous = (start_ns, lane);
         b.n += 1;
         if b.n as usize >= CALLS_PER_FRAME {
@@ -80,6 +97,13 @@ impl SpoolWriter {
         b.rows.clear();
         b.n = 0;
         b.previous = (0, 0);
+    }
+}
+
+impl SpoolWriter {
+    /// The left-out calls counted per region id since the file began (and forgets them).
+    pub(crate) fn take_below_counts(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.below.counts)
     }
 }
 

@@ -88,10 +88,10 @@ fn every_frame_kind(dir: &Path) -> Vec<u8> {
         follows_start_ns: 2,
     });
     // Version 2: the calls a flight recorder's threshold left out.
-    w.below_call(30, -2);
-    w.below_call(35, 0);
-    w.below_call(32, -7);
-    w.below_call(40, -7);
+    w.below_call(0, 30, -2);
+    w.below_call(1, 35, 0);
+    w.below_call(1, 32, -7);
+    w.below_call(1, 40, -7);
     w.flush(&[thread], &[(0, Stats::default())]);
     std::fs::read(&path).unwrap()
 }

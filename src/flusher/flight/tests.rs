@@ -196,3 +196,35 @@ fn a_segment_that_cannot_be_made_is_tried_again_once_per_flush() {
     let plan = r.for_dump(&thread(), 2 * S);
     assert_eq!(plan.lost_calls, 1000);
 }
+
+/// Left-out calls are counted per segment through its writer (moved to the segment as it
+/// closes), and a dump sums the closed segments' counts and reads their places back.
+#[test]
+fn left_out_calls_are_counted_in_the_segments_a_dump_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = ring(dir.path(), 4, 256 << 20);
+    r.region(0, "work", "", -1, 0);
+    r.region(1, "fast", "", -1, 0);
+    let threads = thread();
+    // 10 left-out calls of region 1 per 100 ms for 6 s: segments of 1 s roll under them.
+    for tick in 0..60 {
+        let t = tick * S / 10;
+        for k in 0..10 {
+            r.below(1, t + k * 1000, t + k * 1000 + 500, -2);
+        }
+        r.flush(&threads, &threads, t + S / 10);
+    }
+    let plan = r.for_dump(&thread(), 6 * S);
+    let mut places = 0u64;
+    crate::spool::below::for_each_below(&plan.files, |b| {
+        assert_eq!(b.lane, -2);
+        places += 1;
+    })
+    .unwrap();
+    let counted: u64 = plan.below.iter().map(|&(_, n)| n).sum();
+    assert_eq!(plan.below.iter().map(|&(r, _)| r).collect::<Vec<_>>(), [1]);
+    // Every segment the dump reads counted exactly the calls whose places it holds: the
+    // window (4 s) and its current segment at least, never more than were recorded.
+    assert_eq!(counted, places);
+    assert!((400..=600).contains(&counted), "{counted}");
+}
