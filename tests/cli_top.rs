@@ -181,6 +181,41 @@ fn follows_a_recording_program_then_agrees_with_its_file() {
     );
 }
 
+/// `--once --at T` moves the window back to end T into the recording, as the screen's keys do.
+#[test]
+fn at_moves_the_window_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("at.h5");
+    let (layer, guard) = ScopeLayer::builder()
+        .output(&out)
+        .summary(false)
+        .build()
+        .unwrap();
+    let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    tracing::dispatcher::with_default(&d, || {
+        (0..5).for_each(|_| tracing::info_span!("early").in_scope(|| ()));
+        std::thread::sleep(Duration::from_millis(400));
+        (0..7).for_each(|_| tracing::info_span!("late").in_scope(|| ()));
+    });
+    guard.finalize().unwrap();
+    let target = out.to_str().unwrap();
+    let window = |args: &[&str]| {
+        let mut all = vec!["top", target, "--once", "--format", "json", "--window", "100ms"];
+        all.extend_from_slice(args);
+        let v: serde_json::Value = serde_json::from_str(&scopeprof_ok(&all)).unwrap();
+        (calls_of(&v, "early"), calls_of(&v, "late"))
+    };
+    assert_eq!(window(&[]), (0, 7), "the last 100 ms");
+    assert_eq!(window(&["--at", "50ms"]), (5, 0), "the 100 ms ending 50 ms in");
+    assert_eq!(window(&["--at", "1h"]), (0, 7), "past the end: the end");
+    let out = scopeprof(&["top", target, "--once", "--at", "all"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = scopeprof(&["top", target, "--at", "1s"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("go with --once"));
+    let out = scopeprof(&["top", target, "--once", "--timings"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("the snapshot took"));
+}
+
 #[test]
 fn reads_a_file_of_the_python_package() {
     let dir = tempfile::tempdir().unwrap();

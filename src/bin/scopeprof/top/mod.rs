@@ -35,6 +35,13 @@ pub(crate) struct TopArgs {
     /// How often the screen reads the spool again (ms).
     #[arg(long, default_value_t = 250)]
     pub(crate) refresh_ms: u64,
+    /// With `--once`: the window ends this far into the recording (`42s`, `1500ms`), instead
+    /// of at its latest call: a jump back, as the screen's keys make one.
+    #[arg(long)]
+    pub(crate) at: Option<String>,
+    /// With `--once`: say on stderr how long reading the target and the snapshot took.
+    #[arg(long)]
+    pub(crate) timings: bool,
 }
 
 /// `--once` output formats.
@@ -49,10 +56,31 @@ pub(crate) enum OnceFormat {
 /// Runs `scopeprof top`.
 pub(crate) fn run(args: &TopArgs) -> Result<(), String> {
     let window = WindowSpec::parse(&args.window)?;
+    let at = match &args.at {
+        None => None,
+        Some(a) => match WindowSpec::parse(a)? {
+            WindowSpec::Last(ns) => Some(ns),
+            WindowSpec::All => return Err("--at: a time into the recording, like 42s".into()),
+        },
+    };
+    if (at.is_some() || args.timings) && !args.once {
+        return Err("--at and --timings go with --once".into());
+    }
     let target = target::resolve(&args.target)?;
+    let opened = std::time::Instant::now();
     let mut source = source::Source::open(&target)?;
     if args.once {
-        let text = once::snapshot(&mut source, window, args.format, &args.target)?;
+        let read_in = opened.elapsed();
+        let snapped = std::time::Instant::now();
+        let text = once::snapshot(&mut source, window, at, args.format, &args.target)?;
+        if args.timings {
+            eprintln!(
+                "top: read {} in {:.1} ms; the snapshot took {:.1} ms",
+                args.target.display(),
+                read_in.as_secs_f64() * 1e3,
+                snapped.elapsed().as_secs_f64() * 1e3
+            );
+        }
         print!("{text}");
         return Ok(());
     }

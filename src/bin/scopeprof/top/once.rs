@@ -9,14 +9,18 @@ use super::model::{RegionRow, Snapshot, WindowSpec};
 use super::source::Source;
 use super::OnceFormat;
 
-/// The snapshot of the window `spec` (ending at the present), formatted.
+/// The snapshot of the window `spec`, ending at the present or `at` ns into the recording,
+/// formatted.
 pub(crate) fn snapshot(
     source: &mut Source,
     spec: WindowSpec,
+    at: Option<i64>,
     format: OnceFormat,
     target: &Path,
 ) -> Result<String, String> {
-    let snap = match spec.select(source.span(), None) {
+    let span = source.span();
+    let end = at.zip(span).map(|(at, (first, _))| first.saturating_add(at));
+    let snap = match spec.select(span, end) {
         Some(w) => Some(source.snapshot(w)?),
         None => None,
     };
