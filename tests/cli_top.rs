@@ -200,13 +200,19 @@ fn at_moves_the_window_back() {
     guard.finalize().unwrap();
     let target = out.to_str().unwrap();
     let window = |args: &[&str]| {
-        let mut all = vec!["top", target, "--once", "--format", "json", "--window", "100ms"];
+        let mut all = vec![
+            "top", target, "--once", "--format", "json", "--window", "100ms",
+        ];
         all.extend_from_slice(args);
         let v: serde_json::Value = serde_json::from_str(&scopeprof_ok(&all)).unwrap();
         (calls_of(&v, "early"), calls_of(&v, "late"))
     };
     assert_eq!(window(&[]), (0, 7), "the last 100 ms");
-    assert_eq!(window(&["--at", "50ms"]), (5, 0), "the 100 ms ending 50 ms in");
+    assert_eq!(
+        window(&["--at", "50ms"]),
+        (5, 0),
+        "the 100 ms ending 50 ms in"
+    );
     assert_eq!(window(&["--at", "1h"]), (0, 7), "past the end: the end");
     let out = scopeprof(&["top", target, "--once", "--at", "all"]);
     assert_eq!(out.status.code(), Some(2));

@@ -284,16 +284,20 @@ fn mutate(base: &[u8], heads: &[usize], rng: &mut Rng) -> Vec<u8> {
                     m[at..at + 4].copy_from_slice(&v);
                 }
             }
-            // Flipped bytes anywhere.
+            // Flipped bytes anywhere (an earlier cut may have left few or none).
             2 => {
                 let at = rng.below(m.len());
-                m[at] ^= 1 << rng.below(8);
+                if let Some(b) = m.get_mut(at) {
+                    *b ^= 1 << rng.below(8);
+                }
             }
             // A u32 anywhere.
             3 => {
                 let at = rng.below(m.len().saturating_sub(4));
                 let v = HOSTILE[rng.below(HOSTILE.len())].to_le_bytes();
-                m[at..at + 4].copy_from_slice(&v);
+                if at + 4 <= m.len() {
+                    m[at..at + 4].copy_from_slice(&v);
+                }
             }
             // Cut short.
             _ => m.truncate(rng.below(m.len())),

@@ -318,8 +318,9 @@ impl Tail {
                     .ok_or_else(|| bad(&self.path, "a malformed open-calls frame"))?;
                 self.open_calls = Some(open);
             }
-            // Polls, spawn sites and task edges: not what a viewer of calls reads.
-            6 | 7 | 9 | 11..=13 => {}
+            // Polls, spawn sites, task edges and the places of calls a flight recorder's
+            // threshold left out: not what a viewer of calls reads.
+            6 | 7 | 9 | 11..=14 => {}
             _ => self.unknown_frames += 1,
         }
         Ok(())

@@ -19,7 +19,9 @@ pub(crate) fn snapshot(
     target: &Path,
 ) -> Result<String, String> {
     let span = source.span();
-    let end = at.zip(span).map(|(at, (first, _))| first.saturating_add(at));
+    let end = at
+        .zip(span)
+        .map(|(at, (first, _))| first.saturating_add(at));
     let snap = match spec.select(span, end) {
         Some(w) => Some(source.snapshot(w)?),
         None => None,
