@@ -1,9 +1,9 @@
 //! Frame 14 (version 2; only in the flight recorder's segments): the calls that
 //! `Builder::flight_min_duration` left out, as much of each as nesting needs to count it under
-//! its parent and no more: where it started and its lane, one or two varints (mostly 2 bytes, where a kept
-//! call costs its full row). A dump reads them back to give each kept call the exact number of
-//! short calls it enclosed (see [`crate::finalize::nesting`]): the innermost call of the lane
-//! open at the short call's start.
+//! its parent and no more: where it started and its lane, one or two varints (mostly 2 bytes,
+//! where a kept call costs its full row). A dump reads them back to give each kept call the
+//! exact number of short calls it enclosed (see [`crate::finalize::nesting`]): the innermost
+//! call of the lane open at the short call's start.
 //!
 //! The payload is `n` u32, then n rows, each the LEB128 varint `zigzag(start - previous start)
 //! << 1 | lane changed`, followed, when the lane changed, by the zigzag LEB128 varint
@@ -182,8 +182,8 @@ fn unzigzag(z: u64) -> i64 {
 fn below_frame(r: &mut Cursor<'_>, out: &mut Vec<BelowCall>) -> Option<()> {
     let n = r.u32()? as usize;
     let (d, mut at) = (r.d, r.at);
-    // Two varints of at least a byte each per row: the count cannot reserve beyond the payload.
-    out.reserve(n.min(d.len().saturating_sub(at) / 2));
+    // A row is at least a byte: the count cannot reserve beyond the payload.
+    out.reserve(n.min(d.len().saturating_sub(at)));
     let (mut start_ns, mut lane) = (0i64, 0i64);
     let lanes = -2 - i64::from(u32::MAX)..=-2;
     for _ in 0..n {
