@@ -193,8 +193,12 @@ fn child_task_burst() {
     let at_finalize = common::status_kib("VmRSS:");
     if let Some(g) = guard {
         let report = g.finalize().unwrap();
-        assert_eq!(report.region("held").unwrap().calls, n as u64);
-        assert_eq!((report.dropped_calls(), report.dropped()), (0, 0));
+        // Every call is counted: recorded, or dropped whole. A flusher starved past the
+        // recording threads' bounded wait (100 ms; a loaded host) drops some; the parent then
+        // measures again, since its figures are for the whole burst.
+        let held = report.region("held").map_or(0, |r| r.calls);
+        assert_eq!(held + report.dropped_calls(), n as u64);
+        println!("RESULT dropped_calls={}", report.dropped_calls());
     }
     let peak = common::status_kib("VmHWM:");
     drop(rt);
@@ -332,7 +336,25 @@ fn a_task_burst_stays_within_256_mib() {
                 &[("MEM_N", &n.to_string()), ("MEM_PROFILED", profiled)],
             )
         };
-        let (bare, profiled) = (run("0"), run("1"));
+        let bare = run("0");
+        // A run whose flusher fell behind past the bounded wait dropped calls (counted):
+        // its memory is not the whole burst's, so it is measured again, three times at most.
+        let mut profiled = run("1");
+        for attempt in 2..=3 {
+            let dropped = common::value(&profiled, "dropped_calls");
+            if dropped == 0 {
+                break;
+            }
+            eprintln!(
+                "{n} tasks: {dropped} calls dropped (the flusher starved); attempt {attempt}"
+            );
+            profiled = run("1");
+        }
+        assert_eq!(
+            common::value(&profiled, "dropped_calls"),
+            0,
+            "{n} tasks: calls dropped in three runs in a row"
+        );
         let extra =
             common::value(&profiled, "live_kib").saturating_sub(common::value(&bare, "live_kib"));
         let b = extra as f64 * 1024.0 / n as f64;
