@@ -43,6 +43,16 @@ async fn stuck(rx: tokio::sync::oneshot::Receiver<()>) {
     let _ = rx.await;
 }
 
+/// A Tokio runtime of two workers, each recording through `d`.
+fn two_workers(d: tracing::Dispatch) -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .on_thread_start(move || std::mem::forget(tracing::dispatcher::set_default(&d)))
+        .build()
+        .unwrap()
+}
+
 /// Calls of `region` in a dump, and the earliest start among them.
 fn calls_of(path: &std::path::Path, region: &str) -> (u64, i64) {
     let p = Profile::open(path).expect("the dump reads back");
@@ -71,12 +81,7 @@ fn a_dump_of_a_running_service_holds_its_window_and_the_stuck_request() {
             .spool_sync_interval(Duration::from_millis(100))
             .flight_recorder(window),
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .on_thread_start(move || std::mem::forget(tracing::dispatcher::set_default(&d)))
-        .build()
-        .unwrap();
+    let rt = two_workers(d);
     // The program's own log: when each request ended.
     let ends: Arc<Mutex<Vec<i64>>> = Arc::default();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -553,12 +558,7 @@ fn a_threshold_counts_short_calls_under_their_async_parent_across_workers() {
             .flight_recorder(Duration::from_secs(60))
             .flight_min_duration(Duration::from_millis(1)),
     );
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .on_thread_start(move || std::mem::forget(tracing::dispatcher::set_default(&d)))
-        .build()
-        .unwrap();
+    let rt = two_workers(d);
     #[tracing::instrument]
     async fn handle(i: u32) {
         for k in 0..4 {

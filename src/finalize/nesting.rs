@@ -80,9 +80,7 @@ impl Span {
             busy: (c.dur_ns - c.await_ns).clamp(0, c.dur_ns.max(0)),
         }
     }
-}
 
-impl Span {
     /// [`Span::row`] of a call the flight recorder's threshold left out (spool frame 14): it
     /// is only counted under the innermost call of its lane open at its start, never numbered
     /// or nested into (being shorter than the threshold, it has no kept child).
